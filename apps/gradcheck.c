@@ -1,0 +1,342 @@
+/* gradcheck: finite-difference check of every layer's backward pass.
+ *
+ * For a layer y = f(x, params) we take the scalar L = sum_i r_i y_i with a
+ * fixed random r, so dL/dy = r. The backward pass, fed dout = r, gives the
+ * analytic dL/dx; the central difference (L(x + h) - L(x - h)) / 2h gives the
+ * numeric one, with error O(h^2) from the Taylor series plus the float
+ * rounding of L divided by 2h. We compute L in double from float outputs.
+ *
+ * A tensor passes when  max_j |analytic_j - numeric_j| / max_j |numeric_j|
+ * is below the tolerance (see TOL_LAYER, TOL_MODEL): an error in a backward
+ * pass (a missing term, a wrong index, a factor) gives O(1) relative errors,
+ * far above float noise.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "check.h"
+#include "cli.h"
+#include "kernels.h"
+#include "model.h"
+#include "rng.h"
+
+/* Step and tolerance. Inputs and gradients are of size ~1 (the model check
+ * perturbs its weights to make them so): h = 1e-2 keeps the h^2 Taylor term
+ * near 1e-4, and the float rounding of L (~1e-7 relative over a few hundred
+ * outputs) divided by 2h is ~1e-5. Correct backward passes measure 1e-6 to
+ * 5e-4 (layers, model); the tolerance leaves a 20x margin above that, and a
+ * wrong term, index or factor gives errors of 0.1 to 1. */
+#define H_STEP 1e-2
+#define TOL 1e-2
+
+typedef struct {
+    const char *name;
+    float *x, *grad;  /* the tensor and its analytic gradient */
+    size_t n;
+} Checked;
+
+typedef struct GradCheck GradCheck;
+struct GradCheck {
+    double (*loss)(GradCheck *);   /* forward, then L */
+    void (*backward)(GradCheck *); /* zero grads, then backward with dout = r */
+    /* layer state */
+    int B, T, C, NH, V, N;
+    float *buf[16];
+    int *tokens;
+    GPTConfig cfg;
+    GPTParams p, g;
+    GPTActs acts;
+    BackwardScratch scratch;
+};
+
+static unsigned long long g_seed = 1;
+
+static float *randn(size_t n, uint32_t tag) {
+    float *x = mem_alloc(MEM_WORKSPACE, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = rng_normal(g_seed, RNG_STREAM_TEST, i, tag);
+    return x;
+}
+
+static float *zeros(size_t n) { return mem_alloc(MEM_WORKSPACE, n * sizeof(float)); }
+
+static double dot(const float *a, const float *b, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* Check up to max_elems elements of each tensor (all of a small tensor, an
+ * even stride through a large one). Returns the number of failures. */
+static int check_tensors(const char *layer, GradCheck *gc, Checked *t, int nt, double h,
+                         double tol, size_t max_elems) {
+    int failures = 0;
+    gc->backward(gc);
+    /* keep the analytic gradients: the forward passes below may reuse their
+     * buffers (crossentropy turns probs into dlogits in place) */
+    float **analytic = malloc(nt * sizeof *analytic);
+    CHECK(analytic != NULL, "out of memory");
+    for (int k = 0; k < nt; k++) {
+        analytic[k] = malloc(t[k].n * sizeof(float));
+        CHECK(analytic[k] != NULL, "out of memory");
+        memcpy(analytic[k], t[k].grad, t[k].n * sizeof(float));
+    }
+    for (int k = 0; k < nt; k++) {
+        size_t stride = t[k].n > max_elems ? t[k].n / max_elems : 1;
+        double max_err = 0.0, max_num = 0.0;
+        for (size_t j = 0; j < t[k].n; j += stride) {
+            float saved = t[k].x[j];
+            t[k].x[j] = saved + (float)h;
+            double lp = gc->loss(gc);
+            t[k].x[j] = saved - (float)h;
+            double lm = gc->loss(gc);
+            t[k].x[j] = saved;
+            /* the actual step is what float rounding made of x +- h */
+            double num = (lp - lm) / ((double)(saved + (float)h) - (double)(saved - (float)h));
+            max_err = fmax(max_err, fabs(num - analytic[k][j]));
+            max_num = fmax(max_num, fabs(num));
+        }
+        double rel = max_err / fmax(max_num, 1e-12);
+        int ok = rel < tol;
+        failures += !ok;
+        printf("%-12s %-22s rel err %.2e  (max |grad| %.2e)  %s\n", layer, t[k].name, rel,
+               max_num, ok ? "ok" : "FAIL");
+        free(analytic[k]);
+    }
+    free(analytic);
+    return failures;
+}
+
+/* ---- layers --------------------------------------------------------------- */
+/* buf[0] is r (dL/dy) and buf[1] the output in every layer check. */
+
+static double loss_layernorm(GradCheck *c) {
+    float **b = c->buf;
+    layernorm_forward(b[1], b[5], b[6], b[2], b[3], b[4], c->N, c->C);
+    return dot(b[0], b[1], (size_t)c->N * c->C);
+}
+static void backward_layernorm(GradCheck *c) {
+    float **b = c->buf;
+    loss_layernorm(c);
+    memset(b[7], 0, sizeof(float) * c->N * c->C);
+    memset(b[8], 0, sizeof(float) * c->C);
+    memset(b[9], 0, sizeof(float) * c->C);
+    layernorm_backward(b[7], b[8], b[9], b[0], b[2], b[3], b[5], b[6], c->N, c->C);
+}
+static int check_layernorm(void) {
+    GradCheck c = {.loss = loss_layernorm, .backward = backward_layernorm, .N = 6, .C = 16};
+    size_t NC = (size_t)c.N * c.C;
+    float **b = c.buf;
+    b[0] = randn(NC, 0); b[1] = zeros(NC); b[2] = randn(NC, 2);
+    b[3] = randn(c.C, 3); b[4] = randn(c.C, 4); b[5] = zeros(c.N); b[6] = zeros(c.N);
+    b[7] = zeros(NC); b[8] = zeros(c.C); b[9] = zeros(c.C);
+    Checked t[] = {{"dinp", b[2], b[7], NC}, {"dw", b[3], b[8], c.C}, {"db", b[4], b[9], c.C}};
+    return check_tensors("layernorm", &c, t, 3, H_STEP, TOL, 1000);
+}
+
+static double loss_matmul(GradCheck *c) {
+    float **b = c->buf;
+    matmul_forward(b[1], b[2], b[3], b[4], c->N, c->C, c->V);
+    return dot(b[0], b[1], (size_t)c->N * c->V);
+}
+static void backward_matmul(GradCheck *c) {
+    float **b = c->buf;
+    memset(b[5], 0, sizeof(float) * c->N * c->C);
+    memset(b[6], 0, sizeof(float) * c->V * c->C);
+    memset(b[7], 0, sizeof(float) * c->V);
+    matmul_backward(b[5], b[6], b[7], b[0], b[2], b[3], c->N, c->C, c->V);
+}
+static int check_matmul(void) {
+    /* V plays OC here */
+    GradCheck c = {.loss = loss_matmul, .backward = backward_matmul, .N = 5, .C = 8, .V = 12};
+    float **b = c.buf;
+    size_t NI = (size_t)c.N * c.C, NO = (size_t)c.N * c.V, W = (size_t)c.V * c.C;
+    b[0] = randn(NO, 0); b[1] = zeros(NO); b[2] = randn(NI, 2); b[3] = randn(W, 3);
+    b[4] = randn(c.V, 4); b[5] = zeros(NI); b[6] = zeros(W); b[7] = zeros(c.V);
+    Checked t[] = {{"dinp", b[2], b[5], NI}, {"dw", b[3], b[6], W}, {"dbias", b[4], b[7], c.V}};
+    return check_tensors("matmul", &c, t, 3, H_STEP, TOL, 1000);
+}
+
+static double loss_attention(GradCheck *c) {
+    float **b = c->buf;
+    attention_forward(b[1], b[3], b[2], c->B, c->T, c->C, c->NH);
+    return dot(b[0], b[1], (size_t)c->B * c->T * c->C);
+}
+static void backward_attention(GradCheck *c) {
+    float **b = c->buf;
+    loss_attention(c);
+    memset(b[4], 0, sizeof(float) * c->B * c->T * 3 * c->C);
+    attention_backward(b[4], b[5], b[0], b[2], b[3], c->B, c->T, c->C, c->NH);
+}
+static int check_attention(void) {
+    GradCheck c = {.loss = loss_attention, .backward = backward_attention,
+                   .B = 2, .T = 5, .C = 8, .NH = 2};
+    float **b = c.buf;
+    size_t BTC = (size_t)c.B * c.T * c.C, ATT = (size_t)c.B * c.NH * c.T * c.T;
+    b[0] = randn(BTC, 0); b[1] = zeros(BTC); b[2] = randn(3 * BTC, 2); b[3] = zeros(ATT);
+    b[4] = zeros(3 * BTC); b[5] = zeros(ATT);
+    Checked t[] = {{"dqkv", b[2], b[4], 3 * BTC}};
+    return check_tensors("attention", &c, t, 1, H_STEP, TOL, 1000);
+}
+
+static double loss_gelu(GradCheck *c) {
+    gelu_forward(c->buf[1], c->buf[2], c->N);
+    return dot(c->buf[0], c->buf[1], c->N);
+}
+static void backward_gelu(GradCheck *c) {
+    memset(c->buf[3], 0, sizeof(float) * c->N);
+    gelu_backward(c->buf[3], c->buf[2], c->buf[0], c->N);
+}
+static int check_gelu(void) {
+    GradCheck c = {.loss = loss_gelu, .backward = backward_gelu, .N = 64};
+    c.buf[0] = randn(c.N, 0); c.buf[1] = zeros(c.N); c.buf[2] = randn(c.N, 2);
+    c.buf[3] = zeros(c.N);
+    Checked t[] = {{"dinp", c.buf[2], c.buf[3], c.N}};
+    return check_tensors("gelu", &c, t, 1, H_STEP, TOL, 1000);
+}
+
+static double loss_residual(GradCheck *c) {
+    residual_forward(c->buf[1], c->buf[2], c->buf[3], c->N);
+    return dot(c->buf[0], c->buf[1], c->N);
+}
+static void backward_residual(GradCheck *c) {
+    memset(c->buf[4], 0, sizeof(float) * c->N);
+    memset(c->buf[5], 0, sizeof(float) * c->N);
+    residual_backward(c->buf[4], c->buf[0], c->N);
+    residual_backward(c->buf[5], c->buf[0], c->N);
+}
+static int check_residual(void) {
+    GradCheck c = {.loss = loss_residual, .backward = backward_residual, .N = 32};
+    float **b = c.buf;
+    b[0] = randn(c.N, 0); b[1] = zeros(c.N); b[2] = randn(c.N, 2); b[3] = randn(c.N, 3);
+    b[4] = zeros(c.N); b[5] = zeros(c.N);
+    Checked t[] = {{"da", b[2], b[4], c.N}, {"db", b[3], b[5], c.N}};
+    return check_tensors("residual", &c, t, 2, H_STEP, TOL, 1000);
+}
+
+static double loss_encoder(GradCheck *c) {
+    encoder_forward(c->buf[1], c->tokens, c->buf[2], c->buf[3], c->B, c->T, c->C);
+    return dot(c->buf[0], c->buf[1], (size_t)c->B * c->T * c->C);
+}
+static void backward_encoder(GradCheck *c) {
+    memset(c->buf[4], 0, sizeof(float) * c->V * c->C);
+    memset(c->buf[5], 0, sizeof(float) * c->T * c->C);
+    encoder_backward(c->buf[4], c->buf[5], c->buf[0], c->tokens, c->B, c->T, c->C);
+}
+static int check_encoder(void) {
+    GradCheck c = {.loss = loss_encoder, .backward = backward_encoder,
+                   .B = 2, .T = 4, .C = 6, .V = 5};
+    int tokens[] = {0, 3, 3, 1, 4, 3, 0, 0};  /* repeats: gradients must add up */
+    c.tokens = tokens;
+    float **b = c.buf;
+    size_t BTC = (size_t)c.B * c.T * c.C;
+    b[0] = randn(BTC, 0); b[1] = zeros(BTC); b[2] = randn((size_t)c.V * c.C, 2);
+    b[3] = randn((size_t)c.T * c.C, 3); b[4] = zeros((size_t)c.V * c.C);
+    b[5] = zeros((size_t)c.T * c.C);
+    Checked t[] = {{"dwte", b[2], b[4], (size_t)c.V * c.C}, {"dwpe", b[3], b[5], (size_t)c.T * c.C}};
+    return check_tensors("encoder", &c, t, 2, H_STEP, TOL, 1000);
+}
+
+/* L = mean cross-entropy, so here dL/d(row loss) = 1/N for every row. */
+static double loss_crossentropy(GradCheck *c) {
+    return crossentropy_forward(c->buf[1], c->buf[3], c->buf[2], c->tokens, c->N, c->V);
+}
+static void backward_crossentropy(GradCheck *c) {
+    loss_crossentropy(c);
+    crossentropy_backward(c->buf[3], c->tokens, 1.0f / c->N, c->N, c->V);
+}
+static int check_crossentropy(void) {
+    GradCheck c = {.loss = loss_crossentropy, .backward = backward_crossentropy, .N = 4, .V = 10};
+    int targets[] = {3, 0, 9, 3};
+    c.tokens = targets;
+    size_t NV = (size_t)c.N * c.V;
+    c.buf[1] = zeros(c.N); c.buf[2] = randn(NV, 2); c.buf[3] = zeros(NV);
+    Checked t[] = {{"dlogits", c.buf[2], c.buf[3], NV}};
+    return check_tensors("crossentropy", &c, t, 1, H_STEP, TOL, 1000);
+}
+
+/* ---- the whole model ------------------------------------------------------ */
+
+static double loss_model(GradCheck *c) { return gpt_forward(&c->cfg, &c->p, &c->acts); }
+static void backward_model(GradCheck *c) {
+    memset(c->g.wte, 0, gpt_num_params(&c->cfg) * sizeof(float));
+    gpt_forward(&c->cfg, &c->p, &c->acts);
+    gpt_backward(&c->cfg, &c->p, &c->g, &c->acts, &c->scratch);
+}
+static int check_model(void) {
+    GradCheck c = {.loss = loss_model, .backward = backward_model, .B = 2, .T = 8};
+    c.cfg = (GPTConfig){.vocab_size = 32, .ctx_len = 8, .n_layer = 2, .n_head = 2, .n_embd = 16};
+    size_t n = gpt_num_params(&c.cfg);
+    float *params = mem_alloc(MEM_PARAMS, n * sizeof(float));
+    float *grads = mem_alloc(MEM_GRADS, n * sizeof(float));
+    gpt_init_params(&c.cfg, g_seed, 0, n, params);
+    /* Larger than GPT-2's init (std 0.02): with tiny weights most gradients
+     * are too small to measure in float. Biases and layernorm weights get
+     * random values too, so that their gradients are exercised. */
+    for (size_t i = 0; i < n; i++) params[i] += 0.3f * rng_normal(g_seed, RNG_STREAM_TEST, i, 99);
+    gpt_params_view(&c.cfg, params, &c.p);
+    gpt_params_view(&c.cfg, grads, &c.g);
+    gpt_acts_alloc(&c.cfg, c.B, c.T, &c.acts, &c.scratch);
+    for (int i = 0; i < c.B * c.T; i++) {
+        c.acts.inputs[i] = (int)rng_below(g_seed, RNG_STREAM_TEST, i, 7, c.cfg.vocab_size);
+        c.acts.targets[i] = (int)rng_below(g_seed, RNG_STREAM_TEST, i, 8, c.cfg.vocab_size);
+    }
+    int nt = gpt_num_tensors(&c.cfg);
+    TensorInfo *info = malloc(nt * sizeof *info);
+    Checked *t = malloc(nt * sizeof *t);
+    CHECK(info && t, "out of memory");
+    gpt_tensor_table(&c.cfg, info);
+    for (int k = 0; k < nt; k++)
+        t[k] = (Checked){info[k].name, params + info[k].offset, grads + info[k].offset, info[k].count};
+    int failures = check_tensors("model", &c, t, nt, H_STEP, TOL, 40);
+    free(info);
+    free(t);
+    return failures;
+}
+
+typedef struct { const char *name; int (*run)(void); } LayerCheck;
+
+/* The layers given in common/ first, the student's (layernorm, attention)
+ * after them, the whole model last. */
+static const LayerCheck g_checks[] = {
+    {"encoder", check_encoder}, {"matmul", check_matmul}, {"gelu", check_gelu},
+    {"residual", check_residual}, {"crossentropy", check_crossentropy},
+    {"layernorm", check_layernorm}, {"attention", check_attention}, {"model", check_model}};
+#define NUM_CHECKS (int)(sizeof g_checks / sizeof g_checks[0])
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    static const struct option opts[] = {{"layer", required_argument, 0, 'l'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *layer = "all";
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'l': layer = optarg; break;
+        case 's': g_seed = cli_u64("--seed", optarg); break;
+        case 'h':
+            printf("usage: %s [--layer NAME] [--seed N]\n"
+                   "Finite-difference check of each layer's backward pass.\n"
+                   "NAME: all (default)", g_program_name);
+            for (int i = 0; i < NUM_CHECKS; i++) printf(", %s", g_checks[i].name);
+            printf("\nExit status: 0 all pass, 1 a check failed, 3 a lab function is not implemented.\n");
+            return 0;
+        default: cli_bad_option(argv[optind - 1], "see --help");
+        }
+    }
+    if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
+    int ran = 0, failures = 0;
+    for (int i = 0; i < NUM_CHECKS; i++) {
+        if (strcmp(layer, "all") != 0 && strcmp(layer, g_checks[i].name) != 0) continue;
+        failures += g_checks[i].run();
+        ran++;
+    }
+    if (!ran) USER_ERROR("unknown --layer '%s'; see --help", layer);
+    printf("gradcheck: %s\n", failures ? "FAILED" : "all gradients match");
+    return failures ? 1 : 0;
+}

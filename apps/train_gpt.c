@@ -1,0 +1,11 @@
+/* train_gpt: the single-device GPT trainer (lab 00). See common/train.c. */
+#include "check.h"
+#include "train.h"
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    TrainOptions o;
+    train_options_parse(argc, argv, &o);
+    train_run(&o);
+    return 0;
+}

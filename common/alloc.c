@@ -1,0 +1,67 @@
+#include "alloc.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "fileio.h"
+
+/* A 64-byte header in front of each block remembers its size and category,
+ * so mem_free can give the bytes back to the right counter. */
+#define MEM_HEADER 64
+typedef struct {
+    size_t bytes;
+    MemCategory category;
+    uint32_t magic;
+} MemHeader;
+#define MEM_MAGIC 0xA110C8EDu
+
+static size_t g_current[MEM_NUM_CATEGORIES];
+static size_t g_peak[MEM_NUM_CATEGORIES];
+
+static const char *const g_names[MEM_NUM_CATEGORIES] = {
+    "params", "grads", "optimizer", "activations", "comm", "workspace"};
+
+void *mem_alloc(MemCategory category, size_t bytes) {
+    CHECK(category >= 0 && category < MEM_NUM_CATEGORIES, "bad memory category %d", (int)category);
+    void *raw = NULL;
+    if (posix_memalign(&raw, 64, MEM_HEADER + bytes) != 0 || raw == NULL)
+        die_at(__FILE__, __LINE__, "out of memory allocating %zu bytes of %s", bytes,
+               g_names[category]);
+    memset(raw, 0, MEM_HEADER + bytes);
+    MemHeader *h = raw;
+    h->bytes = bytes;
+    h->category = category;
+    h->magic = MEM_MAGIC;
+    g_current[category] += bytes;
+    if (g_current[category] > g_peak[category]) g_peak[category] = g_current[category];
+    return (char *)raw + MEM_HEADER;
+}
+
+void mem_free(void *ptr) {
+    if (!ptr) return;
+    MemHeader *h = (MemHeader *)((char *)ptr - MEM_HEADER);
+    CHECK(h->magic == MEM_MAGIC, "mem_free of a pointer mem_alloc did not return");
+    h->magic = 0;
+    g_current[h->category] -= h->bytes;
+    free(h);
+}
+
+const char *mem_category_name(MemCategory category) { return g_names[category]; }
+size_t mem_current_bytes(MemCategory category) { return g_current[category]; }
+size_t mem_peak_bytes(MemCategory category) { return g_peak[category]; }
+
+void mem_reset_peaks(void) {
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) g_peak[c] = g_current[c];
+}
+
+void mem_write_csv(const char *path, int rank) {
+    AtomicFile af;
+    FILE *f = atomic_open(&af, path);
+    fprintf(f, "rank,category,current_bytes,peak_bytes\n");
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++)
+        fprintf(f, "%d,%s,%zu,%zu\n", rank, g_names[c], g_current[c], g_peak[c]);
+    atomic_commit(&af);
+}

@@ -1,0 +1,18 @@
+/* cli.h: parse one command-line value, or fail with one clear line.
+ * Each helper names the flag and the offending text, e.g.
+ *   train_gpt: error: --steps expects an integer in 1..10000000, got 'abc'
+ * and exits with status 2 (check.h). */
+#ifndef CLI_H
+#define CLI_H
+
+#include <stddef.h>
+
+long cli_int(const char *flag, const char *arg, long min, long max);
+unsigned long long cli_u64(const char *flag, const char *arg);
+double cli_double(const char *flag, const char *arg, double min, double max);
+void cli_string(char *dst, size_t size, const char *flag, const char *arg);
+
+/* For getopt_long's '?' and ':' results: one line naming the bad option. */
+void cli_bad_option(const char *argv_word, const char *help_hint);
+
+#endif

@@ -1,0 +1,85 @@
+/* kernels.h: the layers of a GPT, each a forward and a backward function.
+ *
+ * Conventions (the same for every kernel, so a reader learns them once):
+ *   - Row-major; B batch, T time (sequence), C channels, NH heads, hs = C/NH,
+ *     V vocabulary, N = B*T rows when a layer does not care about B and T.
+ *   - Linear weights are (OC, IC) as in PyTorch: out = inp W^T + bias.
+ *   - Forward functions overwrite their outputs.
+ *   - Backward functions ACCUMULATE (+=) into every gradient they produce, of
+ *     parameters and of inputs alike. Gradient accumulation over micro-batches
+ *     is then free, and a residual branch adds into the stream's gradient
+ *     without a copy. The caller zeroes gradient buffers before first use.
+ *     (One exception: crossentropy_backward turns probs into dlogits in place.)
+ *   - Per-element math is in math_shared.h, shared with the CUDA kernels.
+ *
+ * layernorm_backward and attention_backward are lab 00's exercise: they are
+ * defined in solutions/00_single_device/backprop.c (or the student's copy in
+ * labs/), which every program links in.
+ */
+#ifndef KERNELS_H
+#define KERNELS_H
+
+#include <stddef.h>
+
+/* out[b,t,:] = wte[tokens[b,t], :] + wpe[t, :] */
+void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                     int B, int T, int C);
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                      int B, int T, int C);
+
+/* y = (x - mean) * rstd * w + b per row of C; keeps mean and rstd (N each). */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *w, const float *b, int N, int C);
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, const float *mean,
+                        const float *rstd, int N, int C);
+
+/* out (N,OC) = inp (N,IC) W^T + bias; bias may be NULL. */
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                    int N, int IC, int OC);
+void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                     const float *inp, const float *w, int N, int IC, int OC);
+
+/* Causal multi-head self-attention.
+ * qkv (B,T,3C): [q | k | v], head h uses columns h*hs..(h+1)*hs of each part.
+ * att (B,NH,T,T): softmax probabilities P = softmax(q k^T / sqrt(hs)), zero
+ * above the diagonal. out (B,T,C) = P v, heads side by side.
+ * datt (B,NH,T,T) is scratch for the backward pass. */
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
+                        const float *att, int B, int T, int C, int NH);
+
+void gelu_forward(float *out, const float *inp, size_t n);
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* out = a + b (out may alias a or b). The backward of a residual connection
+ * passes dout unchanged to both summands: the branch reads dout directly, and
+ * residual_backward adds it into the stream's gradient, dinp += dout. */
+void residual_forward(float *out, const float *a, const float *b, size_t n);
+void residual_backward(float *dinp, const float *dout, size_t n);
+
+/* Softmax over V logits per row and cross-entropy against targets.
+ * probs may alias logits. Returns the mean loss over the N rows and writes
+ * each row's loss to losses. */
+float crossentropy_forward(float *losses, float *probs, const float *logits,
+                           const int *targets, int N, int V);
+/* In place: probs becomes dlogits = dloss * (probs - onehot(target)), where
+ * dloss is d(total loss)/d(row loss), 1/N for a mean over N rows. */
+void crossentropy_backward(float *probs_to_dlogits, const int *targets, float dloss,
+                           int N, int V);
+
+/* AdamW over n elements, step t >= 1 (bias corrections from t). */
+void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int t);
+
+/* Sum of squares in double (for the global gradient norm; ranks add theirs). */
+double sum_squares(const float *x, size_t n);
+void scale_inplace(float *x, float s, size_t n);
+
+/* C = alpha op(A) op(B) + beta C, row-major, op = transpose when trans != 0.
+ * A thin wrapper over cblas_sgemm so lab code needs no BLAS header. */
+void sgemm_rowmajor(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *Bm, int ldb, float beta,
+                    float *Cm, int ldc);
+
+#endif

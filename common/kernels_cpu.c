@@ -1,0 +1,194 @@
+/* kernels_cpu.c: the CPU backend of kernels.h.
+ * GEMMs go to OpenBLAS; row-wise loops are split over OpenMP threads with a
+ * static schedule, so the result does not depend on timing (determinism). */
+#include "kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "math_shared.h"
+
+void sgemm_rowmajor(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *Bm, int ldb, float beta,
+                    float *Cm, int ldc) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, Bm, ldb,
+                beta, Cm, ldc);
+}
+
+void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                     int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *te = wte + (size_t)tokens[bt] * C;
+        const float *pe = wpe + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+        for (int i = 0; i < C; i++) o[i] = te[i] + pe[i];
+    }
+}
+
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                      int B, int T, int C) {
+    /* Several positions can hold the same token: serial, so no two threads
+     * add into one wte row. */
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *d = dout + (size_t)bt * C;
+        float *te = dwte + (size_t)tokens[bt] * C;
+        float *pe = dwpe + (size_t)(bt % T) * C;
+        for (int i = 0; i < C; i++) {
+            te[i] += d[i];
+            pe[i] += d[i];
+        }
+    }
+}
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *w, const float *b, int N, int C) {
+    const float eps = 1e-5f;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float m = 0.0f;
+        for (int i = 0; i < C; i++) m += x[i];
+        m /= C;
+        float var = 0.0f;
+        for (int i = 0; i < C; i++) var += (x[i] - m) * (x[i] - m);
+        var /= C;
+        float s = 1.0f / sqrtf(var + eps);
+        float *o = out + (size_t)n * C;
+        for (int i = 0; i < C; i++) o[i] = (x[i] - m) * s * w[i] + b[i];
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                    int N, int IC, int OC) {
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
+    }
+    sgemm_rowmajor(0, 1, N, OC, IC, 1.0f, inp, IC, w, IC, bias ? 1.0f : 0.0f, out, OC);
+}
+
+void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                     const float *inp, const float *w, int N, int IC, int OC) {
+    sgemm_rowmajor(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);  /* dinp += dout W */
+    sgemm_rowmajor(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);  /* dW += dout^T inp */
+    if (dbias) {
+#pragma omp parallel for schedule(static)
+        for (int o = 0; o < OC; o++) {
+            float s = 0.0f;
+            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
+            dbias[o] += s;
+        }
+    }
+}
+
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH;
+        const float *q = qkv + (size_t)b * T * 3 * C + h * hs;
+        const float *k = q + C;
+        const float *v = q + 2 * C;
+        float *p = att + (size_t)bh * T * T;
+        /* scores S = scale q k^T, (T,T); rows of q, k are 3C apart */
+        sgemm_rowmajor(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, p, T);
+        for (int t = 0; t < T; t++) {
+            float *row = p + (size_t)t * T;
+            float mx = -INFINITY;
+            for (int j = 0; j <= t; j++) mx = fmaxf(mx, row[j]);
+            float sum = 0.0f;
+            for (int j = 0; j <= t; j++) {
+                row[j] = expf(row[j] - mx);
+                sum += row[j];
+            }
+            float inv = 1.0f / sum;
+            for (int j = 0; j <= t; j++) row[j] *= inv;
+            for (int j = t + 1; j < T; j++) row[j] = 0.0f;  /* causal mask */
+        }
+        /* out = P v, written into this head's columns of out (row stride C) */
+        sgemm_rowmajor(0, 0, T, hs, T, 1.0f, p, T, v, 3 * C, 0.0f,
+                       out + (size_t)b * T * C + h * hs, C);
+    }
+}
+
+void gelu_forward(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = gelu_tanh(inp[i]);
+}
+
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dinp[i] += gelu_tanh_grad(inp[i]) * dout[i];
+}
+
+void residual_forward(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void residual_backward(float *dinp, const float *dout, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dinp[i] += dout[i];
+}
+
+float crossentropy_forward(float *losses, float *probs, const float *logits,
+                           const int *targets, int N, int V) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *z = logits + (size_t)n * V;
+        float *p = probs + (size_t)n * V;
+        float zt = z[targets[n]];  /* read before p (which may alias z) is written */
+        float mx = -INFINITY;
+        for (int i = 0; i < V; i++) mx = fmaxf(mx, z[i]);
+        float sum = 0.0f;
+        for (int i = 0; i < V; i++) {
+            p[i] = expf(z[i] - mx);
+            sum += p[i];
+        }
+        float inv = 1.0f / sum;
+        for (int i = 0; i < V; i++) p[i] *= inv;
+        /* -log p[target] = log(sum) - (z_t - max), exact even when p_t underflows */
+        losses[n] = logf(sum) - (zt - mx);
+    }
+    double total = 0.0;
+    for (int n = 0; n < N; n++) total += losses[n];
+    return (float)(total / N);
+}
+
+void crossentropy_backward(float *probs_to_dlogits, const int *targets, float dloss,
+                           int N, int V) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *d = probs_to_dlogits + (size_t)n * V;
+        for (int i = 0; i < V; i++) d[i] *= dloss;
+        d[targets[n]] -= dloss;
+    }
+}
+
+void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
+    float c1 = 1.0f - powf(beta1, (float)t);
+    float c2 = 1.0f - powf(beta2, (float)t);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        adamw_update_element(&params[i], &m[i], &v[i], grads[i], lr, beta1, beta2, eps,
+                             weight_decay, c1, c2);
+}
+
+double sum_squares(const float *x, size_t n) {
+    /* Serial, in index order: the same bits whatever the thread count. */
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) total += (double)x[i] * x[i];
+    return total;
+}
+
+void scale_inplace(float *x, float s, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}

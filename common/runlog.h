@@ -1,0 +1,38 @@
+/* runlog.h: what a run leaves behind, in the column names DESIGN.md fixes.
+ *
+ *   metrics.csv  step,loss,val_loss,lr,grad_norm,tokens_per_s,step_ms
+ *                (val_loss empty on steps without evaluation; losses with %.9g
+ *                so two runs can be compared bit for bit)
+ *   memory.csv   rank,category,current_bytes,peak_bytes   (alloc.h)
+ *   run.json     the resolved options, model, world layout, git revision,
+ *                backend
+ * Plus the console: a progress line redrawn in place on a terminal, plain
+ * lines every log_every steps otherwise.
+ */
+#ifndef RUNLOG_H
+#define RUNLOG_H
+
+#include <stdio.h>
+
+#include "train.h"
+
+typedef struct {
+    FILE *metrics;     /* written row by row and flushed: a crashed run keeps its rows */
+    int tty;           /* stdout is a terminal */
+    int log_every, total_steps;
+    double t_start;    /* seconds, for the ETA */
+} RunLog;
+
+double wall_seconds(void);
+
+void runlog_open(RunLog *r, const TrainOptions *o);
+/* val_loss < 0 means "not evaluated this step". */
+void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, float grad_norm,
+                 double tokens_per_s, double step_ms);
+void runlog_close(RunLog *r);
+
+/* run.json; world_size and the degrees describe the layout (1 for lab 00). */
+void runlog_write_run_json(const char *path, const TrainOptions *o, const char *lab,
+                           int world_size, size_t num_params);
+
+#endif

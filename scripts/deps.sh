@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# deps.sh: make sure the Debian packages the kit needs are installed.
+# Installs the missing ones with apt-get when it can (root, or sudo without a
+# password); otherwise prints the exact command to run and fails.
+set -euo pipefail
+
+packages=(build-essential openmpi-bin libopenmpi-dev libopenblas-dev libopenblas-openmp-dev
+          gnuplot-nox bats fortunes-min)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+echo "deps: installing missing packages: ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+    sudo=""
+elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+    sudo="sudo"
+else
+    echo "deps: missing packages and no root rights. Run:" >&2
+    echo "  sudo apt-get update && sudo $cmd" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q || { echo "deps: apt-get update failed; run: sudo apt-get update && sudo $cmd" >&2; exit 1; }
+$sudo $cmd -q || { echo "deps: install failed; run: sudo $cmd" >&2; exit 1; }

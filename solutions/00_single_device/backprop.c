@@ -1,0 +1,96 @@
+/* Lab 00: backpropagation through layernorm and causal self-attention.
+ *
+ * The forward passes are in common/kernels_cpu.c; read them first. Here you
+ * write the two backward passes. Conventions (common/kernels.h): row-major,
+ * and every gradient is ACCUMULATED (+=), never overwritten.
+ *
+ * Check your work with the gradient checker before training:
+ *   ./build/labs/00_single_device/gradcheck --layer layernorm
+ *   ./build/labs/00_single_device/gradcheck --layer attention
+ */
+#include <math.h>
+
+#include "check.h"
+#include "kernels.h"
+
+/* Layernorm over rows of C channels, N rows.
+ * Forward:  xhat = (x - mean) * rstd,  y = xhat * w + b,
+ *           mean = (1/C) sum_i x_i,  rstd = 1 / sqrt(var + eps).
+ * Backward, per row, with g = dy * w (the gradient reaching xhat):
+ *   db_i += dy_i
+ *   dw_i += dy_i * xhat_i
+ *   dx_i += rstd * ( g_i - mean_j(g_j) - xhat_i * mean_j(g_j * xhat_j) )
+ * The two means come from mean and rstd depending on every x_j of the row.
+ * Shapes: dinp, dout, inp (N,C); dw, db, w (C); mean, rstd (N). */
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, const float *mean,
+                        const float *rstd, int N, int C) {
+    /* BEGIN SOLUTION */
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        const float *dy = dout + (size_t)n * C;
+        float *dx = dinp + (size_t)n * C;
+        float m = mean[n], s = rstd[n];
+        float mean_g = 0.0f, mean_gx = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - m) * s;
+            float g = dy[i] * w[i];
+            mean_g += g;
+            mean_gx += g * xhat;
+        }
+        mean_g /= C;
+        mean_gx /= C;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - m) * s;
+            db[i] += dy[i];
+            dw[i] += dy[i] * xhat;
+            dx[i] += s * (dy[i] * w[i] - mean_g - xhat * mean_gx);
+        }
+    }
+    /* END SOLUTION */
+}
+
+/* Causal self-attention, per batch element b and head h (hs = C/NH):
+ * Forward:  S = q k^T / sqrt(hs)       (T,T)
+ *           P = softmax_row(S), with P_ij = 0 for j > i (the causal mask)
+ *           y = P v                    (T,hs)
+ * Backward, given dy (T,hs):
+ *   dP = dy v^T                        dv += P^T dy
+ *   dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik)     (softmax backward, row-wise;
+ *                                                zero where P is masked)
+ *   dq += dS k / sqrt(hs)              dk += dS^T q / sqrt(hs)
+ * Layout: q, k, v of head h are columns h*hs.. of the three C-wide parts of
+ * qkv (B,T,3C), so rows are 3C floats apart; dqkv has the same layout. y and
+ * dy (B,T,C) hold head h in columns h*hs.. with rows C apart.
+ * att holds P (B,NH,T,T) from the forward pass; datt (same shape) is scratch
+ * for dP and dS. sgemm_rowmajor (kernels.h) takes these strides directly. */
+void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
+                        const float *att, int B, int T, int C, int NH) {
+    /* BEGIN SOLUTION */
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH;
+        size_t qkv_off = (size_t)b * T * 3 * C + h * hs;
+        const float *q = qkv + qkv_off, *k = q + C, *v = q + 2 * C;
+        float *dq = dqkv + qkv_off, *dk = dq + C, *dv = dq + 2 * C;
+        const float *dy = dout + (size_t)b * T * C + h * hs;
+        const float *p = att + (size_t)bh * T * T;
+        float *dp = datt + (size_t)bh * T * T;
+
+        sgemm_rowmajor(0, 1, T, T, hs, 1.0f, dy, C, v, 3 * C, 0.0f, dp, T);      /* dP = dy v^T */
+        sgemm_rowmajor(1, 0, T, hs, T, 1.0f, p, T, dy, C, 1.0f, dv, 3 * C);      /* dv += P^T dy */
+        for (int i = 0; i < T; i++) {                                            /* dP -> dS */
+            float *dpi = dp + (size_t)i * T;
+            const float *pi = p + (size_t)i * T;
+            float dot = 0.0f;
+            for (int j = 0; j <= i; j++) dot += pi[j] * dpi[j];
+            for (int j = 0; j <= i; j++) dpi[j] = pi[j] * (dpi[j] - dot);
+            for (int j = i + 1; j < T; j++) dpi[j] = 0.0f;
+        }
+        sgemm_rowmajor(0, 0, T, hs, T, scale, dp, T, k, 3 * C, 1.0f, dq, 3 * C); /* dq += dS k */
+        sgemm_rowmajor(1, 0, T, hs, T, scale, dp, T, q, 3 * C, 1.0f, dk, 3 * C); /* dk += dS^T q */
+    }
+    /* END SOLUTION */
+}
