@@ -26,7 +26,7 @@ static const char *const g_usage =
     "  --seq T              tokens per sequence, <= ctx  (default: the config's ctx)\n"
     "  --lr X               peak learning rate                         (default 1e-3)\n"
     "  --min-lr-frac X      cosine floor as a fraction of --lr          (default 0.1)\n"
-    "  --warmup N           linear warmup steps                          (default 10)\n"
+    "  --warmup N           linear warmup steps                (default min(10, steps))\n"
     "  --weight-decay X     AdamW decoupled decay, all parameters        (default 0.1)\n"
     "  --beta1 X --beta2 X --eps X   AdamW                (default 0.9, 0.95, 1e-8)\n"
     "  --grad-clip X        clip the global grad norm; 0 = off           (default 1.0)\n"
@@ -75,7 +75,7 @@ void train_options_parse(int argc, char **argv, TrainOptions *o) {
     o->steps = 200;
     o->lr = 1e-3;
     o->min_lr_frac = 0.1;
-    o->warmup = 10;
+    o->warmup = -1;  /* default: min(10, steps) */
     o->weight_decay = 0.1;
     o->beta1 = 0.9;
     o->beta2 = 0.95;
@@ -143,6 +143,7 @@ void train_options_parse(int argc, char **argv, TrainOptions *o) {
     if (o->seq == 0) o->seq = o->model.ctx_len;
     if (o->seq > o->model.ctx_len)
         USER_ERROR("--seq %d is longer than the model's context (%d)", o->seq, o->model.ctx_len);
+    if (o->warmup < 0) o->warmup = o->steps < 10 ? o->steps : 10;
     if (o->warmup > o->steps)
         USER_ERROR("--warmup %d is longer than the run (--steps %d)", o->warmup, o->steps);
     if (o->out_dir[0] == '\0')

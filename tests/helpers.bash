@@ -1,0 +1,48 @@
+# Shared by the Bats suites: paths, and running programs under a timeout so a
+# bug gives a failure, never a hung CI.
+ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+BUILD="$ROOT/build"
+SOL00="$BUILD/solutions/00_single_device"
+LAB00="$BUILD/labs/00_single_device"
+SYNTH="$BUILD/data/synth.tok"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+
+# t SECONDS CMD...: run CMD, killed after SECONDS (exit status 124 then).
+t() {
+    local secs=$1
+    shift
+    timeout --kill-after=5 "$secs" "$@"
+}
+
+# A user error: exit status exactly 2, one line on stderr saying "error:",
+# no crash ("fatal", a signal, a core dump).
+assert_user_error() {
+    if [ "$status" -ne 2 ]; then
+        echo "expected exit status 2, got $status; output: $output" >&2
+        return 1
+    fi
+    [[ "$output" == *"error:"* ]] || { echo "no 'error:' in: $output" >&2; return 1; }
+    [[ "$output" != *"fatal"* ]] || { echo "internal failure: $output" >&2; return 1; }
+    [ "$(printf '%s\n' "$output" | grep -c 'error:')" -eq 1 ] || { echo "more than one error line: $output" >&2; return 1; }
+}
+
+# Build lab 00's programs from another copy of backprop.c (a planted bug):
+# build_lab00_variant SRC.c OUTDIR  ->  OUTDIR/gradcheck, OUTDIR/train_gpt
+build_lab00_variant() {
+    local src=$1 out=$2 arch
+    arch=$(gcc -print-multiarch)
+    mkdir -p "$out"
+    gcc -std=gnu11 -O2 -fopenmp -I"$ROOT/common" -I"/usr/include/$arch/openblas-openmp" \
+        -c "$src" -o "$out/backprop.o"
+    for prog in gradcheck train_gpt; do
+        gcc "$BUILD/apps/$prog.o" "$out/backprop.o" "$BUILD/libcommon.a" \
+            -L"/usr/lib/$arch/openblas-openmp" -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" \
+            -lopenblas -lm -fopenmp -o "$out/$prog"
+    done
+}
+
+# Value of column $2 (by header name) in CSV file $1, row index $3 (0-based data row).
+csv_col() {
+    awk -F, -v col="$2" -v row="$3" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+        NR - 2 == row { print $c }' "$1"
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bats
+# Student files are generated from the solutions (DESIGN.md): they must be in
+# sync, build, and say "not implemented" cleanly; the solution passes what the
+# skeleton fails.
+load helpers
+
+@test "labs/ is what make skeletons generates from solutions/" {
+    run bash "$ROOT/tools/make_skeletons.sh" "$ROOT/solutions" "$BATS_TEST_TMPDIR/labs"
+    [ "$status" -eq 0 ]
+    for f in "$BATS_TEST_TMPDIR"/labs/*/*; do
+        rel=${f#"$BATS_TEST_TMPDIR/labs/"}
+        diff -u "$ROOT/labs/$rel" "$f" || { echo "labs/$rel is out of date: run make skeletons" >&2; return 1; }
+    done
+}
+
+@test "skeletons keep no solution code and every solution region becomes a TODO" {
+    ! grep -rn "BEGIN SOLUTION\|END SOLUTION" "$ROOT/labs" --include='*.c' --include='*.h'
+    regions=$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/00_single_device/backprop.c")
+    [ "$regions" -eq 2 ]
+    [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/00_single_device/backprop.c")" -eq "$regions" ]
+}
+
+@test "the skeleton generator rejects unbalanced markers" {
+    mkdir -p "$BATS_TEST_TMPDIR/src/99_bad"
+    printf 'void f(void) {\n    /* BEGIN SOLUTION */\n    int x = 1;\n}\n' > "$BATS_TEST_TMPDIR/src/99_bad/bad.c"
+    run bash "$ROOT/tools/make_skeletons.sh" "$BATS_TEST_TMPDIR/src" "$BATS_TEST_TMPDIR/out"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"never ended"* ]]
+}
+
+@test "untouched lab 00 gradcheck checks the given layers, then says not implemented" {
+    run t 60 "$LAB00/gradcheck"
+    echo "$output"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"matmul "*"ok"* ]]
+    [[ "$output" == *"not implemented: layernorm_backward"* ]]
+    [[ "$output" != *"fatal"* ]]
+}
+
+@test "untouched lab 00 attention check says not implemented: attention_backward" {
+    run t 60 "$LAB00/gradcheck" --layer attention
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: attention_backward"* ]]
+}
+
+@test "untouched lab 00 trainer builds, runs and stops cleanly at the first TODO" {
+    run t 60 "$LAB00/train_gpt" --config tiny --steps 3 --data "$SYNTH" --out "$BATS_TEST_TMPDIR/run"
+    echo "$output"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: layernorm_backward"* ]]
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bats
+# The C unit-test programs (tests/c/), one test each.
+load helpers
+
+@test "unit: counter-based RNG (known answers, sharding-independent init)" {
+    run t 60 "$BUILD/tests/test_rng"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+@test "unit: allocator accounting (current and peak per category)" {
+    run t 60 "$BUILD/tests/test_alloc"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+@test "unit: kernels against plain loops; AdamW, clipping, causality" {
+    run t 60 "$BUILD/tests/test_kernels"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
