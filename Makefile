@@ -32,6 +32,9 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 
 .PHONY: all deps data demo test skeletons bench clean help
+# Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
+# lab variants against them, and make would otherwise delete them as intermediates.
+.SECONDARY:
 all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(TEST_BINS)
 
 help:

@@ -49,7 +49,7 @@ cpu_busy_percent() {
     b=$(head -n 1 /proc/stat)
     awk -v a="$a" -v b="$b" 'BEGIN {
         n = split(a, x, " "); split(b, y, " ")
-        for (i = 2; i <= n; i++) { d = y[i] - x[i]; total += d; if (i == 5 || i == 6) idle += d }
+        for (i = 2; i <= 9 && i <= n; i++) { d = y[i] - x[i]; total += d; if (i == 5 || i == 6) idle += d }
         printf "%d\n", (total > 0) ? 100 * (total - idle) / total : 0 }'
 }
 busy=$(cpu_busy_percent)
@@ -107,6 +107,7 @@ if "$PY" -c "import torch" > /dev/null 2>&1; then
         tail -n 20 "$tlog" >&2
         die "bench/torch_gpt.py failed (log: $tlog)"
     fi
+    head -n 1 "$tlog"
     torch_tps=$(sed -n 's/^torch_tokens_per_s=//p' "$tlog")
     torch_ms=$(sed -n 's/^torch_step_ms=//p' "$tlog")
     [ -n "$torch_tps" ] || die "bench/torch_gpt.py printed no torch_tokens_per_s (log: $tlog)"

@@ -47,7 +47,7 @@ dump() {
 
 # Multiply the largest-magnitude gradient of tensor $2 in dump file $1 by $3.
 scale_grad() {
-    timeout 60 /usr/bin/python3 - "$1" "$2" "$3" "$ROOT/tests" <<'EOF'
+    timeout 60 /usr/bin/python3 -B - "$1" "$2" "$3" "$ROOT/tests" <<'EOF'
 import sys
 sys.path.insert(0, sys.argv[4])
 import numpy as np
@@ -66,7 +66,7 @@ EOF
 
 # Multiply the C loss of AdamW step $2 in dump file $1 by $3.
 scale_step_loss() {
-    timeout 60 /usr/bin/python3 - "$1" "$2" "$3" "$ROOT/tests" <<'EOF'
+    timeout 60 /usr/bin/python3 -B - "$1" "$2" "$3" "$ROOT/tests" <<'EOF'
 import sys
 sys.path.insert(0, sys.argv[4])
 import numpy as np

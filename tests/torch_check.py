@@ -22,6 +22,7 @@ import sys
 import numpy as np
 import torch
 
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_gpt_model import GPT  # noqa: E402  (after the path is set)
 
