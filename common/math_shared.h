@@ -16,19 +16,57 @@
 #define HD
 #endif
 
+/* 2^k as a float, for integer k in [-126, 127]: the exponent field is k + 127. */
+static inline HD float exp2_int(int k) {
+#ifdef __CUDA_ARCH__
+    return __int_as_float((k + 127) << 23);
+#else
+    union { int i; float f; } u = { (k + 127) << 23 };
+    return u.f;
+#endif
+}
+
+/* e^x for x <= 0, in plain arithmetic so that a CPU loop calling it
+ * vectorizes (libm's expf/tanhf are scalar calls, and were a third of a
+ * training step). Range reduction x = k ln2 + r with |r| <= ln2/2, then a
+ * degree-7 Taylor polynomial for e^r: the truncation error r^8/8! is below
+ * 6e-9, so the result is within a few float ulps of expf. x < -87 gives 0. */
+static inline HD float exp_nonpositive(float x) {
+    const float LN2_HI = 0.693145752f, LN2_LO = 1.42860677e-6f; /* ln2 = HI + LO */
+    x = fmaxf(x, -87.0f);
+    int k = (int)(x * 1.44269504f - 0.5f);      /* round(x / ln2) for x <= 0 */
+    float r = (x - (float)k * LN2_HI) - (float)k * LN2_LO;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    return x <= -87.0f ? 0.0f : p * exp2_int(k);
+}
+
+/* tanh u = sign(u) (1 - e) / (1 + e), e = e^{-2|u|} <= 1: no overflow for
+ * any u, absolute error about one float ulp of 1 (what 1 + tanh needs). */
+static inline HD float tanh_fast(float u) {
+    float e = exp_nonpositive(-2.0f * fabsf(u));
+    return copysignf((1.0f - e) / (1.0f + e), u);
+}
+
 /* GELU, tanh form (GPT-2): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
 #define GELU_SCALE 0.7978845608028654f   /* sqrt(2/pi) */
 
 static inline HD float gelu_tanh(float x) {
     float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
+    return 0.5f * x * (1.0f + tanh_fast(u));
 }
 
 /* d/dx gelu = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx,
  * du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
 static inline HD float gelu_tanh_grad(float x) {
     float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-    float t = tanhf(u);
+    float t = tanh_fast(u);
     float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
