@@ -1,8 +1,9 @@
 # The lab kit's one entry point. `make help` lists the targets.
 SHELL := /bin/bash
 BUILD := build
-CC := gcc
-ARCH := $(shell $(CC) -print-multiarch)
+# mpicc is gcc with Open MPI's include and library flags
+CC := mpicc
+ARCH := $(shell gcc -print-multiarch)
 
 # OpenBLAS, OpenMP flavour: BLAS then shares the OpenMP thread pool with our
 # loops (and runs single-threaded when called from inside a parallel region).
@@ -24,6 +25,9 @@ DATASET_BINS := $(DATASET_TOOLS:%=$(BUILD)/bin/%)
 LAB00_PROGS := train_gpt gradcheck
 LAB00_BINS := $(foreach v,labs solutions,$(LAB00_PROGS:%=$(BUILD)/$(v)/00_single_device/%))
 
+LAB01_PROGS := check_collectives bench_collectives
+LAB01_BINS := $(foreach v,labs solutions,$(LAB01_PROGS:%=$(BUILD)/$(v)/01_collectives/%))
+
 TEST_SRC := $(wildcard tests/c/*.c)
 TEST_BINS := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
 
@@ -31,11 +35,11 @@ SYNTH_TOKENS ?= 2000000
 DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 
-.PHONY: all deps data demo test skeletons bench clean help
+.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives cuda-check cuda-tests nvcc-found
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -43,9 +47,14 @@ help:
 	@echo "make test       install missing packages, build, run the whole test suite"
 	@echo "make data       generate the synthetic corpus $(BUILD)/data/synth.tok"
 	@echo "make english    build a real English corpus from Debian's fortunes-min"
+	@echo "make grade      grade labs/ against the reference runs (LAB=01 for one lab)"
+	@echo "make references rerun the solutions and rewrite grader/reference/"
 	@echo "make skeletons  regenerate the student files in labs/ from solutions/"
 	@echo "make bench      tokens/s and GFLOP/s of the 'small' config (vs PyTorch if installed)"
+	@echo "make bench-collectives  lab 01's ring all-reduce vs the library on 2 and 4 ranks, busbw chart"
 	@echo "make deps       check and install the Debian packages the kit needs"
+	@echo "make cuda-check compile every CUDA source with nvcc (no GPU needed; NVCC=... picks nvcc)"
+	@echo "make cuda-tests build the GPU tests into $(BUILD)/cuda/tests/ (they skip without a GPU)"
 	@echo "make clean      remove $(BUILD)/ (runs/ is kept)"
 
 deps:
@@ -81,6 +90,14 @@ $(BUILD)/%/00_single_device/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/%/00_s
 $(BUILD)/%/00_single_device/gradcheck: $(BUILD)/apps/gradcheck.o $(BUILD)/%/00_single_device/backprop.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
+# lab 01: the programs link the student's (or the solution's) collectives.o;
+# collectives.h has no solution region, so both copies are the same file.
+$(BUILD)/apps/%_collectives.o: CPPFLAGS += -Isolutions/01_collectives
+$(BUILD)/%/01_collectives/check_collectives: $(BUILD)/apps/check_collectives.o $(BUILD)/%/01_collectives/collectives.o $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+$(BUILD)/%/01_collectives/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/%/01_collectives/collectives.o $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+
 # C unit tests link the solution of lab 00 (they test the library, not the student)
 $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
 	@mkdir -p $(@D)
@@ -109,6 +126,63 @@ skeletons:
 bench: deps
 	@$(MAKE) --no-print-directory all data
 	bash bench/bench.sh
+
+bench-collectives:
+	@$(MAKE) --no-print-directory $(BUILD)/solutions/01_collectives/bench_collectives
+	bash bench/collectives.sh
+
+# The autograder (grader/README.md): LAB=01 grades one lab, GRADE_FLAGS adds
+# options (--hidden, --src DIR...).
+LAB ?= all
+grade: deps
+	@$(MAKE) --no-print-directory all data
+	python3 grader/grade.py --lab $(LAB) $(GRADE_FLAGS)
+
+references: deps
+	@$(MAKE) --no-print-directory all data
+	python3 grader/grade.py --lab $(LAB) --make-references
+
+# how labs are compiled, for the grader's builds of other copies of a lab
+print-flags:
+	@echo "CC=$(CC)"
+	@echo "CPPFLAGS=$(CPPFLAGS)"
+	@echo "CFLAGS=$(CFLAGS)"
+	@echo "LDLIBS=$(LDLIBS)"
+
+# ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has
+# nvcc but no GPU), `make cuda-tests` links the GPU tests (they skip, exit
+# status 77, without a GPU). NVCC=/path/to/nvcc or CUDA_HOME=... to choose.
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+# sm_80 machine code (A100) plus its PTX, which the driver compiles for newer
+# GPUs (H100...) at first load; CUDA_ARCH=-arch=sm_90 builds native H100 code.
+CUDA_ARCH ?= -arch=sm_80
+# OMPI_SKIP_MPICXX: mpi.h without Open MPI's C++ bindings (and their library)
+NVCCFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+	-MMD -MP -DOMPI_SKIP_MPICXX
+CUDA_CPPFLAGS = -Icommon -Itests/c -I$(CUDA_HOME)/include $(shell mpicc --showme:compile)
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcudart
+CUDA_SRC := $(wildcard common/*.cu solutions/*/*.cu labs/*/*.cu tests/cuda/*.cu)
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
+CUDA_LIB := $(BUILD)/cuda/libcommon_cuda.a
+CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/tests/%,$(wildcard tests/cuda/*.cu))
+
+cuda-check: $(CUDA_OBJ)
+cuda-tests: $(CUDA_TEST_BINS)
+
+nvcc-found:
+	@command -v "$(NVCC)" >/dev/null || { echo "make: nvcc not found at '$(NVCC)': install the CUDA toolkit, or set NVCC=/path/to/nvcc" >&2; exit 1; }
+
+$(BUILD)/cuda/%.o: %.cu | nvcc-found
+	@mkdir -p $(@D)
+	$(NVCC) $(CUDA_CPPFLAGS) $(NVCCFLAGS) -c $< -o $@
+
+$(CUDA_LIB): $(filter $(BUILD)/cuda/common/%,$(CUDA_OBJ))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(LIBCOMMON)
+	$(CC) $^ $(CUDA_LDLIBS) $(LDLIBS) -o $@
 
 clean:
 	rm -rf $(BUILD)

@@ -7,6 +7,24 @@ void program_set_name(const char *argv0) {
     g_program_name = slash ? slash + 1 : argv0;
 }
 
+static int g_world_rank;                       /* 0 without MPI */
+static void (*g_end_rank)(int status);         /* NULL without MPI */
+static void (*g_abort_job)(int status);
+
+void check_set_mpi_hooks(int world_rank, void (*end_rank)(int status),
+                         void (*abort_job)(int status)) {
+    g_world_rank = world_rank;
+    g_end_rank = end_rank;
+    g_abort_job = abort_job;
+}
+
+__attribute__((noreturn))
+static void end_rank(int status) {
+    fflush(stdout);
+    if (g_end_rank) g_end_rank(status);
+    exit(status);
+}
+
 __attribute__((noreturn))
 static void vdie(const char *file, int line, int errnum, const char *fmt, va_list ap) {
     fflush(stdout);
@@ -14,6 +32,7 @@ static void vdie(const char *file, int line, int errnum, const char *fmt, va_lis
     vfprintf(stderr, fmt, ap);
     if (errnum) fprintf(stderr, ": %s", strerror(errnum));
     fputc('\n', stderr);
+    if (g_abort_job) g_abort_job(1);
     exit(1);
 }
 
@@ -32,17 +51,20 @@ void die_errno_at(const char *file, int line, int errnum, const char *fmt, ...) 
 void user_error(const char *fmt, ...) {
     va_list ap;
     fflush(stdout);
-    fprintf(stderr, "%s: error: ", g_program_name);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(EXIT_USER_ERROR);
+    if (g_world_rank == 0) {
+        fprintf(stderr, "%s: error: ", g_program_name);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    end_rank(EXIT_USER_ERROR);
 }
 
 void not_implemented_at(const char *func, const char *file, int line) {
     fflush(stdout);
-    fprintf(stderr, "%s: not implemented: %s (%s:%d) - this is your task in the lab\n",
-            g_program_name, func, file, line);
-    exit(EXIT_NOT_IMPLEMENTED);
+    if (g_world_rank == 0)
+        fprintf(stderr, "%s: not implemented: %s (%s:%d) - this is your task in the lab\n",
+                g_program_name, func, file, line);
+    end_rank(EXIT_NOT_IMPLEMENTED);
 }

@@ -38,6 +38,15 @@ void user_error(const char *fmt, ...);
 __attribute__((noreturn))
 void not_implemented_at(const char *func, const char *file, int line);
 
+/* Under MPI (comm_init sets these): user errors and "not implemented" are
+ * printed by world rank 0 only and end each rank through end_rank (which
+ * finalizes MPI: every rank runs the same checks and reaches the same
+ * function, so all of them get there); fatal errors, possibly on one rank
+ * only, end the whole job through abort_job (MPI_Abort), so no rank is left
+ * waiting for a dead one. */
+void check_set_mpi_hooks(int world_rank, void (*end_rank)(int status),
+                         void (*abort_job)(int status));
+
 #define CHECK(cond, ...) \
     do { if (!(cond)) die_at(__FILE__, __LINE__, __VA_ARGS__); } while (0)
 

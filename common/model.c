@@ -297,8 +297,14 @@ float gpt_forward(const GPTConfig *cfg, const GPTParams *p, GPTActs *a) {
 
 void gpt_backward(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTActs *a,
                   BackwardScratch *s) {
+    gpt_backward_hooked(cfg, p, g, a, s, NULL, NULL);
+}
+
+void gpt_backward_hooked(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTActs *a,
+                         BackwardScratch *s, GradsReadyFn ready, void *ctx) {
     const int B = a->B, T = a->T, C = cfg->n_embd, V = cfg->vocab_size, L = cfg->n_layer;
     const size_t NC = (size_t)B * T * C;
+    const float *base = g->wte;  /* the flat buffer starts with wte */
     /* The loss is the mean over B*T positions: d(loss)/d(row loss) = 1/(BT). */
     crossentropy_backward(a->probs, a->targets, 1.0f / (B * T), B * T, V);
     memset(s->dlnf, 0, NC * sizeof(float));
@@ -307,15 +313,19 @@ void gpt_backward(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTAct
     memset(dout, 0, NC * sizeof(float));
     layernorm_backward(dout, g->lnfw, g->lnfb, s->dlnf, a->blocks[L - 1].res2, p->lnfw,
                        a->lnf_mean, a->lnf_rstd, B * T, C);
+    if (ready) ready(ctx, (size_t)(g->lnfw - base), 2 * (size_t)C);
     for (int l = L - 1; l >= 0; l--) {
         const float *x = l == 0 ? a->encoded : a->blocks[l - 1].res2;
         memset(dx, 0, NC * sizeof(float));
         block_backward(cfg, &p->blocks[l], &g->blocks[l], &a->blocks[l], x, dout, dx, s, B, T);
+        if (ready) ready(ctx, (size_t)(g->blocks[l].ln1w - base), gpt_block_num_params(cfg));
         float *tmp = dout;  /* this block's d(input) is the next one's d(output) */
         dout = dx;
         dx = tmp;
     }
     encoder_backward(g->wte, g->wpe, dout, a->inputs, B, T, C);
+    /* wte is final only now: the tied LM head wrote to it first */
+    if (ready) ready(ctx, 0, (size_t)(V + cfg->ctx_len) * C);
 }
 
 double gpt_flops_per_token(const GPTConfig *cfg, int T) {

@@ -144,6 +144,15 @@ void block_backward(const GPTConfig *cfg, const BlockParams *p, BlockParams *g,
 float gpt_forward(const GPTConfig *cfg, const GPTParams *p, GPTActs *a);
 void gpt_backward(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTActs *a,
                   BackwardScratch *s);
+/* The same, calling ready(ctx, offset, count) each time a range of the flat
+ * gradient buffer is final, in the order backward finishes them: lnf, block
+ * L-1, ..., block 0, then wte + wpe (wte last: the tied LM head and the
+ * embedding both write to it). The ranges tile the buffer, each once, from
+ * its end towards its start. Data-parallel training starts communicating a
+ * range while the backward pass goes on. */
+typedef void (*GradsReadyFn)(void *ctx, size_t offset, size_t count);
+void gpt_backward_hooked(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTActs *a,
+                         BackwardScratch *s, GradsReadyFn ready, void *ctx);
 
 /* Training FLOPs per token: 6 Phi' + 12 L C T (forward + backward), where Phi'
  * leaves out wpe (a lookup, no arithmetic) and 12 L C T counts the attention

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(build-essential openmpi-bin libopenmpi-dev libopenblas-dev libopenblas-openmp-dev
-          gnuplot-nox bats fortunes-min)
+          gnuplot-nox bats fortunes-min python3 libxml2-utils)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -14,6 +14,17 @@ t() {
     timeout --kill-after=5 "$secs" "$@"
 }
 
+# mpirun_t SECONDS NP CMD...: CMD on NP ranks under a timeout. More ranks
+# than cores are allowed (--oversubscribe); root may run MPI here (CI runs as
+# root); -q drops mpirun's banner when a rank exits non-zero. The timeout
+# kills mpirun and its ranks: a deadlock fails the test.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun_t() {
+    local secs=$1 np=$2
+    shift 2
+    t "$secs" mpirun -q --oversubscribe -np "$np" "$@"
+}
+
 # A user error: exit status exactly 2, one line on stderr saying "error:",
 # no crash ("fatal", a signal, a core dump).
 assert_user_error() {
@@ -32,10 +43,10 @@ build_lab00_variant() {
     local src=$1 out=$2 arch
     arch=$(gcc -print-multiarch)
     mkdir -p "$out"
-    gcc -std=gnu11 -O2 -fopenmp -I"$ROOT/common" -I"/usr/include/$arch/openblas-openmp" \
+    mpicc -std=gnu11 -O2 -fopenmp -I"$ROOT/common" -I"/usr/include/$arch/openblas-openmp" \
         -c "$src" -o "$out/backprop.o"
     for prog in gradcheck train_gpt; do
-        gcc "$BUILD/apps/$prog.o" "$out/backprop.o" "$BUILD/libcommon.a" \
+        mpicc "$BUILD/apps/$prog.o" "$out/backprop.o" "$BUILD/libcommon.a" \
             -L"/usr/lib/$arch/openblas-openmp" -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" \
             -lopenblas -lm -fopenmp -o "$out/$prog"
     done
@@ -45,4 +56,23 @@ build_lab00_variant() {
 csv_col() {
     awk -F, -v col="$2" -v row="$3" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
         NR - 2 == row { print $c }' "$1"
+}
+
+# Build a lab's programs from another copy of one of its sources (a planted
+# bug): build_variant SRC.c INCLUDE_DIR OUTDIR PROG...  ->  OUTDIR/PROG, each
+# linking build/apps/PROG.o, SRC's object and the common library. INCLUDE_DIR
+# holds the lab's headers (SRC may live in a temporary directory).
+build_variant() {
+    local src=$1 inc=$2 out=$3 arch obj
+    shift 3
+    arch=$(gcc -print-multiarch)
+    obj="$out/$(basename "${src%.c}").o"
+    mkdir -p "$out"
+    mpicc -std=gnu11 -O2 -fopenmp -I"$ROOT/common" -I"$inc" -I"/usr/include/$arch/openblas-openmp" \
+        -c "$src" -o "$obj"
+    for prog in "$@"; do
+        mpicc "$BUILD/apps/$prog.o" "$obj" "$BUILD/libcommon.a" \
+            -L"/usr/lib/$arch/openblas-openmp" -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" \
+            -lopenblas -lm -fopenmp -o "$out/$prog"
+    done
 }

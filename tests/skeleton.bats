@@ -49,3 +49,11 @@ load helpers
     [ "$status" -eq 3 ]
     [[ "$output" == *"not implemented: layernorm_backward"* ]]
 }
+
+@test "lab 01 skeleton: each of the six collectives becomes a TODO, the header stays whole" {
+    regions=$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/01_collectives/collectives.c")
+    [ "$regions" -eq 6 ]
+    [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/01_collectives/collectives.c")" -eq "$regions" ]
+    # the header is the contract: no solution region, the same in both copies
+    cmp "$ROOT/solutions/01_collectives/collectives.h" "$ROOT/labs/01_collectives/collectives.h"
+}

@@ -17,3 +17,8 @@ load helpers
     echo "$output"
     [ "$status" -eq 0 ]
 }
+@test "unit: the backward hook reports each gradient range once, final, end to start" {
+    run t 60 "$BUILD/tests/test_model"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}

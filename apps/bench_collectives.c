@@ -1,0 +1,420 @@
+/* bench_collectives: how fast are the collectives, measured as nccl-tests does.
+ *
+ * For each buffer size S (bytes of the whole buffer, doubling from --min-bytes
+ * to --max-bytes) and each implementation (the lab's, comm.h's library):
+ *   1. run once on known inputs and check the result (wrong code is not timed);
+ *   2. run a few warm-up iterations, then a barrier, then `iters` timed ones;
+ *      t = the slowest rank's mean time per iteration;
+ *   3. algbw = S / t and busbw = algbw * factor, decimal GB/s, the factor
+ *      (nccl-tests, doc/PERFORMANCE.md) making busbw comparable with a link's
+ *      bandwidth whatever p is:
+ *        allreduce 2(p-1)/p; reduce_scatter, allgather, alltoall (p-1)/p;
+ *        broadcast 1.
+ * Out of place, float32, sum, root 0. Rank 0 prints a table and writes
+ * DIR/busbw.csv (size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps) and
+ * DIR/run.json (the options, the memcpy ceiling and the fits below).
+ *
+ * The alpha-beta fit. Each op's time is modelled in the form of the lab's
+ * algorithm, t = L(p) alpha + F(p) S beta (see g_ops), fitted by least
+ * squares on relative errors (each size weighs the same, so the small sizes
+ * fix alpha and the large ones beta). The library is fitted in the same form:
+ * its algorithm may differ, but 1/beta is then directly comparable, and for
+ * every op but broadcast it is the busbw the curve tends to.
+ *
+ * The ceiling: the ranks of one machine move data through memory, so one
+ * core's memcpy bandwidth (64 MiB, measured here on rank 0) bounds what a
+ * rank can send.
+ */
+#include <ctype.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "check.h"
+#include "cli.h"
+#include "collectives.h"
+#include "comm.h"
+#include "fileio.h"
+
+/* Large sizes get fewer iterations: at most this many bytes per size and
+ * implementation (at least 2 iterations), so that the default sweep to
+ * 64 MiB takes seconds on 4 ranks sharing 2 cores. */
+#define BYTES_PER_SIZE (512.0 * 1024 * 1024)
+#define MEMCPY_BYTES ((size_t)64 << 20)
+#define MAX_BYTES ((size_t)1 << 30)
+#define MAX_SIZES 40
+
+typedef enum { BENCH_ALLREDUCE, BENCH_REDUCE_SCATTER, BENCH_ALLGATHER, BENCH_BROADCAST,
+               BENCH_ALLTOALL, BENCH_TREE_ALLREDUCE, BENCH_NUM_OPS } BenchOp;
+typedef enum { IMPL_STUDENT, IMPL_LIBRARY, IMPL_NUM } Impl;
+static const char *const g_impl_names[IMPL_NUM] = {"student", "library"};
+
+/* Per op: the lab function timed as "student", and the alpha-beta form of
+ * its algorithm, t = latency_steps alpha + bandwidth_factor S beta. */
+typedef struct {
+    const char *name, *student_function, *model;
+} OpInfo;
+static const OpInfo g_ops[BENCH_NUM_OPS] = {
+    {"allreduce", "ring_allreduce", "t = 2(p-1) alpha + 2(p-1)/p S beta"},
+    {"reduce_scatter", "ring_reduce_scatter", "t = (p-1) alpha + (p-1)/p S beta"},
+    {"allgather", "ring_allgather", "t = (p-1) alpha + (p-1)/p S beta"},
+    {"broadcast", "tree_broadcast", "t = ceil(log2 p) (alpha + S beta)"},
+    {"alltoall", "pairwise_alltoall", "t = (p-1) alpha + (p-1)/p S beta"},
+    {"tree_allreduce", "tree_allreduce",
+     "t = k (alpha + S beta), k = floor(log2 p), +2 if p is no power of 2"},
+};
+
+static int ceil_log2(int p) {
+    int k = 0;
+    while ((1 << k) < p) k++;
+    return k;
+}
+
+static void model_terms(BenchOp op, int p, double *latency_steps, double *bandwidth_factor) {
+    int rounds = 0;
+    switch (op) {
+    case BENCH_ALLREDUCE: *latency_steps = 2.0 * (p - 1); *bandwidth_factor = 2.0 * (p - 1) / p; return;
+    case BENCH_BROADCAST: *latency_steps = *bandwidth_factor = ceil_log2(p); return;
+    case BENCH_TREE_ALLREDUCE:
+        while ((2 << rounds) <= p) rounds++;
+        *latency_steps = *bandwidth_factor = rounds + ((1 << rounds) != p ? 2 : 0);
+        return;
+    default: *latency_steps = p - 1; *bandwidth_factor = (double)(p - 1) / p; return;
+    }
+}
+
+static double busbw_factor(BenchOp op, int p) {
+    switch (op) {
+    case BENCH_ALLREDUCE:
+    case BENCH_TREE_ALLREDUCE: return 2.0 * (p - 1) / p;
+    case BENCH_BROADCAST: return 1.0;
+    default: return (double)(p - 1) / p;
+    }
+}
+
+/* Elements of the whole buffer for S bytes; all-to-all needs p equal blocks. */
+static size_t elements_for(BenchOp op, size_t bytes, int p) {
+    size_t n = bytes / sizeof(float);
+    return op == BENCH_ALLTOALL ? n / (size_t)p * (size_t)p : n;
+}
+
+/* One collective on send/recv, count elements of the whole buffer. */
+static void run_op(Comm *c, BenchOp op, Impl impl, float *send, float *recv, size_t count) {
+    const int lib = impl == IMPL_LIBRARY;
+    switch (op) {
+    case BENCH_ALLREDUCE:
+        if (lib) comm_allreduce(c, send, recv, count, COMM_FLOAT, COMM_SUM);
+        else ring_allreduce(c, send, recv, count);
+        break;
+    case BENCH_TREE_ALLREDUCE:
+        if (lib) comm_allreduce(c, send, recv, count, COMM_FLOAT, COMM_SUM);
+        else tree_allreduce(c, send, recv, count);
+        break;
+    case BENCH_REDUCE_SCATTER:
+        if (lib) comm_reduce_scatter(c, send, recv, count, COMM_FLOAT, COMM_SUM);
+        else ring_reduce_scatter(c, send, recv, count);
+        break;
+    case BENCH_ALLGATHER:
+        if (lib) comm_allgather(c, send, recv, count, COMM_FLOAT);
+        else ring_allgather(c, send, recv, count);
+        break;
+    case BENCH_BROADCAST:
+        if (lib) comm_broadcast(c, recv, count, COMM_FLOAT, 0);
+        else tree_broadcast(c, recv, count, 0);
+        break;
+    case BENCH_ALLTOALL:
+        if (lib) comm_alltoall(c, send, recv, count / c->size, COMM_FLOAT);
+        else pairwise_alltoall(c, send, recv, count / c->size);
+        break;
+    default: CHECK(0, "bad op %d", (int)op);
+    }
+}
+
+/* Inputs for the correctness run: element i of rank r is (i mod 251) + r, an
+ * integer, so every sum is exact. */
+static float pattern(size_t i, int r) { return (float)(i % 251 + (size_t)r); }
+
+static int owner_of(size_t i, size_t n, int p) {
+    int j = 0;
+    while (i >= shard_offset(n, p, j) + shard_count(n, p, j)) j++;
+    return j;
+}
+
+/* Fill the inputs of op, run it once, count the wrong output elements. */
+static size_t wrong_elements(Comm *c, BenchOp op, Impl impl, float *send, float *recv, size_t n) {
+    const int p = c->size, r = c->rank;
+    const size_t off = shard_offset(n, p, r), own = shard_count(n, p, r), m = n / p;
+    const float everyone = (float)(p * (p - 1) / 2);  /* sum of the ranks' offsets r */
+    size_t out_count = op == BENCH_REDUCE_SCATTER ? own : n;
+    if (op == BENCH_ALLGATHER)
+        for (size_t k = 0; k < own; k++) send[k] = pattern(off + k, r);
+    else if (op == BENCH_BROADCAST)
+        for (size_t i = 0; i < n; i++) recv[i] = pattern(i, r);
+    else
+        for (size_t i = 0; i < n; i++) send[i] = pattern(i, r);
+    run_op(c, op, impl, send, recv, n);
+    size_t wrong = 0;
+    for (size_t k = 0; k < out_count; k++) {
+        float want;
+        switch (op) {
+        case BENCH_REDUCE_SCATTER: want = p * (float)((off + k) % 251) + everyone; break;
+        case BENCH_ALLGATHER: want = pattern(k, owner_of(k, n, p)); break;
+        case BENCH_BROADCAST: want = pattern(k, 0); break;
+        case BENCH_ALLTOALL: want = pattern(r * m + k % m, (int)(k / m)); break;
+        default: want = p * (float)(k % 251) + everyone; break;
+        }
+        wrong += recv[k] != want;
+    }
+    return wrong;
+}
+
+/* Slowest rank's mean seconds per call over iters calls, after warmup. */
+static double time_op(Comm *c, BenchOp op, Impl impl, float *send, float *recv, size_t n,
+                      int warmup, int iters) {
+    for (int i = 0; i < warmup; i++) run_op(c, op, impl, send, recv, n);
+    comm_barrier(c);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) run_op(c, op, impl, send, recv, n);
+    double mean = (MPI_Wtime() - t0) / iters, slowest;
+    MPI_CHECK(MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, c->mpi));
+    return slowest;
+}
+
+/* One core copying MEMCPY_BYTES: the best of 5 copies, in GB/s of data copied. */
+static double memcpy_gbps(void) {
+    char *src = mem_alloc(MEM_WORKSPACE, MEMCPY_BYTES), *dst = mem_alloc(MEM_WORKSPACE, MEMCPY_BYTES);
+    memset(src, 1, MEMCPY_BYTES);
+    memcpy(dst, src, MEMCPY_BYTES);  /* faults dst's pages in */
+    double best = 1e30;
+    for (int i = 0; i < 5; i++) {
+        double t0 = MPI_Wtime();
+        memcpy(dst, src, MEMCPY_BYTES);
+        double dt = MPI_Wtime() - t0;
+        if (dt < best) best = dt;
+    }
+    mem_free(src);
+    mem_free(dst);
+    return MEMCPY_BYTES / best / 1e9;
+}
+
+typedef struct {
+    size_t bytes, count;
+    Impl impl;
+    double seconds;
+} Row;
+
+/* Least squares of t = a + b S on relative errors: minimize
+ * sum ((a + b S_i - t_i) / t_i)^2, i.e. weights w_i = 1 / t_i^2. Returns
+ * the largest relative misfit |a + b S_i - t_i| / t_i, and its size. */
+static double fit_line(const Row *rows, int num_rows, Impl impl, double *a, double *b,
+                       size_t *worst_bytes) {
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int i = 0; i < num_rows; i++) {
+        if (rows[i].impl != impl) continue;
+        double x = (double)rows[i].bytes, y = rows[i].seconds, w = 1.0 / (y * y);
+        sw += w; sx += w * x; sy += w * y; sxx += w * x * x; sxy += w * x * y;
+    }
+    *b = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);
+    *a = (sy - *b * sx) / sw;
+    double worst = 0;
+    for (int i = 0; i < num_rows; i++) {
+        if (rows[i].impl != impl) continue;
+        double misfit = fabs(*a + *b * rows[i].bytes - rows[i].seconds) / rows[i].seconds;
+        if (misfit > worst) worst = misfit, *worst_bytes = rows[i].bytes;
+    }
+    return worst;
+}
+
+/* "64M" -> 67108864: an integer with an optional K, M or G (powers of 1024). */
+static size_t parse_bytes(const char *flag, const char *arg) {
+    size_t len = strlen(arg), scale = 1;
+    char digits[32];
+    if (len == 0 || len >= sizeof digits) USER_ERROR("%s expects a size like 4096, 64K or 64M, got '%s'", flag, arg);
+    memcpy(digits, arg, len + 1);
+    switch (toupper((unsigned char)digits[len - 1])) {
+    case 'K': scale = (size_t)1 << 10; break;
+    case 'M': scale = (size_t)1 << 20; break;
+    case 'G': scale = (size_t)1 << 30; break;
+    default: break;
+    }
+    if (scale > 1) digits[len - 1] = '\0';
+    for (const char *d = digits; *d; d++)
+        if (!isdigit((unsigned char)*d)) USER_ERROR("%s expects a size like 4096, 64K or 64M, got '%s'", flag, arg);
+    size_t v = (size_t)cli_int(flag, digits, 0, (long)(MAX_BYTES / scale)) * scale;
+    if (v < sizeof(float) || v > MAX_BYTES)
+        USER_ERROR("%s must be between 4 bytes and 1G, got '%s'", flag, arg);
+    return v;
+}
+
+static void write_outputs(const char *dir, BenchOp op, int p, const char *impl_arg,
+                          size_t min_bytes, size_t max_bytes, int warmup, int iters,
+                          const Row *rows, int num_rows, double memcpy_bw,
+                          const double fit[IMPL_NUM][2], const int fitted[IMPL_NUM]) {
+    char path[1100];
+    AtomicFile af;
+    make_dirs(dir);
+    snprintf(path, sizeof path, "%s/busbw.csv", dir);
+    FILE *f = atomic_open(&af, path);
+    fprintf(f, "size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps\n");
+    for (int i = 0; i < num_rows; i++) {
+        double algbw = rows[i].bytes / rows[i].seconds / 1e9;
+        fprintf(f, "%zu,%zu,%s,%.3f,%.6g,%.6g\n", rows[i].bytes, rows[i].count,
+                g_impl_names[rows[i].impl], rows[i].seconds * 1e6, algbw, algbw * busbw_factor(op, p));
+    }
+    atomic_commit(&af);
+
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    f = atomic_open(&af, path);
+    fprintf(f, "{\n  \"program\": \"bench_collectives\",\n  \"op\": \"%s\",\n  \"ranks\": %d,\n"
+               "  \"impl\": \"%s\",\n  \"dtype\": \"float32\",\n  \"min_bytes\": %zu,\n"
+               "  \"max_bytes\": %zu,\n  \"warmup\": %d,\n  \"iters\": %d,\n"
+               "  \"busbw_factor\": %.6f,\n  \"memcpy_GBps\": %.3f,\n  \"model\": \"%s\"",
+            g_ops[op].name, p, impl_arg, min_bytes, max_bytes, warmup, iters,
+            busbw_factor(op, p), memcpy_bw, g_ops[op].model);
+    for (int impl = 0; impl < IMPL_NUM; impl++)
+        if (fitted[impl])
+            fprintf(f, ",\n  \"%s_alpha_us\": %.3f,\n  \"%s_inv_beta_GBps\": %.4f", g_impl_names[impl],
+                    fit[impl][0] * 1e6, g_impl_names[impl], 1e-9 / fit[impl][1]);
+    fprintf(f, "\n}\n");
+    atomic_commit(&af);
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    Comm *c = comm_init(&argc, &argv);
+    const int p = c->size, r = c->rank;
+    static const struct option opts[] = {
+        {"op", required_argument, 0, 'o'},        {"impl", required_argument, 0, 'i'},
+        {"min-bytes", required_argument, 0, 'm'}, {"max-bytes", required_argument, 0, 'M'},
+        {"warmup", required_argument, 0, 'w'},    {"iters", required_argument, 0, 'n'},
+        {"out", required_argument, 0, 'O'},       {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    BenchOp op = BENCH_ALLREDUCE;
+    const char *impl_arg = "both";
+    size_t min_bytes = 1024, max_bytes = (size_t)64 << 20;
+    int warmup = 5, iters = 40;
+    char out_dir[1024] = "";
+    opterr = 0;
+    int ch, found;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'o':
+            found = 0;
+            for (int k = 0; k < BENCH_NUM_OPS; k++)
+                if (strcmp(optarg, g_ops[k].name) == 0) op = (BenchOp)k, found = 1;
+            if (!found) USER_ERROR("unknown --op '%s'; see --help", optarg);
+            break;
+        case 'i':
+            if (strcmp(optarg, "student") && strcmp(optarg, "library") && strcmp(optarg, "both"))
+                USER_ERROR("--impl expects student, library or both, got '%s'", optarg);
+            impl_arg = optarg;
+            break;
+        case 'm': min_bytes = parse_bytes("--min-bytes", optarg); break;
+        case 'M': max_bytes = parse_bytes("--max-bytes", optarg); break;
+        case 'w': warmup = (int)cli_int("--warmup", optarg, 0, 10000); break;
+        case 'n': iters = (int)cli_int("--iters", optarg, 1, 100000); break;
+        case 'O': cli_string(out_dir, sizeof out_dir, "--out", optarg); break;
+        case 'h':
+            if (r == 0) {
+                printf("usage: mpirun -np P %s [options]\n"
+                       "Bus bandwidth of lab 01's collectives and of the library's, nccl-tests style.\n"
+                       "  --op NAME        allreduce (default), reduce_scatter, allgather, broadcast,\n"
+                       "                   alltoall, tree_allreduce\n"
+                       "  --impl WHICH     student, library or both (default)\n"
+                       "  --min-bytes S    smallest buffer (default 1K; suffixes K, M, G)\n"
+                       "  --max-bytes S    largest buffer (default 64M); sizes double in between\n"
+                       "  --warmup N       untimed runs per size (default 5)\n"
+                       "  --iters N        timed runs per size (default 40; fewer from 16M, at least 2)\n"
+                       "  --out DIR        busbw.csv and run.json (default runs/01_collectives-OP-npP)\n",
+                       g_program_name);
+            }
+            comm_finalize();
+            return 0;
+        default: cli_bad_option(argv[optind - 1], "see --help");
+        }
+    }
+    if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
+    if (min_bytes > max_bytes) USER_ERROR("--min-bytes (%zu) is above --max-bytes (%zu)", min_bytes, max_bytes);
+    if (op == BENCH_ALLTOALL && min_bytes < sizeof(float) * (size_t)p)
+        USER_ERROR("alltoall needs --min-bytes of at least 4 p = %zu (one float per rank)",
+                   sizeof(float) * (size_t)p);
+    if (!out_dir[0]) snprintf(out_dir, sizeof out_dir, "runs/01_collectives-%s-np%d", g_ops[op].name, p);
+    const int first_impl = strcmp(impl_arg, "library") == 0 ? IMPL_LIBRARY : IMPL_STUDENT;
+    const int last_impl = strcmp(impl_arg, "student") == 0 ? IMPL_STUDENT : IMPL_LIBRARY;
+
+    double memcpy_bw = 0;
+    if (r == 0) memcpy_bw = memcpy_gbps();
+    comm_barrier(c);
+    if (r == 0) {
+        printf("bench_collectives: %s on %d ranks, float32, out of place; student = %s\n",
+               g_ops[op].name, p, g_ops[op].student_function);
+        printf("memcpy ceiling: %.2f GB/s (one core, 64 MiB)\n", memcpy_bw);
+        printf("%12s %11s %8s %11s %11s %11s\n", "size_bytes", "count", "impl", "time_us",
+               "algbw_GBps", "busbw_GBps");
+    }
+
+    const size_t max_count = elements_for(op, max_bytes, p);
+    float *send = mem_alloc(MEM_WORKSPACE, max_count * sizeof(float));
+    float *recv = mem_alloc(MEM_WORKSPACE, max_count * sizeof(float));
+    Row rows[2 * MAX_SIZES];
+    int num_rows = 0;
+    for (size_t bytes = min_bytes; bytes <= max_bytes && num_rows < 2 * MAX_SIZES; bytes *= 2) {
+        const size_t n = elements_for(op, bytes, p), real_bytes = n * sizeof(float);
+        int size_iters = iters;
+        if ((double)real_bytes * iters > BYTES_PER_SIZE) size_iters = (int)(BYTES_PER_SIZE / real_bytes);
+        if (size_iters < 2) size_iters = 2;
+        const int size_warmup = warmup < size_iters ? warmup : size_iters;
+        for (int impl = first_impl; impl <= last_impl; impl++) {
+            uint64_t wrong = wrong_elements(c, op, (Impl)impl, send, recv, n), wrong_anywhere;
+            MPI_CHECK(MPI_Allreduce(&wrong, &wrong_anywhere, 1, MPI_UINT64_T, MPI_SUM, c->mpi));
+            if (wrong_anywhere) {
+                if (r == 0)
+                    fprintf(stderr, "%s: %s %s gives %llu wrong elements at %zu bytes: run check_collectives\n",
+                            g_program_name, g_impl_names[impl], g_ops[op].name, (unsigned long long)wrong_anywhere, real_bytes);
+                comm_finalize();
+                return 1;
+            }
+            double t = time_op(c, op, (Impl)impl, send, recv, n, size_warmup, size_iters);
+            rows[num_rows++] = (Row){real_bytes, n, (Impl)impl, t};
+            if (r == 0) {
+                double algbw = real_bytes / t / 1e9;
+                printf("%12zu %11zu %8s %11.1f %11.3f %11.3f\n", real_bytes, n, g_impl_names[impl],
+                       t * 1e6, algbw, algbw * busbw_factor(op, p));
+                fflush(stdout);
+            }
+        }
+    }
+    mem_free(send);
+    mem_free(recv);
+
+    double fit[IMPL_NUM][2] = {{0}};
+    int fitted[IMPL_NUM] = {0};
+    if (r == 0) {
+        double latency_steps, bandwidth_factor;
+        model_terms(op, p, &latency_steps, &bandwidth_factor);
+        printf("alpha-beta fit, %s (relative least squares over the sizes):\n", g_ops[op].model);
+        for (int impl = first_impl; impl <= last_impl; impl++) {
+            if (num_rows / (last_impl - first_impl + 1) < 2 || latency_steps == 0) {
+                printf("  %s: needs 2 sizes or more and 2 ranks or more\n", g_impl_names[impl]);
+                continue;
+            }
+            double a, b;
+            size_t worst_bytes = 0;
+            double worst = fit_line(rows, num_rows, (Impl)impl, &a, &b, &worst_bytes);
+            fit[impl][0] = a / latency_steps;
+            fit[impl][1] = b / bandwidth_factor;
+            fitted[impl] = 1;
+            printf("  %s: alpha = %.2f us, 1/beta = %.3f GB/s (worst misfit %.0f%% at %zu bytes)\n",
+                   g_impl_names[impl], fit[impl][0] * 1e6, 1e-9 / fit[impl][1], 100 * worst,
+                   worst_bytes);
+        }
+        write_outputs(out_dir, op, p, impl_arg, min_bytes, max_bytes, warmup, iters, rows,
+                      num_rows, memcpy_bw, fit, fitted);
+        printf("wrote %s/busbw.csv and %s/run.json\n", out_dir, out_dir);
+    }
+    comm_finalize();
+    return 0;
+}

@@ -1,0 +1,365 @@
+/* check_collectives: lab 01's collectives, checked to the bit.
+ *
+ * Every case fills the inputs with small integers that depend on (rank, i),
+ * runs one collective on every rank, and compares each output element
+ * bit for bit with a reference this rank computes alone. Sums of integers
+ * below 2^24 are exact in float whatever the order of the additions, so a
+ * correct schedule, however it orders its sums, matches exactly, and one
+ * wrong chunk index, a missing contribution or one counted twice does not.
+ *
+ * Per op it runs the counts 0, 1, p-1, p, p+1, 1000, 4099 and LARGE_COUNT
+ * (empty shards, uneven shards, several messages' worth), in place and out
+ * of place (broadcast: root 0 and root p-1). Besides the values it checks:
+ *   - out of place, the input is left alone; in place, only what the op may
+ *     change changes (reduce-scatter: the rank's own shard);
+ *   - nothing is written past the end of the output (a guard zone);
+ *   - for the student's code, the bytes this rank sent (comm.h's counters of
+ *     comm_send and comm_sendrecv) equal what the README's schedule sends,
+ *     see sent_elements below.
+ * --impl library runs the same cases on comm.h's collectives.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "check.h"
+#include "cli.h"
+#include "collectives.h"
+#include "comm.h"
+
+#define LARGE_COUNT 262147  /* odd, and 1 MiB of floats: many eager-limit multiples */
+#define GUARD 16            /* floats after every output buffer that must stay untouched */
+#define MESSAGE_MAX 200
+
+typedef enum { IMPL_STUDENT, IMPL_LIBRARY } Impl;
+
+typedef enum { CHECK_REDUCE_SCATTER, CHECK_ALLGATHER, CHECK_ALLREDUCE, CHECK_BROADCAST,
+               CHECK_TREE_ALLREDUCE, CHECK_ALLTOALL, CHECK_NUM_OPS } CheckedOp;
+
+static const char *const g_op_names[CHECK_NUM_OPS] = {
+    "reduce_scatter", "allgather", "allreduce", "broadcast", "tree_allreduce", "alltoall"};
+
+/* One case on this rank: what ran, and the first thing found wrong. */
+typedef struct {
+    Comm *c;
+    Impl impl;
+    CheckedOp op;
+    size_t n;        /* elements of the whole buffer (alltoall: per rank) */
+    int variant;     /* in place (1) or not (0); broadcast: 0 root 0, 1 root p-1 */
+    char error[MESSAGE_MAX];
+} Case;
+
+/* Input element i of rank r: an integer in -1000..1000 from a hash of (r, i),
+ * so that a misplaced element almost never carries the expected value. Sums
+ * over up to 16000 ranks stay below 2^24: exact in float. */
+static float input_value(int r, size_t i) {
+    uint64_t h = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(r + 1) * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return (float)((int)(h % 2001) - 1000);
+}
+
+static float sum_over_ranks(int p, size_t i) {
+    float s = 0.0f;
+    for (int r = 0; r < p; r++) s += input_value(r, i);
+    return s;
+}
+
+static float sentinel(void) {
+    uint32_t bits = 0x7FC0DEADu;  /* a NaN no collective produces */
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* n elements plus the guard zone, all set to the sentinel */
+static float *buffer(size_t n) {
+    float *x = mem_alloc(MEM_WORKSPACE, (n + GUARD) * sizeof(float));
+    for (size_t i = 0; i < n + GUARD; i++) x[i] = sentinel();
+    return x;
+}
+
+static void fill_inputs(float *x, size_t count, int r, size_t first_index) {
+    for (size_t k = 0; k < count; k++) x[k] = input_value(r, first_index + k);
+}
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Compare got[0..count) with want[0..count), and the guard zone after
+ * got[count) with the sentinel; the first difference becomes k->error. */
+static void compare(Case *k, const char *what, const float *got, const float *want,
+                    size_t count) {
+    if (k->error[0]) return;
+    for (size_t i = 0; i < count; i++)
+        if (!same_bits(got[i], want[i])) {
+            snprintf(k->error, MESSAGE_MAX, "rank %d: %s[%zu] = %g, want %g", k->c->rank, what,
+                     i, got[i], want[i]);
+            return;
+        }
+    for (size_t i = count; i < count + GUARD; i++)
+        if (!same_bits(got[i], sentinel())) {
+            snprintf(k->error, MESSAGE_MAX, "rank %d: wrote past the end of %s (%zu elements)",
+                     k->c->rank, what, count);
+            return;
+        }
+}
+
+/* Elements this rank sends in the README's schedules, rank r of p, with
+ * count(j) = shard_count(n, p, j):
+ *   ring reduce-scatter  n - count(r)          every chunk but its own
+ *   ring all-gather      n - count(r+1)        every chunk but the last received
+ *   ring all-reduce      the sum of both: 2n - count(r) - count(r+1)
+ *   binomial broadcast   n per child: ranks v + 2^j, 2^j below v's lowest set bit
+ *   recursive doubling   log2(q) n, q = 2^floor(log2 p); among the 2(p-q) lowest
+ *                        ranks, even ones send n (their fold) and odd ones
+ *                        (log2(q) + 1) n (the doubling, then the result back)
+ *   pairwise all-to-all  (p-1) n               one block to every other rank */
+static size_t sent_elements(CheckedOp op, size_t n, int p, int r, int root) {
+    size_t own = shard_count(n, p, r), next = shard_count(n, p, (r + 1) % p);
+    switch (op) {
+    case CHECK_REDUCE_SCATTER: return n - own;
+    case CHECK_ALLGATHER: return n - next;
+    case CHECK_ALLREDUCE: return 2 * n - own - next;
+    case CHECK_BROADCAST: {
+        int v = (r - root + p) % p, children = 0;
+        for (int bit = 1; bit < p && !(v & bit); bit <<= 1) children += v + bit < p;
+        return (size_t)children * n;
+    }
+    case CHECK_TREE_ALLREDUCE: {
+        int q = 1, rounds = 0;
+        for (; 2 * q <= p; q *= 2) rounds++;
+        if (r >= 2 * (p - q)) return (size_t)rounds * n;  /* doubling only */
+        return r % 2 ? (size_t)(rounds + 1) * n : n;      /* doubling + result back; fold */
+    }
+    case CHECK_ALLTOALL: return (size_t)(p - 1) * n;
+    default: CHECK(0, "bad op %d", (int)op);
+    }
+}
+
+static void run_reduce_scatter(const Case *k, const float *send, float *recv) {
+    if (k->impl == IMPL_STUDENT) ring_reduce_scatter(k->c, send, recv, k->n);
+    else comm_reduce_scatter(k->c, send, recv, k->n, COMM_FLOAT, COMM_SUM);
+}
+static void run_allgather(const Case *k, const float *send, float *recv) {
+    if (k->impl == IMPL_STUDENT) ring_allgather(k->c, send, recv, k->n);
+    else comm_allgather(k->c, send, recv, k->n, COMM_FLOAT);
+}
+static void run_alltoall(const Case *k, const float *send, float *recv) {
+    if (k->impl == IMPL_STUDENT) pairwise_alltoall(k->c, send, recv, k->n);
+    else comm_alltoall(k->c, send, recv, k->n, COMM_FLOAT);
+}
+static void run_allreduce(const Case *k, const float *send, float *recv) {
+    if (k->impl == IMPL_LIBRARY) comm_allreduce(k->c, send, recv, k->n, COMM_FLOAT, COMM_SUM);
+    else if (k->op == CHECK_TREE_ALLREDUCE) tree_allreduce(k->c, send, recv, k->n);
+    else ring_allreduce(k->c, send, recv, k->n);
+}
+
+static void check_reduce_scatter(Case *k) {
+    const int p = k->c->size, r = k->c->rank;
+    const size_t n = k->n, own = shard_count(n, p, r), off = shard_offset(n, p, r);
+    float *send = buffer(n), *want = buffer(n);
+    fill_inputs(send, n, r, 0);
+    fill_inputs(want, n, r, 0);  /* the input, with the own shard summed */
+    for (size_t i = 0; i < own; i++) want[off + i] = sum_over_ranks(p, off + i);
+    if (k->variant) {
+        run_reduce_scatter(k, send, send + off);
+        compare(k, "buf", send, want, n);
+    } else {
+        float *recv = buffer(own);
+        run_reduce_scatter(k, send, recv);
+        compare(k, "recv", recv, want + off, own);
+        fill_inputs(want + off, own, r, off);
+        compare(k, "send", send, want, n);
+        mem_free(recv);
+    }
+    mem_free(send);
+    mem_free(want);
+}
+
+/* all-gather: shard j holds rank j's inputs at its own indices */
+static void check_allgather(Case *k) {
+    const int p = k->c->size, r = k->c->rank;
+    const size_t n = k->n, own = shard_count(n, p, r), off = shard_offset(n, p, r);
+    float *recv = buffer(n), *want = buffer(n);
+    for (int j = 0; j < p; j++)
+        fill_inputs(want + shard_offset(n, p, j), shard_count(n, p, j), j, shard_offset(n, p, j));
+    if (k->variant) {
+        fill_inputs(recv + off, own, r, off);
+        run_allgather(k, recv + off, recv);
+    } else {
+        float *send = buffer(own);
+        fill_inputs(send, own, r, off);
+        run_allgather(k, send, recv);
+        compare(k, "send", send, want + off, own);
+        mem_free(send);
+    }
+    compare(k, "recv", recv, want, n);
+    mem_free(recv);
+    mem_free(want);
+}
+
+/* All-reduce and all-to-all read the whole send buffer and write the whole
+ * recv buffer; in place, recv is send. */
+static void check_whole_buffer(Case *k, size_t total, const float *want,
+                               void (*run)(const Case *, const float *, float *)) {
+    const int r = k->c->rank;
+    float *send = buffer(total);
+    fill_inputs(send, total, r, 0);
+    float *recv = k->variant ? send : buffer(total);
+    run(k, send, recv);
+    compare(k, k->variant ? "buf" : "recv", recv, want, total);
+    if (!k->variant) {
+        fill_inputs(recv, total, r, 0);  /* recv becomes the reference for send */
+        compare(k, "send", send, recv, total);
+        mem_free(recv);
+    }
+    mem_free(send);
+}
+
+static void check_allreduce(Case *k) {
+    float *want = buffer(k->n);
+    for (size_t i = 0; i < k->n; i++) want[i] = sum_over_ranks(k->c->size, i);
+    check_whole_buffer(k, k->n, want, run_allreduce);
+    mem_free(want);
+}
+
+static void check_broadcast(Case *k) {
+    const int r = k->c->rank, root = k->variant ? k->c->size - 1 : 0;
+    float *buf = buffer(k->n), *want = buffer(k->n);
+    fill_inputs(buf, k->n, r, 0);  /* non-roots start with other data: it must be replaced */
+    fill_inputs(want, k->n, root, 0);
+    if (k->impl == IMPL_STUDENT) tree_broadcast(k->c, buf, k->n, root);
+    else comm_broadcast(k->c, buf, k->n, COMM_FLOAT, root);
+    compare(k, "buf", buf, want, k->n);
+    mem_free(buf);
+    mem_free(want);
+}
+
+/* all-to-all: rank r's send block j is its inputs j*m ..; it must arrive as
+ * block r of rank j's recv */
+static void check_alltoall(Case *k) {
+    const int p = k->c->size, r = k->c->rank;
+    const size_t m = k->n, total = m * (size_t)p;
+    float *want = buffer(total);
+    for (int j = 0; j < p; j++) fill_inputs(want + (size_t)j * m, m, j, (size_t)r * m);
+    check_whole_buffer(k, total, want, run_alltoall);
+    mem_free(want);
+}
+
+static void run_case(Case *k) {
+    comm_reset_stats(k->c);
+    switch (k->op) {
+    case CHECK_REDUCE_SCATTER: check_reduce_scatter(k); break;
+    case CHECK_ALLGATHER: check_allgather(k); break;
+    case CHECK_ALLREDUCE:
+    case CHECK_TREE_ALLREDUCE: check_allreduce(k); break;
+    case CHECK_BROADCAST: check_broadcast(k); break;
+    case CHECK_ALLTOALL: check_alltoall(k); break;
+    default: CHECK(0, "bad op %d", (int)k->op);
+    }
+    if (k->impl != IMPL_STUDENT || k->error[0]) return;
+    const int p = k->c->size, r = k->c->rank;
+    const uint64_t sent = k->c->stats[OP_SEND].bytes + k->c->stats[OP_SENDRECV].bytes;
+    const uint64_t want = sent_elements(k->op, k->n, p, r, k->variant ? p - 1 : 0) * sizeof(float);
+    if (sent != want) {
+        snprintf(k->error, MESSAGE_MAX, "rank %d sent %llu bytes, the schedule sends %llu", r,
+                 (unsigned long long)sent, (unsigned long long)want);
+    } else if (k->op == CHECK_ALLREDUCE) {
+        /* the ring's promise: 2(p-1)/p S per rank, to within two elements */
+        double ideal = 2.0 * (p - 1) / p * (double)k->n * sizeof(float);
+        if (fabs((double)sent - ideal) > 2 * sizeof(float))
+            snprintf(k->error, MESSAGE_MAX, "rank %d sent %llu bytes, 2(p-1)/p S = %.1f", r,
+                     (unsigned long long)sent, ideal);
+    }
+}
+
+/* Run one case everywhere; rank 0 prints its line. Returns 1 if it failed. */
+static int report_case(Case *k) {
+    run_case(k);
+    char line[MESSAGE_MAX + 2];
+    snprintf(line, sizeof line, "%s%s", k->error, k->error[0] ? "\n" : "");
+    char *errors = comm_gather_text(k->c, line);
+    int failed = 0;
+    if (k->c->rank == 0) {
+        const char *variant = k->op == CHECK_BROADCAST ? (k->variant ? "root p-1" : "root 0")
+                              : k->variant ? "in place" : "out of place";
+        failed = errors[0] != '\0';
+        if (failed) errors[strcspn(errors, "\n")] = '\0';
+        printf("%-15s n=%-7zu %-13s %s%s%s\n", g_op_names[k->op], k->n, variant,
+               failed ? "FAIL" : "ok", failed ? ": " : "", errors);
+        fflush(stdout);
+        free(errors);
+    }
+    MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, k->c->mpi));
+    return failed;
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    Comm *world = comm_init(&argc, &argv);
+    static const struct option opts[] = {{"op", required_argument, 0, 'o'},
+                                         {"impl", required_argument, 0, 'i'},
+                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *op_name = "all";
+    Impl impl = IMPL_STUDENT;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'o': op_name = optarg; break;
+        case 'i':
+            if (strcmp(optarg, "student") == 0) impl = IMPL_STUDENT;
+            else if (strcmp(optarg, "library") == 0) impl = IMPL_LIBRARY;
+            else USER_ERROR("--impl expects student or library, got '%s'", optarg);
+            break;
+        case 'h':
+            if (world->rank == 0) {
+                printf("usage: mpirun -np P %s [--op NAME] [--impl student|library]\n"
+                       "Checks lab 01's collectives bit for bit on P ranks.\nNAME: all (default)",
+                       g_program_name);
+                for (int op = 0; op < CHECK_NUM_OPS; op++) printf(", %s", g_op_names[op]);
+                printf("\n--impl library checks comm.h's collectives instead of collectives.c.\n"
+                       "Exit status: 0 all pass, 1 a case failed, 3 a lab function is not implemented.\n");
+            }
+            comm_finalize();
+            return 0;
+        default: cli_bad_option(argv[optind - 1], "see --help");
+        }
+    }
+    if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
+    int chosen = -1;
+    for (int op = 0; op < CHECK_NUM_OPS; op++)
+        if (strcmp(op_name, g_op_names[op]) == 0) chosen = op;
+    if (chosen < 0 && strcmp(op_name, "all") != 0) USER_ERROR("unknown --op '%s'; see --help", op_name);
+
+    const int p = world->size;
+    const size_t counts[] = {0, 1, (size_t)p - 1, (size_t)p, (size_t)p + 1, 1000, 4099, LARGE_COUNT};
+    const int num_counts = (int)(sizeof counts / sizeof counts[0]);
+    if (world->rank == 0)
+        printf("check_collectives: %s implementation on %d rank%s\n",
+               impl == IMPL_STUDENT ? "student" : "library", p, p == 1 ? "" : "s");
+    int cases = 0, failures = 0;
+    for (int op = 0; op < CHECK_NUM_OPS; op++) {
+        if (chosen >= 0 && op != chosen) continue;
+        for (int i = 0; i < num_counts; i++) {
+            int repeated = 0;  /* p - 1, p, p + 1 are 0, 1, 2 on one rank */
+            for (int j = 0; j < i; j++) repeated |= counts[j] == counts[i];
+            for (int variant = 0; variant < 2 && !repeated; variant++) {
+                Case k = {.c = world, .impl = impl, .op = (CheckedOp)op, .n = counts[i],
+                          .variant = variant};
+                failures += report_case(&k);
+                cases++;
+            }
+        }
+    }
+    if (world->rank == 0) {
+        if (failures) printf("check_collectives: FAILED %d of %d cases\n", failures, cases);
+        else printf("check_collectives: all %d cases pass\n", cases);
+    }
+    comm_finalize();
+    return failures ? 1 : 0;
+}

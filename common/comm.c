@@ -1,0 +1,422 @@
+#include "comm.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "fileio.h"
+#include "trace.h"
+
+static Comm *g_world;
+static Comm *g_registered;  /* every live Comm, newest first */
+
+void mpi_die_at(const char *file, int line, const char *call, int rc) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
+    fflush(stdout);
+    fprintf(stderr, "%s: fatal: %s:%d: %s failed: %s\n", g_program_name, file, line, call, msg);
+    MPI_Abort(MPI_COMM_WORLD, 1);  /* every rank stops: none waits forever for this one */
+    exit(1);
+}
+
+static const char *const g_op_names[OP_NUM] = {
+    "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce",
+    "alltoall", "alltoallv", "send", "recv", "sendrecv", "barrier"};
+
+const char *comm_op_name(CommOp op) { return g_op_names[op]; }
+
+size_t comm_dtype_size(CommDtype dtype) {
+    static const size_t sizes[COMM_NUM_DTYPES] = {4, 8, 4};
+    return sizes[dtype];
+}
+
+static MPI_Datatype mpi_type(CommDtype dtype) {
+    switch (dtype) {
+    case COMM_FLOAT: return MPI_FLOAT;
+    case COMM_DOUBLE: return MPI_DOUBLE;
+    default: return MPI_INT32_T;
+    }
+}
+
+static MPI_Op mpi_op(CommRedop redop) {
+    switch (redop) {
+    case COMM_SUM: return MPI_SUM;
+    case COMM_MAX: return MPI_MAX;
+    default: return MPI_MIN;
+    }
+}
+
+/* MPI counts are int: larger messages are rejected rather than truncated. */
+static int mpi_count(size_t n) {
+    CHECK(n <= INT_MAX, "a message of %zu elements is over MPI's int count limit (%d)", n, INT_MAX);
+    return (int)n;
+}
+
+/* ---- hooks that make errors end every rank (check.h) ---- */
+
+static void finalize_then_exit(int status) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+    exit(status);
+}
+
+static void abort_all(int status) { MPI_Abort(MPI_COMM_WORLD, status); exit(status); }
+
+static Comm *comm_new(MPI_Comm mpi, const char *name) {
+    Comm *c = calloc(1, sizeof *c);
+    CHECK(c, "out of memory for a communicator");
+    c->mpi = mpi;
+    MPI_CHECK(MPI_Comm_rank(mpi, &c->rank));
+    MPI_CHECK(MPI_Comm_size(mpi, &c->size));
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->next_registered = g_registered;
+    g_registered = c;
+    return c;
+}
+
+Comm *comm_init(int *argc, char ***argv) {
+    CHECK(!g_world, "comm_init called twice");
+    int provided;
+    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    MPI_Comm world;
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+    g_world = comm_new(world, "world");
+    /* user errors: rank 0 prints, every rank finalizes and exits 2 (every
+     * rank runs the same checks); fatal errors abort the whole job */
+    check_set_mpi_hooks(g_world->rank, finalize_then_exit, abort_all);
+    MPI_CHECK(MPI_Barrier(world));
+    trace_start_clock();
+    return g_world;
+}
+
+Comm *comm_world(void) {
+    CHECK(g_world, "comm_world() before comm_init()");
+    return g_world;
+}
+
+void comm_finalize(void) {
+    while (g_registered) comm_free(g_registered);
+    g_world = NULL;
+    MPI_CHECK(MPI_Finalize());
+}
+
+Comm *comm_split(Comm *parent, int color, int key, const char *name) {
+    MPI_Comm sub;
+    MPI_CHECK(MPI_Comm_split(parent->mpi, color, key, &sub));
+    return comm_new(sub, name);
+}
+
+void comm_free(Comm *c) {
+    for (Comm **p = &g_registered; *p; p = &(*p)->next_registered)
+        if (*p == c) {
+            *p = c->next_registered;
+            break;
+        }
+    if (c->scratch) mem_free(c->scratch);
+    MPI_CHECK(MPI_Comm_free(&c->mpi));
+    free(c);
+}
+
+void comm_record(Comm *c, CommOp op, size_t bytes, double t_start, double t_end) {
+    c->stats[op].calls++;
+    c->stats[op].bytes += bytes;
+    c->stats[op].seconds += t_end - t_start;
+    trace_event("comm", g_op_names[op], c->name, t_start, t_end, bytes);
+}
+
+void comm_reset_stats(Comm *c) { memset(c->stats, 0, sizeof c->stats); }
+
+static void *scratch(Comm *c, size_t bytes) {
+    if (bytes > c->scratch_bytes) {
+        if (c->scratch) mem_free(c->scratch);
+        c->scratch = mem_alloc(MEM_COMM, bytes);
+        c->scratch_bytes = bytes;
+    }
+    return c->scratch;
+}
+
+/* counts and displacements of the shard split, as MPI wants them */
+static void shard_tables(const Comm *c, size_t n, int *counts, int *displs) {
+    for (int r = 0; r < c->size; r++) {
+        counts[r] = mpi_count(shard_count(n, c->size, r));
+        displs[r] = mpi_count(shard_offset(n, c->size, r));
+    }
+}
+
+static int *int_table(int n) {
+    int *t = malloc((size_t)n * sizeof(int));
+    CHECK(t, "out of memory");
+    return t;
+}
+
+/* The buffers [a, a+na) and [b, b+nb) must not overlap unless they are the
+ * documented in-place layout (checked by the caller first). */
+static void check_disjoint(const void *a, size_t na, const void *b, size_t nb, const char *op) {
+    const char *pa = a, *pb = b;
+    CHECK(!a || !b || na == 0 || nb == 0 || pa + na <= pb || pb + nb <= pa,
+          "%s: send and receive buffers overlap (and are not the in-place layout)", op);
+}
+
+/* ---- the calls; each blocking call = its non-blocking form + wait ---- */
+
+static void start(CommRequest *req, Comm *c, CommOp op, size_t bytes) {
+    memset(req, 0, sizeof *req);
+    req->comm = c;
+    req->op = op;
+    req->bytes = bytes;
+    req->t_start = trace_now();
+    req->active = 1;
+}
+
+static void finish(CommRequest *req) {
+    free(req->tables);
+    req->tables = NULL;
+    if (req->copy_bytes) memcpy(req->copy_dst, req->copy_src, req->copy_bytes);
+    comm_record(req->comm, req->op, req->bytes, req->t_start, trace_now());
+    req->active = 0;
+}
+
+int comm_test(CommRequest *req) {
+    if (!req->active) return 1;
+    int done = 0;
+    MPI_CHECK(MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
+    if (done) finish(req);
+    return done;
+}
+
+void comm_wait(CommRequest *req) {
+    if (!req->active) return;
+    MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
+    finish(req);
+}
+
+void comm_waitall(CommRequest *reqs, int count) {
+    for (int i = 0; i < count; i++) comm_wait(&reqs[i]);
+}
+
+void comm_iallreduce(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
+                     CommRedop redop, CommRequest *req) {
+    size_t bytes = n * comm_dtype_size(dtype);
+    if (send != recv) check_disjoint(send, bytes, recv, bytes, "allreduce");
+    start(req, c, OP_ALLREDUCE, bytes);
+    MPI_CHECK(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, mpi_count(n),
+                             mpi_type(dtype), mpi_op(redop), c->mpi, &req->mpi));
+}
+
+void comm_ireduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
+                          CommRedop redop, CommRequest *req) {
+    size_t es = comm_dtype_size(dtype);
+    size_t mine = shard_count(n, c->size, c->rank) * es;
+    const char *own = (const char *)send + shard_offset(n, c->size, c->rank) * es;
+    int in_place = recv == own;
+    if (!in_place) check_disjoint(send, n * es, recv, mine, "reduce_scatter");
+    start(req, c, OP_REDUCE_SCATTER, n * es);
+    /* MPI reads the count array until the operation completes */
+    req->tables = int_table(2 * c->size);
+    int *counts = req->tables, *displs = req->tables + c->size;
+    shard_tables(c, n, counts, displs);
+    /* In place, the shard lands in scratch first and is copied into the
+     * buffer at completion: MPI may not write where it still reads. */
+    void *dst = in_place ? scratch(c, mine) : recv;
+    if (in_place) {
+        req->copy_dst = recv;
+        req->copy_src = dst;
+        req->copy_bytes = mine;
+    }
+    MPI_CHECK(MPI_Ireduce_scatter(send, dst, counts, mpi_type(dtype), mpi_op(redop), c->mpi,
+                                  &req->mpi));
+}
+
+void comm_iallgather(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
+                     CommRequest *req) {
+    size_t es = comm_dtype_size(dtype);
+    size_t mine = shard_count(n, c->size, c->rank) * es;
+    int in_place = send == (const char *)recv + shard_offset(n, c->size, c->rank) * es;
+    if (!in_place) check_disjoint(send, mine, recv, n * es, "allgather");
+    start(req, c, OP_ALLGATHER, n * es);
+    req->tables = int_table(2 * c->size);
+    int *counts = req->tables, *displs = req->tables + c->size;
+    shard_tables(c, n, counts, displs);
+    MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, counts[c->rank], mpi_type(dtype),
+                              recv, counts, displs, mpi_type(dtype), c->mpi, &req->mpi));
+}
+
+void comm_ibroadcast(Comm *c, void *buf, size_t n, CommDtype dtype, int root, CommRequest *req) {
+    CHECK(root >= 0 && root < c->size, "broadcast: root %d outside group %s of %d", root, c->name,
+          c->size);
+    start(req, c, OP_BROADCAST, n * comm_dtype_size(dtype));
+    MPI_CHECK(MPI_Ibcast(buf, mpi_count(n), mpi_type(dtype), root, c->mpi, &req->mpi));
+}
+
+void comm_isend(Comm *c, const void *buf, size_t n, CommDtype dtype, int dst, int tag,
+                CommRequest *req) {
+    start(req, c, OP_SEND, n * comm_dtype_size(dtype));
+    MPI_CHECK(MPI_Isend(buf, mpi_count(n), mpi_type(dtype), dst, tag, c->mpi, &req->mpi));
+}
+
+void comm_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag,
+                CommRequest *req) {
+    start(req, c, OP_RECV, n * comm_dtype_size(dtype));
+    MPI_CHECK(MPI_Irecv(buf, mpi_count(n), mpi_type(dtype), src, tag, c->mpi, &req->mpi));
+}
+
+void comm_allreduce(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
+                    CommRedop redop) {
+    CommRequest req;
+    comm_iallreduce(c, send, recv, n, dtype, redop, &req);
+    comm_wait(&req);
+}
+
+void comm_reduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
+                         CommRedop redop) {
+    CommRequest req;
+    comm_ireduce_scatter(c, send, recv, n, dtype, redop, &req);
+    comm_wait(&req);
+}
+
+void comm_allgather(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype) {
+    CommRequest req;
+    comm_iallgather(c, send, recv, n, dtype, &req);
+    comm_wait(&req);
+}
+
+void comm_broadcast(Comm *c, void *buf, size_t n, CommDtype dtype, int root) {
+    CommRequest req;
+    comm_ibroadcast(c, buf, n, dtype, root, &req);
+    comm_wait(&req);
+}
+
+void comm_send(Comm *c, const void *buf, size_t n, CommDtype dtype, int dst, int tag) {
+    double t0 = trace_now();
+    MPI_CHECK(MPI_Send(buf, mpi_count(n), mpi_type(dtype), dst, tag, c->mpi));
+    comm_record(c, OP_SEND, n * comm_dtype_size(dtype), t0, trace_now());
+}
+
+void comm_recv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag) {
+    double t0 = trace_now();
+    MPI_CHECK(MPI_Recv(buf, mpi_count(n), mpi_type(dtype), src, tag, c->mpi, MPI_STATUS_IGNORE));
+    comm_record(c, OP_RECV, n * comm_dtype_size(dtype), t0, trace_now());
+}
+
+void comm_sendrecv(Comm *c, const void *send, size_t send_n, int dst, void *recv, size_t recv_n,
+                   int src, CommDtype dtype, int tag) {
+    double t0 = trace_now();
+    MPI_CHECK(MPI_Sendrecv(send, mpi_count(send_n), mpi_type(dtype), dst, tag, recv,
+                           mpi_count(recv_n), mpi_type(dtype), src, tag, c->mpi,
+                           MPI_STATUS_IGNORE));
+    comm_record(c, OP_SENDRECV, send_n * comm_dtype_size(dtype), t0, trace_now());
+}
+
+void comm_reduce(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
+                 CommRedop redop, int root) {
+    CHECK(root >= 0 && root < c->size, "reduce: root %d outside group %s of %d", root, c->name,
+          c->size);
+    size_t bytes = n * comm_dtype_size(dtype);
+    int in_place = c->rank == root && send == recv;
+    if (c->rank == root && !in_place) check_disjoint(send, bytes, recv, bytes, "reduce");
+    double t0 = trace_now();
+    MPI_CHECK(MPI_Reduce(in_place ? MPI_IN_PLACE : send, recv, mpi_count(n), mpi_type(dtype),
+                         mpi_op(redop), root, c->mpi));
+    comm_record(c, OP_REDUCE, bytes, t0, trace_now());
+}
+
+void comm_alltoall(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype) {
+    size_t bytes = n * (size_t)c->size * comm_dtype_size(dtype);
+    if (send != recv) check_disjoint(send, bytes, recv, bytes, "alltoall");
+    double t0 = trace_now();
+    MPI_CHECK(MPI_Alltoall(send == recv ? MPI_IN_PLACE : send, mpi_count(n), mpi_type(dtype), recv,
+                           mpi_count(n), mpi_type(dtype), c->mpi));
+    comm_record(c, OP_ALLTOALL, bytes, t0, trace_now());
+}
+
+void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts,
+                    const size_t *send_offsets, void *recv, const size_t *recv_counts,
+                    const size_t *recv_offsets, CommDtype dtype) {
+    int p = c->size;
+    int *sc = int_table(p), *sd = int_table(p), *rc = int_table(p), *rd = int_table(p);
+    size_t sent = 0;
+    for (int r = 0; r < p; r++) {
+        sc[r] = mpi_count(send_counts[r]);
+        sd[r] = mpi_count(send_offsets[r]);
+        rc[r] = mpi_count(recv_counts[r]);
+        rd[r] = mpi_count(recv_offsets[r]);
+        sent += send_counts[r];
+    }
+    double t0 = trace_now();
+    MPI_CHECK(MPI_Alltoallv(send, sc, sd, mpi_type(dtype), recv, rc, rd, mpi_type(dtype), c->mpi));
+    comm_record(c, OP_ALLTOALLV, sent * comm_dtype_size(dtype), t0, trace_now());
+    free(sc);
+    free(sd);
+    free(rc);
+    free(rd);
+}
+
+void comm_barrier(Comm *c) {
+    double t0 = trace_now();
+    MPI_CHECK(MPI_Barrier(c->mpi));
+    comm_record(c, OP_BARRIER, 0, t0, trace_now());
+}
+
+/* ---- outputs ---- */
+
+char *comm_gather_text(Comm *c, const char *text) {
+    int len = mpi_count(strlen(text));
+    int *lens = c->rank == 0 ? int_table(c->size) : NULL;
+    MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, c->mpi));
+    int *displs = NULL;
+    char *all = NULL;
+    if (c->rank == 0) {
+        displs = int_table(c->size);
+        size_t total = 0;
+        for (int r = 0; r < c->size; r++) {
+            displs[r] = mpi_count(total);
+            total += (size_t)lens[r];
+        }
+        all = malloc(total + 1);
+        CHECK(all, "out of memory gathering %zu bytes of text", total);
+        all[total] = '\0';
+    }
+    MPI_CHECK(MPI_Gatherv(text, len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, c->mpi));
+    free(lens);
+    free(displs);
+    return all;
+}
+
+void comm_write_csv(const char *path) {
+    Comm *world = comm_world();
+    size_t cap = 4096, len = 0;
+    char *mine = malloc(cap);
+    CHECK(mine, "out of memory");
+    mine[0] = '\0';
+    /* oldest group first (the world), so rows come in creation order */
+    int ngroups = 0;
+    for (Comm *c = g_registered; c; c = c->next_registered) ngroups++;
+    for (int k = ngroups - 1; k >= 0; k--) {
+        Comm *c = g_registered;
+        for (int i = 0; i < k; i++) c = c->next_registered;
+        for (int op = 0; op < OP_NUM; op++) {
+            const CommOpStats *s = &c->stats[op];
+            if (!s->calls) continue;
+            if (cap - len < 256) {
+                cap *= 2;
+                mine = realloc(mine, cap);
+                CHECK(mine, "out of memory");
+            }
+            len += (size_t)snprintf(mine + len, cap - len, "%d,%s,%s,%llu,%llu,%.6f\n", world->rank,
+                                    c->name, g_op_names[op], (unsigned long long)s->calls,
+                                    (unsigned long long)s->bytes, s->seconds);
+        }
+    }
+    char *all = comm_gather_text(world, mine);
+    free(mine);
+    if (world->rank == 0) {
+        AtomicFile af;
+        FILE *f = atomic_open(&af, path);
+        IO_CHECK(fprintf(f, "rank,group,op,calls,bytes,seconds\n%s", all) >= 0, "writing %s", path);
+        atomic_commit(&af);
+        free(all);
+    }
+}

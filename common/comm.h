@@ -1,0 +1,178 @@
+/* comm.h: the communicator every lab talks through.
+ *
+ * A Comm is a group of ranks (the world, or a DP/TP/PP/CP/EP group made by
+ * mesh.h) with the collectives a distributed trainer needs. Today it runs on
+ * MPI with host buffers; with `--device cuda` it carries an NCCL communicator
+ * too (comm_nccl.h), bootstrapped through this one.
+ *
+ * Conventions, the same for every call:
+ *   - counts are in elements of `dtype`, buffers are host memory;
+ *   - `send == recv` (or, for the sharded ops, the layouts below) means in
+ *     place; other overlaps are an error;
+ *   - every call is counted (calls, bytes, seconds per op and group, for
+ *     comm.csv) and recorded as a trace event (trace.h);
+ *   - errors from MPI are fatal with the call's name, file and line.
+ *
+ * Uneven shards. Reduce-scatter and all-gather split a buffer of n elements
+ * over p ranks as evenly as possible: rank r owns
+ *     count(r)  = n / p + (r < n % p)
+ *     offset(r) = r * (n / p) + min(r, n % p)
+ * so the first n % p ranks hold one element more, and any n works, 0 and
+ * n < p included (some shards are then empty). shard_count/shard_offset
+ * compute it; every lab that shards a buffer (ZeRO, the ring collectives)
+ * uses the same split.
+ *
+ * In place for the sharded ops follows NCCL: reduce-scatter is in place when
+ * recv == send + offset(rank) (only the rank's own shard of the buffer
+ * changes), all-gather when send == recv + offset(rank).
+ */
+#ifndef COMM_H
+#define COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "check.h"
+
+/* MPI_CHECK(MPI_Send(...)): a failed MPI call dies naming the call. */
+#define MPI_CHECK(call)                                                        \
+    do {                                                                       \
+        int mpi_check_rc_ = (call);                                            \
+        if (mpi_check_rc_ != MPI_SUCCESS) mpi_die_at(__FILE__, __LINE__, #call, mpi_check_rc_); \
+    } while (0)
+
+__attribute__((noreturn))
+void mpi_die_at(const char *file, int line, const char *call, int rc);
+
+typedef enum { COMM_FLOAT, COMM_DOUBLE, COMM_INT32, COMM_NUM_DTYPES } CommDtype;
+typedef enum { COMM_SUM, COMM_MAX, COMM_MIN, COMM_NUM_REDOPS } CommRedop;
+
+/* What the counters and the trace call each operation (comm.csv's "op"). */
+typedef enum {
+    OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST, OP_REDUCE,
+    OP_ALLTOALL, OP_ALLTOALLV, OP_SEND, OP_RECV, OP_SENDRECV, OP_BARRIER,
+    OP_NUM
+} CommOp;
+
+typedef struct {
+    uint64_t calls;
+    uint64_t bytes;     /* payload, see comm_op_bytes below */
+    double seconds;     /* wall time inside the call (blocking) or from
+                           issue to completion (non-blocking) */
+} CommOpStats;
+
+typedef struct Comm {
+    MPI_Comm mpi;
+    int rank, size;
+    char name[16];               /* "world", "dp", "tp", "pp", "cp", "ep"... */
+    CommOpStats stats[OP_NUM];
+    void *scratch;               /* grown on demand (MEM_COMM) for in-place ops */
+    size_t scratch_bytes;
+    void *nccl;                  /* ncclComm_t, set by comm_nccl_attach (comm_nccl.h) */
+    struct Comm *next_registered;  /* every live Comm, for comm_write_csv */
+} Comm;
+
+/* A non-blocking operation in flight. */
+typedef struct {
+    MPI_Request mpi;
+    Comm *comm;
+    CommOp op;
+    size_t bytes;
+    double t_start;
+    int active;
+    int *tables;        /* MPI's count/displacement arrays, kept until completion */
+    /* in-place reduce-scatter finishes with a copy out of scratch */
+    void *copy_dst;
+    const void *copy_src;
+    size_t copy_bytes;
+} CommRequest;
+
+/* Start MPI (once per process) and return the world group. The clock of the
+ * trace starts here, after a barrier, so all ranks share time zero. */
+Comm *comm_init(int *argc, char ***argv);
+/* Free every group and finalize MPI. */
+void comm_finalize(void);
+Comm *comm_world(void);
+
+/* MPI_Comm_split: ranks with the same color form a group, ordered by key. */
+Comm *comm_split(Comm *parent, int color, int key, const char *name);
+void comm_free(Comm *c);
+
+size_t comm_dtype_size(CommDtype dtype);
+const char *comm_op_name(CommOp op);
+
+/* Shards of n elements over p ranks (see the top of this file). */
+static inline size_t shard_count(size_t n, int p, int r) {
+    return n / (size_t)p + ((size_t)r < n % (size_t)p);
+}
+static inline size_t shard_offset(size_t n, int p, int r) {
+    size_t base = n / (size_t)p, rem = n % (size_t)p;
+    return (size_t)r * base + ((size_t)r < rem ? (size_t)r : rem);
+}
+
+/* ---- blocking collectives ----
+ * Bytes counted per call ("bytes" in comm.csv), with S the full buffer:
+ *   allreduce S, reduce_scatter S (the input), allgather S (the output),
+ *   broadcast and reduce S, alltoall(v) the bytes this rank sends,
+ *   send and sendrecv the bytes sent, recv the bytes received. */
+void comm_allreduce(Comm *c, const void *send, void *recv, size_t n,
+                    CommDtype dtype, CommRedop redop);
+/* send: n elements; recv: shard_count(n, p, rank) elements */
+void comm_reduce_scatter(Comm *c, const void *send, void *recv, size_t n,
+                         CommDtype dtype, CommRedop redop);
+/* send: shard_count(n, p, rank) elements; recv: n elements */
+void comm_allgather(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype);
+void comm_broadcast(Comm *c, void *buf, size_t n, CommDtype dtype, int root);
+/* recv is used on the root only (may be NULL elsewhere) */
+void comm_reduce(Comm *c, const void *send, void *recv, size_t n,
+                 CommDtype dtype, CommRedop redop, int root);
+/* block j (n elements) of send goes to rank j, into block `rank` of its recv */
+void comm_alltoall(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype);
+/* variable counts: send_counts[j] elements at send_offsets[j] go to rank j;
+ * recv_counts[j] elements from rank j land at recv_offsets[j] */
+void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts,
+                    const size_t *send_offsets, void *recv, const size_t *recv_counts,
+                    const size_t *recv_offsets, CommDtype dtype);
+void comm_send(Comm *c, const void *buf, size_t n, CommDtype dtype, int dst, int tag);
+void comm_recv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag);
+/* send to dst and receive from src at once (no deadlock in a ring) */
+void comm_sendrecv(Comm *c, const void *send, size_t send_n, int dst,
+                   void *recv, size_t recv_n, int src, CommDtype dtype, int tag);
+void comm_barrier(Comm *c);
+
+/* ---- non-blocking forms: start, then comm_test / comm_wait ----
+ * MPI progresses them only inside MPI calls, so a trainer that overlaps
+ * calls comm_test now and then (e.g. between backward layers). */
+void comm_iallreduce(Comm *c, const void *send, void *recv, size_t n,
+                     CommDtype dtype, CommRedop redop, CommRequest *req);
+void comm_ireduce_scatter(Comm *c, const void *send, void *recv, size_t n,
+                          CommDtype dtype, CommRedop redop, CommRequest *req);
+void comm_iallgather(Comm *c, const void *send, void *recv, size_t n,
+                     CommDtype dtype, CommRequest *req);
+void comm_ibroadcast(Comm *c, void *buf, size_t n, CommDtype dtype, int root,
+                     CommRequest *req);
+void comm_isend(Comm *c, const void *buf, size_t n, CommDtype dtype, int dst, int tag,
+                CommRequest *req);
+void comm_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag,
+                CommRequest *req);
+/* 1 when done (the request is then finished and counted), 0 otherwise */
+int comm_test(CommRequest *req);
+void comm_wait(CommRequest *req);
+void comm_waitall(CommRequest *reqs, int count);
+
+/* ---- counters and outputs ---- */
+/* Count one finished call and record its trace event (times from
+ * trace_now()). comm.c calls it for every op; so does the NCCL path. */
+void comm_record(Comm *c, CommOp op, size_t bytes, double t_start, double t_end);
+void comm_reset_stats(Comm *c);
+/* Every rank calls it (collective over the world): rank 0 writes one
+ * comm.csv, "rank,group,op,calls,bytes,seconds", a row per rank, group and
+ * op that was called at least once. */
+void comm_write_csv(const char *path);
+/* Gather text from every rank of c to its rank 0, in rank order. Returns a
+ * malloc'ed NUL-terminated string on rank 0 (caller frees), NULL elsewhere. */
+char *comm_gather_text(Comm *c, const char *text);
+
+#endif

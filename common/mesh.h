@@ -1,0 +1,51 @@
+/* mesh.h: the process mesh, which rank does what in a composed layout.
+ *
+ * The world of W ranks is a 4-D grid of degrees tp x cp x dp x pp
+ * (W = tp * cp * dp * pp). Rank order, innermost first, as Megatron-LM:
+ *
+ *     rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank))
+ *
+ * TP is innermost because it talks most (every layer, forward and backward),
+ * so its ranks should be neighbours (same node, fastest links); PP is
+ * outermost because it sends only activations between stages.
+ *
+ * Groups (each a Comm, ordered by the coordinate along its dimension):
+ *   tp: same (cp, dp, pp)      cp: same (tp, dp, pp)
+ *   dp: same (tp, cp, pp)      pp: same (tp, cp, dp)
+ *   ep: expert parallelism splits each DP group into dp / ep blocks of ep
+ *       consecutive DP ranks: ep_rank = dp_rank % ep. Those ep ranks hold
+ *       different experts; the ranks that hold the same experts (same ep_rank
+ *       in the DP group) form edp, the group that averages expert gradients.
+ * Example, W = 8, tp = 2, dp = 2, pp = 2: tp groups {0,1} {2,3} {4,5} {6,7},
+ * dp groups {0,2} {1,3} {4,6} {5,7}, pp groups {0,4} {1,5} {2,6} {3,7}.
+ */
+#ifndef MESH_H
+#define MESH_H
+
+#include "comm.h"
+
+typedef struct {
+    int tp, cp, dp, pp, ep;   /* degrees; 0 in mesh_parse_degrees = "derive dp" */
+} MeshDegrees;
+
+typedef struct {
+    MeshDegrees deg;
+    int tp_rank, cp_rank, dp_rank, pp_rank, ep_rank;
+    Comm *world, *tp_group, *cp_group, *dp_group, *pp_group, *ep_group, *edp_group;
+} Mesh;
+
+/* Check the degrees against the world size; dp = 0 means world / (tp cp pp).
+ * Every degree >= 1, their product = world, ep divides dp. On failure, rank 0
+ * prints one clear error and every rank exits with status 2 (a user error). */
+MeshDegrees mesh_resolve_degrees(MeshDegrees want, int world_size);
+
+/* Build the groups (collective over the world). */
+Mesh *mesh_create(Comm *world, MeshDegrees deg);
+void mesh_free(Mesh *m);
+
+/* Coordinates of a world rank, and back (pure functions of the degrees). */
+void mesh_coords(const MeshDegrees *deg, int rank, int *tp_rank, int *cp_rank,
+                 int *dp_rank, int *pp_rank);
+int mesh_rank_of(const MeshDegrees *deg, int tp_rank, int cp_rank, int dp_rank, int pp_rank);
+
+#endif

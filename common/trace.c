@@ -1,0 +1,116 @@
+#include "trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "comm.h"
+#include "fileio.h"
+
+typedef struct {
+    char category[12], name[32], group[16];
+    double start, end;
+    size_t bytes;
+} TraceEvent;
+
+static TraceEvent *g_events;
+static size_t g_count, g_capacity, g_dropped;
+static double g_zero;
+
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void trace_start_clock(void) { g_zero = monotonic_seconds(); }
+
+double trace_now(void) { return monotonic_seconds() - g_zero; }
+
+void trace_event(const char *category, const char *name, const char *group, double start,
+                 double end, size_t bytes) {
+    if (g_count == g_capacity) {
+        if (g_capacity == TRACE_MAX_EVENTS) {
+            g_dropped++;
+            return;
+        }
+        /* plain malloc: the trace is instrumentation, not a model buffer */
+        g_capacity = g_capacity ? 2 * g_capacity : 1024;
+        g_events = realloc(g_events, g_capacity * sizeof *g_events);
+        CHECK(g_events, "out of memory for %zu trace events", g_capacity);
+    }
+    TraceEvent *e = &g_events[g_count++];
+    snprintf(e->category, sizeof e->category, "%s", category);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    snprintf(e->group, sizeof e->group, "%s", group ? group : "");
+    e->start = start;
+    e->end = end;
+    e->bytes = bytes;
+}
+
+void trace_clear(void) { g_count = g_dropped = 0; }
+
+size_t trace_count(void) { return g_count; }
+
+/* This rank's events as text, one per line, in the format `line` writes. */
+typedef int (*EventFormat)(char *dst, size_t size, int rank, const TraceEvent *e);
+
+static char *events_text(int rank, EventFormat line) {
+    size_t cap = 256 * (g_count + 1), len = 0;
+    char *text = malloc(cap);
+    CHECK(text, "out of memory formatting the trace");
+    text[0] = '\0';
+    for (size_t i = 0; i < g_count; i++) {
+        int n = line(text + len, cap - len, rank, &g_events[i]);
+        CHECK(n > 0 && (size_t)n < cap - len, "trace line too long");
+        len += (size_t)n;
+    }
+    return text;
+}
+
+static int json_line(char *dst, size_t size, int rank, const TraceEvent *e) {
+    /* ph "X" = a complete event; tid by category so comm and compute stack */
+    return snprintf(dst, size,
+                    ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":\"%s\","
+                    "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"group\":\"%s\",\"bytes\":%zu}}",
+                    e->name, e->category, rank, e->category, e->start * 1e6,
+                    (e->end - e->start) * 1e6, e->group, e->bytes);
+}
+
+static int csv_line(char *dst, size_t size, int rank, const TraceEvent *e) {
+    return snprintf(dst, size, "%d,%s,%s,%s,%.9f,%.9f,%zu\n", rank, e->category, e->name,
+                    e->group, e->start, e->end, e->bytes);
+}
+
+static void write_gathered(const char *path, EventFormat line, const char *head,
+                           const char *tail_fmt) {
+    Comm *world = comm_world();
+    char *mine = events_text(world->rank, line);
+    char *all = comm_gather_text(world, mine);
+    free(mine);
+    unsigned long long dropped = g_dropped, total_dropped = 0;
+    MPI_CHECK(MPI_Reduce(&dropped, &total_dropped, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0,
+                         world->mpi));
+    if (world->rank == 0) {
+        AtomicFile af;
+        FILE *f = atomic_open(&af, path);
+        /* JSON: the first event's leading comma is skipped */
+        const char *body = all;
+        if (line == json_line && body[0] == ',') body += 2;
+        IO_CHECK(fprintf(f, "%s%s", head, body) >= 0, "writing %s", path);
+        if (tail_fmt) IO_CHECK(fprintf(f, tail_fmt, total_dropped) >= 0, "writing %s", path);
+        atomic_commit(&af);
+        free(all);
+    }
+}
+
+void trace_write_json(const char *path) {
+    write_gathered(path, json_line, "{\"traceEvents\":[\n",
+                   "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_events\":%llu}}\n");
+}
+
+void trace_write_csv(const char *path) {
+    /* (how many events were dropped is in trace.json) */
+    write_gathered(path, csv_line, "rank,category,name,group,start_s,end_s,bytes\n", NULL);
+}

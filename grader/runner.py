@@ -1,0 +1,150 @@
+"""Build a lab from any copy of its sources, and run its programs so that no
+student program can take the grader down with it.
+
+Every run is a new session (process group) under a wall-clock limit: on
+timeout the whole group (mpirun and every rank) gets SIGTERM, then SIGKILL,
+so nothing is left running. The outcome is classified into one short reason.
+"""
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXIT_USER_ERROR = 2        # common/check.h
+EXIT_NOT_IMPLEMENTED = 3   # common/check.h
+OUTPUT_KEEP = 4000         # characters of a program's output kept for reports
+
+
+@dataclass
+class RunResult:
+    status: int            # exit status; -N when killed by signal N
+    timed_out: bool
+    seconds: float
+    output: str            # stdout and stderr together, the tail only
+
+    def failure(self, timeout):
+        """One line saying why the run failed, or None when it exited 0."""
+        if self.timed_out:
+            return f"timed out after {timeout:g} s (all ranks killed)"
+        if self.status == 0:
+            return None
+        m = re.search(r"not implemented: (\S+)", self.output)
+        if self.status == EXIT_NOT_IMPLEMENTED or m:
+            return f"not implemented: {m.group(1) if m else 'a lab function'}"
+        sig = signal_of(self)
+        if sig:
+            return f"crashed with signal {sig}"
+        if self.status == EXIT_USER_ERROR:
+            return "rejected its arguments: " + first_line(self.output, "error:")
+        fail = first_line(self.output, "FAIL")
+        return f"exited with status {self.status}" + (f": {fail}" if fail else "")
+
+
+def first_line(text, needle):
+    for line in text.splitlines():
+        if needle in line:
+            return line.strip()[:200]
+    return ""
+
+
+def signal_of(result):
+    """The signal that ended the program: ours (negative status), the shell
+    convention 128+N, or mpirun's report of a rank that died."""
+    if result.status < 0:
+        return signal.Signals(-result.status).name
+    m = re.search(r"exited on signal (\d+)", result.output)
+    if m:
+        return signal.Signals(int(m.group(1))).name
+    if 128 < result.status < 128 + 65:
+        try:
+            return signal.Signals(result.status - 128).name
+        except ValueError:
+            return None
+    return None
+
+
+def mpirun_argv(ranks, argv):
+    # --oversubscribe: more ranks than cores (graded on small CI machines);
+    # -q: no banner when a rank exits non-zero (the reason is ours to give)
+    return ["mpirun", "-q", "--oversubscribe", "-np", str(ranks)] + argv
+
+
+def run(argv, timeout, cwd=ROOT, env=None):
+    full_env = dict(os.environ)
+    full_env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    full_env.update(env or {})
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc.pid)
+        out, _ = proc.communicate()
+    text = out.decode("utf-8", errors="replace")
+    return RunResult(proc.returncode, timed_out, time.monotonic() - start, text[-OUTPUT_KEEP:])
+
+
+def kill_group(pgid):
+    """SIGTERM to the whole group (mpirun forwards it to the ranks), then
+    SIGKILL to whatever is still there after 5 s."""
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+def make_flags():
+    """CC, CPPFLAGS, CFLAGS and LDLIBS exactly as the Makefile builds labs."""
+    out = subprocess.run(["make", "-s", "--no-print-directory", "print-flags"], cwd=ROOT,
+                         check=True, capture_output=True, text=True).stdout
+    flags = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return {k: shlex.split(v) for k, v in flags.items()}
+
+
+def build_lab(src_dir, lab, out_dir):
+    """Compile every .c of a copy of a lab's sources and link each of the
+    lab's programs (build/apps/PROG.o, prebuilt by `make all`). Returns
+    (program paths by name, None) or (None, a one-line reason)."""
+    flags = make_flags()
+    os.makedirs(out_dir, exist_ok=True)
+    sources = sorted(f for f in os.listdir(src_dir) if f.endswith(".c"))
+    if not sources:
+        return None, f"no .c files in {src_dir}"
+    objects = []
+    for src in sources:
+        obj = os.path.join(out_dir, src[:-2] + ".o")
+        cmd = (flags["CC"] + flags["CPPFLAGS"] + ["-I" + src_dir] + flags["CFLAGS"]
+               + ["-Wno-unused-parameter", "-c", os.path.join(src_dir, src), "-o", obj])
+        res = run(cmd, timeout=300)
+        if res.status != 0:
+            return None, "build failed: " + (first_line(res.output, "error") or res.output.strip()[:200])
+        objects.append(obj)
+    programs = {}
+    for prog in lab.programs:
+        app = os.path.join(ROOT, "build", "apps", prog + ".o")
+        if not os.path.exists(app):
+            return None, f"missing {app}: run `make` first"
+        exe = os.path.join(out_dir, prog)
+        cmd = flags["CC"] + [app] + objects + [os.path.join(ROOT, "build", "libcommon.a")] \
+            + flags["LDLIBS"] + ["-o", exe]
+        res = run(cmd, timeout=300)
+        if res.status != 0:
+            return None, "link failed: " + (first_line(res.output, "undefined reference")
+                                           or first_line(res.output, "error") or res.output.strip()[:200])
+        programs[prog] = exe
+    return programs, None

@@ -1,0 +1,47 @@
+/* collectives.h: lab 01's collectives, built from point-to-point messages.
+ *
+ * Every function is collective over the group c: all its ranks call it with
+ * the same n (and root), and each rank talks to the others only through
+ * comm_send, comm_recv and comm_sendrecv (comm.h). Data are float32 and the
+ * reduction is the sum. Any n works: 0, n < p (some shards are then empty)
+ * and n not divisible by p.
+ *
+ * Shards follow comm.h: rank r owns count(r) = shard_count(n, p, r) elements
+ * at offset(r) = shard_offset(n, p, r), the first n % p ranks one more.
+ * "In place" has the same meaning as for the library calls (comm_allreduce,
+ * comm_reduce_scatter...), so the checker and the benchmark can call either.
+ */
+#ifndef COLLECTIVES_H
+#define COLLECTIVES_H
+
+#include <stddef.h>
+
+#include "comm.h"
+
+/* recv[0 .. count(rank)) = sum over ranks of send[offset(rank) ..], send has n
+ * elements. In place when recv == send + offset(rank): then only that shard
+ * of send changes. */
+void ring_reduce_scatter(Comm *c, const float *send, float *recv, size_t n);
+
+/* recv (n elements) = every rank's shard, rank j's count(j) elements of send
+ * landing at recv + offset(j). In place when send == recv + offset(rank). */
+void ring_allgather(Comm *c, const float *send, float *recv, size_t n);
+
+/* recv[i] = sum over ranks of send[i], i < n: ring reduce-scatter, then ring
+ * all-gather. In place when send == recv. */
+void ring_allreduce(Comm *c, const float *send, float *recv, size_t n);
+
+/* buf (n elements) of rank root is copied into buf on every rank, along a
+ * binomial tree. */
+void tree_broadcast(Comm *c, float *buf, size_t n, int root);
+
+/* Same result as ring_allreduce, by recursive doubling: log2(p) exchanges of
+ * the whole buffer, the choice for small messages. In place when send == recv. */
+void tree_allreduce(Comm *c, const float *send, float *recv, size_t n);
+
+/* Block j (n_per_rank elements at send + j * n_per_rank) goes to rank j, into
+ * block `rank` of its recv; both buffers hold p blocks. In place when
+ * send == recv. */
+void pairwise_alltoall(Comm *c, const float *send, float *recv, size_t n_per_rank);
+
+#endif

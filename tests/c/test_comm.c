@@ -1,0 +1,258 @@
+/* The library collectives of comm.h against references computed locally.
+ * Inputs are small integers that depend on (rank, i), so every sum is exact
+ * in any order and results can be compared bit for bit. Run under mpirun
+ * with any number of ranks; counts cover 0, fewer than the ranks, not
+ * divisible by the ranks, and large and odd. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "comm.h"
+#include "trace.h"
+#include "unit.h"
+
+static Comm *W;
+
+/* the value rank r contributes at element i: a small integer */
+static double input(int r, size_t i) { return (double)((int)((i * 7 + (size_t)r * 13) % 17) - 8); }
+
+static double reduce_ref(CommRedop op, size_t i, int p) {
+    double acc = input(0, i);
+    for (int r = 1; r < p; r++) {
+        double v = input(r, i);
+        acc = op == COMM_SUM ? acc + v : op == COMM_MAX ? (v > acc ? v : acc) : (v < acc ? v : acc);
+    }
+    return acc;
+}
+
+static void fill(void *buf, CommDtype dt, size_t n, size_t first, int r) {
+    for (size_t i = 0; i < n; i++) {
+        double v = input(r, first + i);
+        if (dt == COMM_FLOAT) ((float *)buf)[i] = (float)v;
+        else if (dt == COMM_DOUBLE) ((double *)buf)[i] = v;
+        else ((int32_t *)buf)[i] = (int32_t)v;
+    }
+}
+
+static double get(const void *buf, CommDtype dt, size_t i) {
+    return dt == COMM_FLOAT ? ((const float *)buf)[i]
+           : dt == COMM_DOUBLE ? ((const double *)buf)[i] : ((const int32_t *)buf)[i];
+}
+
+static const char *const DT_NAMES[] = {"float", "double", "int32"};
+static const char *const OP_NAMES[] = {"sum", "max", "min"};
+
+static void test_allreduce(size_t n, CommDtype dt, CommRedop op, int in_place, int nonblocking) {
+    size_t es = comm_dtype_size(dt);
+    char *send = malloc(n * es + 1), *recv = malloc(n * es + 1);
+    fill(send, dt, n, 0, W->rank);
+    if (in_place) memcpy(recv, send, n * es);
+    if (nonblocking) {
+        CommRequest req;
+        comm_iallreduce(W, in_place ? recv : send, recv, n, dt, op, &req);
+        while (!comm_test(&req)) {}
+    } else {
+        comm_allreduce(W, in_place ? recv : send, recv, n, dt, op);
+    }
+    size_t bad = n;
+    for (size_t i = 0; i < n && bad == n; i++)
+        if (get(recv, dt, i) != reduce_ref(op, i, W->size)) bad = i;
+    EXPECT(bad == n, "allreduce %s %s n=%zu %s%s: element %zu is %g, expected %g", DT_NAMES[dt],
+           OP_NAMES[op], n, in_place ? "in place" : "out of place", nonblocking ? " (i)" : "", bad,
+           bad < n ? get(recv, dt, bad) : 0, bad < n ? reduce_ref(op, bad, W->size) : 0);
+    free(send);
+    free(recv);
+}
+
+static void test_reduce_scatter_allgather(size_t n, CommDtype dt, int in_place, int nonblocking) {
+    int p = W->size, r = W->rank;
+    size_t es = comm_dtype_size(dt), off = shard_offset(n, p, r), cnt = shard_count(n, p, r);
+    char *full = malloc(n * es + 1), *shard = malloc(cnt * es + 1);
+    fill(full, dt, n, 0, r);
+    void *out = in_place ? full + off * es : shard;
+    CommRequest req;
+    if (nonblocking) {
+        comm_ireduce_scatter(W, full, out, n, dt, COMM_SUM, &req);
+        comm_wait(&req);
+    } else {
+        comm_reduce_scatter(W, full, out, n, dt, COMM_SUM);
+    }
+    size_t bad = cnt;
+    for (size_t i = 0; i < cnt && bad == cnt; i++)
+        if (get(out, dt, i) != reduce_ref(COMM_SUM, off + i, p)) bad = i;
+    EXPECT(bad == cnt, "reduce_scatter %s n=%zu %s: shard element %zu wrong", DT_NAMES[dt], n,
+           in_place ? "in place" : "out of place", bad);
+    if (in_place) {  /* the rest of the buffer is untouched */
+        size_t changed = 0;
+        for (size_t i = 0; i < n; i++)
+            if ((i < off || i >= off + cnt) && get(full, dt, i) != input(r, i)) changed++;
+        EXPECT(changed == 0, "in-place reduce_scatter n=%zu changed %zu elements outside the shard", n,
+               changed);
+    }
+    /* all-gather the reduced shards back: every element is the full sum */
+    char *gathered = in_place ? full : malloc(n * es + 1);
+    if (nonblocking) {
+        comm_iallgather(W, out, gathered, n, dt, &req);
+        comm_wait(&req);
+    } else {
+        comm_allgather(W, out, gathered, n, dt);
+    }
+    bad = n;
+    for (size_t i = 0; i < n && bad == n; i++)
+        if (get(gathered, dt, i) != reduce_ref(COMM_SUM, i, p)) bad = i;
+    EXPECT(bad == n, "allgather %s n=%zu %s: element %zu wrong", DT_NAMES[dt], n,
+           in_place ? "in place" : "out of place", bad);
+    if (!in_place) free(gathered);
+    free(full);
+    free(shard);
+}
+
+static void test_rooted(size_t n) {
+    int p = W->size, root = p - 1;
+    float *buf = malloc(n * 4 + 4), *out = malloc(n * 4 + 4);
+    fill(buf, COMM_FLOAT, n, 0, W->rank);
+    comm_broadcast(W, buf, n, COMM_FLOAT, root);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += buf[i] != (float)input(root, i);
+    EXPECT(bad == 0, "broadcast from root %d n=%zu: %zu wrong", root, n, bad);
+    fill(buf, COMM_FLOAT, n, 0, W->rank);
+    comm_reduce(W, buf, W->rank == root ? out : NULL, n, COMM_FLOAT, COMM_SUM, root);
+    bad = 0;
+    if (W->rank == root)
+        for (size_t i = 0; i < n; i++) bad += out[i] != (float)reduce_ref(COMM_SUM, i, p);
+    EXPECT(bad == 0, "reduce to root %d n=%zu: %zu wrong", root, n, bad);
+    free(buf);
+    free(out);
+}
+
+/* alltoall: block j of rank r's send holds input(r, j*n + i); rank j
+ * receives block r from every r. alltoallv: rank r sends (r + j) % 3
+ * elements to rank j. */
+static void test_alltoall(size_t n) {
+    int p = W->size, r = W->rank;
+    float *send = malloc(n * p * 4 + 4), *recv = malloc(n * p * 4 + 4);
+    fill(send, COMM_FLOAT, n * p, 0, r);
+    comm_alltoall(W, send, recv, n, COMM_FLOAT);
+    size_t bad = 0;
+    for (int s = 0; s < p; s++)
+        for (size_t i = 0; i < n; i++) bad += recv[s * n + i] != (float)input(s, r * n + i);
+    EXPECT(bad == 0, "alltoall n=%zu: %zu wrong", n, bad);
+    memcpy(recv, send, n * p * 4);
+    comm_alltoall(W, recv, recv, n, COMM_FLOAT);
+    bad = 0;
+    for (int s = 0; s < p; s++)
+        for (size_t i = 0; i < n; i++) bad += recv[s * n + i] != (float)input(s, r * n + i);
+    EXPECT(bad == 0, "alltoall in place n=%zu: %zu wrong", n, bad);
+    free(send);
+    free(recv);
+
+    size_t sc[64], so[64], rc[64], ro[64], stot = 0, rtot = 0;
+    for (int j = 0; j < p; j++) {
+        sc[j] = (size_t)((r + j) % 3);
+        so[j] = stot;
+        stot += sc[j];
+        rc[j] = (size_t)((j + r) % 3);
+        ro[j] = rtot;
+        rtot += rc[j];
+    }
+    float *vs = malloc(stot * 4 + 4), *vr = malloc(rtot * 4 + 4);
+    for (int j = 0; j < p; j++)
+        for (size_t i = 0; i < sc[j]; i++) vs[so[j] + i] = (float)(r * 100 + j * 10 + (int)i);
+    comm_alltoallv(W, vs, sc, so, vr, rc, ro, COMM_FLOAT);
+    bad = 0;
+    for (int j = 0; j < p; j++)
+        for (size_t i = 0; i < rc[j]; i++) bad += vr[ro[j] + i] != (float)(j * 100 + r * 10 + (int)i);
+    EXPECT(bad == 0, "alltoallv: %zu wrong", bad);
+    free(vs);
+    free(vr);
+}
+
+/* a ring of sendrecv, and blocking/non-blocking point to point */
+static void test_p2p(void) {
+    int p = W->size, r = W->rank, next = (r + 1) % p, prev = (r + p - 1) % p;
+    float out[5], in[5] = {0};
+    for (int i = 0; i < 5; i++) out[i] = (float)(r * 10 + i);
+    comm_sendrecv(W, out, 5, next, in, 5, prev, COMM_FLOAT, 7);
+    int bad = 0;
+    for (int i = 0; i < 5; i++) bad += in[i] != (float)(prev * 10 + i);
+    EXPECT(bad == 0, "sendrecv ring: %d wrong", bad);
+    CommRequest reqs[2];
+    memset(in, 0, sizeof in);
+    comm_irecv(W, in, 5, COMM_FLOAT, prev, 8, &reqs[0]);
+    comm_isend(W, out, 5, COMM_FLOAT, next, 8, &reqs[1]);
+    comm_waitall(reqs, 2);
+    bad = 0;
+    for (int i = 0; i < 5; i++) bad += in[i] != (float)(prev * 10 + i);
+    EXPECT(bad == 0, "isend/irecv ring: %d wrong", bad);
+    if (p > 1) {  /* blocking send/recv between ranks 0 and 1 */
+        if (r == 0) comm_send(W, out, 5, COMM_FLOAT, 1, 9);
+        if (r == 1) {
+            comm_recv(W, in, 5, COMM_FLOAT, 0, 9);
+            EXPECT(in[4] == 4.0f, "send/recv: got %g", in[4]);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    W = comm_init(&argc, &argv);
+    int p = W->size;
+    if (argc > 1 && strcmp(argv[1], "--fatal-on-last-rank") == 0) {
+        /* an internal error on one rank while the others wait in a
+         * collective: the whole job must end (MPI_Abort), not hang */
+        CHECK(W->rank != p - 1, "planted failure on rank %d", W->rank);
+        comm_barrier(W);
+        return 0;
+    }
+    size_t counts[] = {0, 1, (size_t)p - 1, (size_t)p, (size_t)p + 1, 1000, 100003};
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+        size_t n = counts[k];
+        for (int dt = 0; dt < COMM_NUM_DTYPES; dt++) {
+            for (int op = 0; op < COMM_NUM_REDOPS; op++)
+                for (int ip = 0; ip < 2; ip++) test_allreduce(n, dt, op, ip, 0);
+            for (int ip = 0; ip < 2; ip++)
+                for (int nb = 0; nb < 2; nb++) test_reduce_scatter_allgather(n, dt, ip, nb);
+        }
+        test_allreduce(n, COMM_FLOAT, COMM_SUM, 0, 1);
+        test_rooted(n);
+        test_alltoall(n < 1000 ? n : 1000);
+    }
+    test_p2p();
+
+    /* counters: k allreduces of n floats = k calls and 4nk bytes; a split
+     * group counts on its own row */
+    comm_reset_stats(W);
+    float *buf = calloc(1000, sizeof(float));
+    for (int k = 0; k < 3; k++) comm_allreduce(W, buf, buf, 1000, COMM_FLOAT, COMM_SUM);
+    EXPECT(W->stats[OP_ALLREDUCE].calls == 3 && W->stats[OP_ALLREDUCE].bytes == 12000,
+           "allreduce counted %llu calls / %llu bytes, expected 3 / 12000",
+           (unsigned long long)W->stats[OP_ALLREDUCE].calls,
+           (unsigned long long)W->stats[OP_ALLREDUCE].bytes);
+    Comm *half = comm_split(W, W->rank % 2, W->rank, "half");
+    EXPECT(half->size == (p + 1 - W->rank % 2) / 2, "split group of %d", half->size);
+    comm_reduce_scatter(half, buf, buf + shard_offset(1000, half->size, half->rank), 1000,
+                        COMM_FLOAT, COMM_SUM);
+    comm_barrier(W);
+    EXPECT(half->stats[OP_REDUCE_SCATTER].calls == 1 && half->stats[OP_REDUCE_SCATTER].bytes == 4000,
+           "reduce_scatter on the split group counted %llu calls",
+           (unsigned long long)half->stats[OP_REDUCE_SCATTER].calls);
+    EXPECT(mem_peak_bytes(MEM_COMM) > 0, "in-place reduce_scatter scratch is counted as comm memory");
+    free(buf);
+
+    /* the outputs: argv[1] names a directory for comm.csv and the traces */
+    if (argc > 1) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/comm.csv", argv[1]);
+        comm_write_csv(path);
+        snprintf(path, sizeof path, "%s/trace.json", argv[1]);
+        trace_write_json(path);
+        snprintf(path, sizeof path, "%s/trace.csv", argv[1]);
+        trace_write_csv(path);
+    }
+    int failures = g_unit_failures, total = 0;
+    MPI_CHECK(MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, W->mpi));
+    g_unit_failures = total;
+    int rc = W->rank == 0 ? unit_report("test_comm") : (total ? 1 : 0);
+    comm_finalize();
+    return rc;
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env bats
+# Lab 01: the collectives built from point-to-point messages are right to the
+# bit on any rank count (apps/check_collectives.c says what it compares), the
+# checker catches planted bugs, the untouched skeleton stops cleanly, and the
+# benchmark writes its table, CSV and chart.
+load helpers
+
+SOL01="$BUILD/solutions/01_collectives"
+LAB01="$BUILD/labs/01_collectives"
+
+# checker_passes IMPL NP: every op and case ok on NP ranks
+checker_passes() {
+    run mpirun_t 300 "$2" "$SOL01/check_collectives" --impl "$1"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"$1 implementation on $2 rank"* ]]
+    [[ "$output" == *"all "*" cases pass"* ]]
+    [[ "$output" != *"FAIL"* ]]
+    for op in reduce_scatter allgather allreduce broadcast tree_allreduce alltoall; do
+        [[ "$output" == *"$op "*"n=262147"*"ok"* ]]
+    done
+}
+
+@test "collectives: the solution passes the checker on 1 rank" { checker_passes student 1; }
+@test "collectives: the solution passes the checker on 2 ranks" { checker_passes student 2; }
+@test "collectives: the solution passes the checker on 3 ranks" { checker_passes student 3; }
+@test "collectives: the solution passes the checker on 4 ranks" { checker_passes student 4; }
+@test "collectives: the solution passes the checker on 5 ranks" { checker_passes student 5; }
+@test "collectives: the library passes the same checker on 1 rank" { checker_passes library 1; }
+@test "collectives: the library passes the same checker on 3 ranks" { checker_passes library 3; }
+@test "collectives: the library passes the same checker on 4 ranks" { checker_passes library 4; }
+
+@test "collectives: --op runs one op's cases, in place and out of place" {
+    run mpirun_t 120 3 "$SOL01/check_collectives" --op allgather
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "$output" | grep -c '^allgather .* ok$')" -eq 16 ]
+    [[ "$output" != *"allreduce"* ]]
+}
+
+@test "collectives: the untouched skeleton says not implemented (exit 3) without hanging" {
+    run mpirun_t 60 2 "$LAB01/check_collectives"
+    echo "$output"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: ring_reduce_scatter"* ]]
+    run mpirun_t 60 3 "$LAB01/check_collectives" --op broadcast
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: tree_broadcast"* ]]
+    run mpirun_t 60 2 "$LAB01/bench_collectives" --max-bytes 4K --out "$BATS_TEST_TMPDIR/skel"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: ring_allreduce"* ]]
+}
+
+# Planted bugs: mutant_fails SED_EXPR OP NP builds the checker from the
+# solution edited by SED_EXPR and expects OP to fail on NP ranks.
+mutant_fails() {
+    local expr=$1 op=$2 np=$3 src="$BATS_TEST_TMPDIR/collectives.c" dir="$BATS_TEST_TMPDIR/mutant"
+    sed "$expr" "$ROOT/solutions/01_collectives/collectives.c" > "$src"
+    ! cmp -s "$src" "$ROOT/solutions/01_collectives/collectives.c"
+    build_variant "$src" "$ROOT/solutions/01_collectives" "$dir" check_collectives
+    run mpirun_t 120 "$np" "$dir/check_collectives" --op "$op"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"FAIL"* ]]
+}
+
+@test "checker catches a ring reduce-scatter that adds its own data of the wrong chunk" {
+    mutant_fails 's/add_floats(sum, incoming, send + shard_offset(n, p, in)/add_floats(sum, incoming, send + shard_offset(n, p, out)/' allreduce 4
+}
+
+@test "checker catches a ring all-gather that stops one step early" {
+    mutant_fails '/^void ring_allgather/,/^}/s/s < p - 1/s < p - 2/' allgather 3
+}
+
+@test "checker catches recursive doubling without the fold, on 3 ranks (4 ranks hide it)" {
+    local expr='0,/add_floats(recv, recv, incoming, n);/s//(void)0;/'
+    mutant_fails "$expr" tree_allreduce 3
+    run mpirun_t 120 4 "$BATS_TEST_TMPDIR/mutant/check_collectives" --op tree_allreduce
+    [ "$status" -eq 0 ]
+}
+
+@test "checker's byte counters catch a ring all-reduce that is really recursive doubling" {
+    # right values, wrong traffic: only the counters can see it
+    mutant_fails 's/ring_reduce_scatter(c, send, own, n);/tree_allreduce(c, send, recv, n);\n    return;/' allreduce 4
+    [[ "$output" == *"sent "*" bytes, the schedule sends "* ]]
+    [[ "$output" != *"want"* ]]
+}
+
+@test "checker catches a broadcast that always starts from rank 0" {
+    mutant_fails 's/const int p = c->size, v = wrap(c->rank - root, p);/const int p = c->size, v = c->rank;\n    root = 0;/' broadcast 3
+    [[ "$output" == *"root 0 "*"ok"* ]]
+    [[ "$output" == *"root p-1 "*"FAIL"* ]]
+}
+
+@test "bench: a tiny sweep on 2 ranks prints the columns, writes busbw.csv, run.json and the chart" {
+    local out="$BATS_TEST_TMPDIR/bench"
+    run mpirun_t 120 2 "$SOL01/bench_collectives" --op allreduce --impl both --min-bytes 1K \
+        --max-bytes 8K --warmup 1 --iters 3 --out "$out"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"size_bytes"*"count"*"impl"*"time_us"*"algbw_GBps"*"busbw_GBps"* ]]
+    [[ "$output" == *"memcpy ceiling"*"GB/s"* ]]
+    [[ "$output" == *"student: alpha = "*" us, 1/beta = "*" GB/s"* ]]
+    [ "$(head -n 1 "$out/busbw.csv")" = "size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps" ]
+    # 4 sizes (1K, 2K, 4K, 8K) x 2 implementations
+    [ "$(tail -n +2 "$out/busbw.csv" | wc -l)" -eq 8 ]
+    for size in 1024 2048 4096 8192; do
+        for impl in student library; do
+            grep -q "^$size,$((size / 4)),$impl," "$out/busbw.csv"
+        done
+    done
+    # all-reduce on 2 ranks: busbw = algbw * 2(p-1)/p = algbw
+    [ "$(csv_col "$out/busbw.csv" algbw_GBps 0)" = "$(csv_col "$out/busbw.csv" busbw_GBps 0)" ]
+    grep -q '"memcpy_GBps"' "$out/run.json"
+    grep -q '"student_inv_beta_GBps"' "$out/run.json"
+    run t 60 bash "$ROOT/tools/plot_busbw.sh" "$out"
+    [ "$status" -eq 0 ]
+    [ -s "$out/busbw.png" ]
+}
+
+@test "bench: busbw factors of reduce-scatter and broadcast on 4 ranks" {
+    local out="$BATS_TEST_TMPDIR/rs"
+    run mpirun_t 120 4 "$SOL01/bench_collectives" --op reduce_scatter --impl student \
+        --min-bytes 4K --max-bytes 4K --iters 2 --out "$out"
+    [ "$status" -eq 0 ]
+    awk -F, 'NR == 2 { r = $6 / $5; exit !(r > 0.749 && r < 0.751) }' "$out/busbw.csv"
+    run mpirun_t 120 4 "$SOL01/bench_collectives" --op broadcast --impl library \
+        --min-bytes 4K --max-bytes 4K --iters 2 --out "$out"
+    [ "$status" -eq 0 ]
+    awk -F, 'NR == 2 { exit !($5 == $6) }' "$out/busbw.csv"
+    [ "$(tail -n +2 "$out/busbw.csv" | cut -d, -f3)" = library ]
+}
+
+@test "collectives: bad flags are one clear error, exit 2" {
+    run mpirun_t 60 2 "$SOL01/check_collectives" --op allreduse
+    assert_user_error
+    run mpirun_t 60 2 "$SOL01/check_collectives" --impl nccl
+    assert_user_error
+    run mpirun_t 60 2 "$SOL01/bench_collectives" --max-bytes 64Q
+    assert_user_error
+    run mpirun_t 60 2 "$SOL01/bench_collectives" --min-bytes 1M --max-bytes 1K
+    assert_user_error
+    run mpirun_t 60 2 "$SOL01/bench_collectives" --iters 0
+    assert_user_error
+    run mpirun_t 60 2 "$SOL01/bench_collectives" --op gather
+    assert_user_error
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bats
+# The communicator (common/comm.h) and the process mesh (common/mesh.h):
+# every library collective against a local reference on 1 to 5 ranks, the
+# counters and outputs, the mesh's documented rank order, and clear errors.
+load helpers
+
+@test "comm: every library op, dtype and reduction, in and out of place, 1 to 5 ranks" {
+    for np in 1 2 3 4 5; do
+        run mpirun_t 120 "$np" "$BUILD/tests/test_comm"
+        echo "np=$np: $output"
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"test_comm: "*" checks, 0 failed"* ]]
+    done
+}
+
+@test "comm: comm.csv has a row per rank, group and op; the traces are well-formed" {
+    run mpirun_t 120 3 "$BUILD/tests/test_comm" "$BATS_TEST_TMPDIR"
+    [ "$status" -eq 0 ]
+    csv="$BATS_TEST_TMPDIR/comm.csv"
+    [ "$(head -n 1 "$csv")" = "rank,group,op,calls,bytes,seconds" ]
+    # the counted allreduces: 3 calls of 1000 floats on every rank
+    for r in 0 1 2; do
+        grep -q "^$r,world,allreduce,3,12000," "$csv"
+        grep -q "^$r,half,reduce_scatter,1,4000," "$csv"
+    done
+    python3 -m json.tool "$BATS_TEST_TMPDIR/trace.json" > /dev/null
+    run python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['traceEvents']; print(sorted({x['pid'] for x in e}), all(x['ph']=='X' and x['dur']>=0 for x in e))" "$BATS_TEST_TMPDIR/trace.json"
+    [ "$output" = "[0, 1, 2] True" ]
+    [ "$(head -n 1 "$BATS_TEST_TMPDIR/trace.csv")" = "rank,category,name,group,start_s,end_s,bytes" ]
+    [ "$(cut -d, -f1 "$BATS_TEST_TMPDIR/trace.csv" | sort -u | tr '\n' ' ')" = "0 1 2 rank " ]
+}
+
+@test "mesh: coordinates and groups follow the documented order (world sizes 1 to 8)" {
+    while read -r np degrees; do
+        # shellcheck disable=SC2086  # degrees is a list of flags
+        run mpirun_t 60 "$np" "$BUILD/tests/test_mesh" $degrees
+        echo "np=$np $degrees: $output"
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"0 failed"* ]]
+    done <<'LAYOUTS'
+1
+2 --tp 2
+3 --dp 3
+4 --tp 2
+4 --pp 2 --tp 2
+5 --pp 5
+6 --tp 3 --pp 2
+6 --tp 2 --cp 3
+7 --dp 7
+8 --tp 2 --pp 2
+8 --tp 2 --cp 2 --dp 1 --pp 2
+8 --ep 2 --tp 2
+8 --dp 4 --ep 4 --pp 2
+LAYOUTS
+}
+
+@test "mesh: an impossible layout is one clear error from rank 0, exit 2" {
+    while read -r np degrees; do
+        # shellcheck disable=SC2086
+        run mpirun_t 60 "$np" "$BUILD/tests/test_mesh" $degrees
+        echo "np=$np $degrees: $output"
+        assert_user_error
+    done <<'LAYOUTS'
+8 --tp 3
+4 --tp 2 --dp 3
+4 --dp 4 --ep 3
+2 --tp 0
+2 --pp -1
+2 --tp x
+LAYOUTS
+}
+
+@test "comm: a fatal error on one rank ends the whole job (no rank left waiting)" {
+    run mpirun_t 60 3 "$BUILD/tests/test_comm" --fatal-on-last-rank
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [ "$status" -ne 124 ]   # not the timeout
+    [[ "$output" == *"fatal: "*"planted failure on rank 2"* ]]
+    ! pgrep -f "test_comm --fatal-on-last-rank"
+}
