@@ -28,18 +28,21 @@ LAB00_BINS := $(foreach v,labs solutions,$(LAB00_PROGS:%=$(BUILD)/$(v)/00_single
 LAB01_PROGS := check_collectives bench_collectives
 LAB01_BINS := $(foreach v,labs solutions,$(LAB01_PROGS:%=$(BUILD)/$(v)/01_collectives/%))
 
+LAB02_BINS := $(foreach v,labs solutions,$(BUILD)/$(v)/02_ddp/train_ddp)
+
 TEST_SRC := $(wildcard tests/c/*.c)
 TEST_BINS := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
 
 SYNTH_TOKENS ?= 2000000
 DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
+DEMO_RANKS ?= 2
 
 .PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives cuda-check cuda-tests nvcc-found
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -70,7 +73,8 @@ FORCE:
 
 $(BUILD)/common/runlog.o: $(BUILD)/gen/git_rev.h
 
-$(BUILD)/labs/%.o: CFLAGS += -Wno-unused-parameter
+# skeletons leave parameters and helpers for the student to use
+$(BUILD)/labs/%.o: CFLAGS += -Wno-unused-parameter -Wno-unused-function
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -98,6 +102,13 @@ $(BUILD)/%/01_collectives/check_collectives: $(BUILD)/apps/check_collectives.o $
 $(BUILD)/%/01_collectives/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/%/01_collectives/collectives.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
+# lab 02: train_ddp links the student's (or the solution's) ddp.o
+$(BUILD)/apps/train_ddp.o: CPPFLAGS += -Isolutions/02_ddp
+# (and, like every later lab, the solution of lab 00: a student stuck on one
+# lab can still do the next)
+$(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/%/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+
 # C unit tests link the solution of lab 00 (they test the library, not the student)
 $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
 	@mkdir -p $(@D)
@@ -114,7 +125,7 @@ english: $(BUILD)/bin/text_to_tokens
 
 demo: deps
 	@$(MAKE) --no-print-directory all data
-	bash scripts/demo.sh $(DEMO_CONFIG) $(DEMO_STEPS)
+	bash scripts/demo.sh $(DEMO_CONFIG) $(DEMO_STEPS) $(DEMO_RANKS)
 
 test: deps
 	@$(MAKE) --no-print-directory all data

@@ -57,11 +57,22 @@ void mem_reset_peaks(void) {
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++) g_peak[c] = g_current[c];
 }
 
+void mem_csv_rows(char *buf, size_t size, int rank) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
+        int n = snprintf(buf + len, size - len, "%d,%s,%zu,%zu\n", rank, g_names[c], g_current[c],
+                         g_peak[c]);
+        CHECK(n > 0 && (size_t)n < size - len, "memory.csv rows do not fit in %zu bytes", size);
+        len += (size_t)n;
+    }
+}
+
 void mem_write_csv(const char *path, int rank) {
+    char rows[2048];
+    mem_csv_rows(rows, sizeof rows, rank);
     AtomicFile af;
     FILE *f = atomic_open(&af, path);
-    fprintf(f, "rank,category,current_bytes,peak_bytes\n");
-    for (int c = 0; c < MEM_NUM_CATEGORIES; c++)
-        fprintf(f, "%d,%s,%zu,%zu\n", rank, g_names[c], g_current[c], g_peak[c]);
+    IO_CHECK(fprintf(f, "%s%s", MEM_CSV_HEADER, rows) >= 0, "writing %s", path);
     atomic_commit(&af);
 }

@@ -34,6 +34,9 @@ size_t mem_peak_bytes(MemCategory category);
 void mem_reset_peaks(void);
 
 /* memory.csv: "rank,category,current_bytes,peak_bytes", one row per category. */
+#define MEM_CSV_HEADER "rank,category,current_bytes,peak_bytes\n"
 void mem_write_csv(const char *path, int rank);
+/* This rank's rows (no header) into buf, for gathering all ranks' rows. */
+void mem_csv_rows(char *buf, size_t size, int rank);
 
 #endif

@@ -4,25 +4,28 @@
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
+#include "comm.h"
+#include "fileio.h"
 #include "check.h"
 #include "cli.h"
 #include "dataloader.h"
 #include "kernels.h"
 #include "runlog.h"
 #include "tokens.h"
+#include "trace.h"
 
 static const char *const g_usage =
-    "usage: %s [options]\n"
-    "Train a GPT on one device (lab 00's reference trainer).\n"
-    "\n"
     "  --config NAME        tiny | small | gpt2-124m            (default tiny)\n"
     "  --data FILE          token file                (default build/data/synth.tok)\n"
-    "  --out DIR            run directory      (default runs/00_single_device-CONFIG)\n"
+    "  --out DIR            run directory                (default runs/LAB-CONFIG)\n"
     "  --steps N            optimizer steps                             (default 200)\n"
-    "  --batch B            sequences per step       (default: tiny 8, small 16, gpt2 8)\n"
+    "  --batch B            sequences per step, all ranks  (default: tiny 8, small 16, gpt2 8)\n"
+    "  --grad-accum K       micro-batches per rank and step               (default 1)\n"
+    "  --dump-params FILE   write the final parameters (raw float32) to FILE\n"
     "  --seq T              tokens per sequence, <= ctx  (default: the config's ctx)\n"
     "  --lr X               peak learning rate                         (default 1e-3)\n"
     "  --min-lr-frac X      cosine floor as a fraction of --lr          (default 0.1)\n"
@@ -44,11 +47,19 @@ enum {
     OPT_CONFIG = 1000, OPT_DATA, OPT_OUT, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MIN_LR,
     OPT_WARMUP, OPT_WD, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_CLIP, OPT_SEED, OPT_EVAL_EVERY,
     OPT_EVAL_BATCHES, OPT_VAL_FRACTION, OPT_LOG_EVERY, OPT_THREADS, OPT_DEVICE, OPT_N_LAYER,
-    OPT_N_HEAD, OPT_N_EMBD, OPT_CTX
+    OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
 };
 
 void train_options_parse(int argc, char **argv, TrainOptions *o) {
-    static const struct option long_opts[] = {
+    train_options_parse_with(argc, argv, o, "00_single_device",
+                             "Train a GPT on one device (lab 00's reference trainer).", NULL, 0,
+                             NULL, NULL);
+}
+
+void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char *lab,
+                              const char *what, const ExtraOption *extra, int n_extra,
+                              ExtraOptionFn on_extra, void *ctx) {
+    static const struct option common_opts[] = {
         {"config", required_argument, 0, OPT_CONFIG}, {"data", required_argument, 0, OPT_DATA},
         {"out", required_argument, 0, OPT_OUT}, {"steps", required_argument, 0, OPT_STEPS},
         {"batch", required_argument, 0, OPT_BATCH}, {"seq", required_argument, 0, OPT_SEQ},
@@ -67,8 +78,21 @@ void train_options_parse(int argc, char **argv, TrainOptions *o) {
         {"n-layer", required_argument, 0, OPT_N_LAYER},
         {"n-head", required_argument, 0, OPT_N_HEAD},
         {"n-embd", required_argument, 0, OPT_N_EMBD}, {"ctx", required_argument, 0, OPT_CTX},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM},
+        {"dump-params", required_argument, 0, OPT_DUMP_PARAMS},
+        {"help", no_argument, 0, 'h'}};
+    enum { N_COMMON = sizeof common_opts / sizeof *common_opts, MAX_EXTRA = 16 };
+    CHECK(n_extra <= MAX_EXTRA, "too many extra options (%d)", n_extra);
+    struct option long_opts[N_COMMON + MAX_EXTRA + 1];
+    memcpy(long_opts, common_opts, sizeof common_opts);
+    for (int i = 0; i < n_extra; i++)
+        long_opts[N_COMMON + i] = (struct option){extra[i].name, extra[i].has_arg ? required_argument
+                                                                                  : no_argument,
+                                                  0, OPT_EXTRA + i};
+    long_opts[N_COMMON + n_extra] = (struct option){0, 0, 0, 0};
     memset(o, 0, sizeof *o);
+    snprintf(o->lab, sizeof o->lab, "%s", lab);
+    o->grad_accum = 1;
     snprintf(o->config_name, sizeof o->config_name, "tiny");
     snprintf(o->data_path, sizeof o->data_path, "build/data/synth.tok");
     snprintf(o->device, sizeof o->device, "cpu");
@@ -86,7 +110,7 @@ void train_options_parse(int argc, char **argv, TrainOptions *o) {
     o->eval_batches = 4;
     o->val_fraction = 0.1;
     o->log_every = 10;
-    int n_layer = 0, n_head = 0, n_embd = 0, ctx = 0;
+    int n_layer = 0, n_head = 0, n_embd = 0, ctx_len = 0;
     const char *hint = "see --help";
     opterr = 0;  /* we print our own one-line message */
     int c;
@@ -117,9 +141,21 @@ void train_options_parse(int argc, char **argv, TrainOptions *o) {
         case OPT_N_LAYER: n_layer = cli_int("--n-layer", optarg, 1, 1024); break;
         case OPT_N_HEAD: n_head = cli_int("--n-head", optarg, 1, 1024); break;
         case OPT_N_EMBD: n_embd = cli_int("--n-embd", optarg, 1, 65536); break;
-        case OPT_CTX: ctx = cli_int("--ctx", optarg, 1, 1 << 20); break;
-        case 'h': printf(g_usage, g_program_name); exit(0);
-        default: cli_bad_option(f, hint);
+        case OPT_CTX: ctx_len = cli_int("--ctx", optarg, 1, 1 << 20); break;
+        case OPT_GRAD_ACCUM: o->grad_accum = cli_int("--grad-accum", optarg, 1, 1 << 16); break;
+        case OPT_DUMP_PARAMS:
+            cli_string(o->dump_params, sizeof o->dump_params, "--dump-params", optarg);
+            break;
+        case 'h':
+            printf("usage: %s [options]\n%s\n\n%s", g_program_name, what, g_usage);
+            for (int i = 0; i < n_extra; i++) printf("  %s\n", extra[i].help);
+            exit(0);
+        default:
+            if (c >= OPT_EXTRA && c < OPT_EXTRA + n_extra) {
+                on_extra(ctx, c - OPT_EXTRA, optarg);
+                break;
+            }
+            cli_bad_option(f, hint);
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; %s", argv[optind], hint);
@@ -134,7 +170,7 @@ void train_options_parse(int argc, char **argv, TrainOptions *o) {
     if (n_layer) o->model.n_layer = n_layer;
     if (n_head) o->model.n_head = n_head;
     if (n_embd) o->model.n_embd = n_embd;
-    if (ctx) o->model.ctx_len = ctx;
+    if (ctx_len) o->model.ctx_len = ctx_len;
     const char *problem = gpt_config_problem(&o->model);
     if (problem)
         USER_ERROR("config %s can't be built: %s (n_layer %d, n_head %d, n_embd %d)",
@@ -147,7 +183,7 @@ void train_options_parse(int argc, char **argv, TrainOptions *o) {
     if (o->warmup > o->steps)
         USER_ERROR("--warmup %d is longer than the run (--steps %d)", o->warmup, o->steps);
     if (o->out_dir[0] == '\0')
-        snprintf(o->out_dir, sizeof o->out_dir, "runs/00_single_device-%s", o->config_name);
+        snprintf(o->out_dir, sizeof o->out_dir, "runs/%s-%s", o->lab, o->config_name);
     if (o->threads == 0) o->threads = omp_get_max_threads();
 }
 
@@ -164,20 +200,79 @@ float grad_clip_factor(double norm, double max_norm) {
     return (float)(max_norm / norm);
 }
 
-/* Mean loss over the fixed held-out batches 0..eval_batches-1. */
-static float evaluate(const TrainOptions *o, const DataLoader *dl, const GPTParams *p,
-                      GPTActs *a) {
-    double total = 0.0;
-    for (int e = 0; e < o->eval_batches; e++) {
-        dataloader_fill(dl, SPLIT_VAL, (uint64_t)e, 0, o->batch, o->seq, a->inputs, a->targets);
-        total += gpt_forward(&o->model, p, a);
-    }
-    return (float)(total / o->eval_batches);
+/* This rank's rows of the global batch: B / (ranks K) per micro-batch.
+ * Rank r's rows are [r B/N, (r+1) B/N), micro-batch k the k-th slice of
+ * them, so every layout trains on exactly the baseline's sequences. */
+typedef struct {
+    int ranks, rank, micro, rows;  /* rows per micro-batch */
+} BatchSlice;
+
+static int slice_first_row(const BatchSlice *b, int k) { return (b->rank * b->micro + k) * b->rows; }
+
+/* Sum over ranks of a per-rank value (a loss), outside the gradient group's
+ * counts; identity on one device. */
+static double sum_over_ranks(const TrainParallel *par, double x) {
+    if (par) comm_allreduce(par->metrics, &x, &x, 1, COMM_DOUBLE, COMM_SUM);
+    return x;
 }
 
-void train_run(const TrainOptions *o) {
+/* Mean loss over the fixed held-out batches 0..eval_batches-1. */
+static float evaluate(const TrainOptions *o, const TrainParallel *par, const BatchSlice *b,
+                      const DataLoader *dl, const GPTParams *p, GPTActs *a) {
+    double total = 0.0;
+    for (int e = 0; e < o->eval_batches; e++)
+        for (int k = 0; k < b->micro; k++) {
+            dataloader_fill(dl, SPLIT_VAL, (uint64_t)e, slice_first_row(b, k), b->rows, o->seq,
+                            a->inputs, a->targets);
+            total += gpt_forward(&o->model, p, a);
+        }
+    return (float)(sum_over_ranks(par, total) / ((double)o->eval_batches * b->micro * b->ranks));
+}
+
+/* Forwards the backward hook to the gradient sync, and records each range's
+ * compute as a trace event (the timeline's "backward" bars). */
+typedef struct {
+    const GradSync *sync;
+    double t_last;
+} HookRelay;
+
+static void relay_ready(void *ctx, size_t offset, size_t count) {
+    HookRelay *h = ctx;
+    double now = trace_now();
+    trace_event("compute", "backward", NULL, h->t_last, now, 0);
+    h->sync->grads_ready(h->sync->ctx, offset, count);
+    h->t_last = trace_now();
+}
+
+/* memory.csv of every rank, written by rank 0 */
+static void write_memory_csv(const TrainParallel *par, const char *path) {
+    if (!par) {
+        mem_write_csv(path, 0);
+        return;
+    }
+    char rows[2048];
+    mem_csv_rows(rows, sizeof rows, par->world->rank);
+    char *all = comm_gather_text(par->world, rows);
+    if (par->world->rank == 0) {
+        AtomicFile af;
+        FILE *f = atomic_open(&af, path);
+        IO_CHECK(fprintf(f, "%s%s", MEM_CSV_HEADER, all) >= 0, "writing %s", path);
+        atomic_commit(&af);
+        free(all);
+    }
+}
+
+void train_run(const TrainOptions *o) { train_run_parallel(o, NULL); }
+
+void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     const GPTConfig *cfg = &o->model;
     omp_set_num_threads(o->threads);
+    const int ranks = par ? par->dp->size : 1, rank = par ? par->dp->rank : 0;
+    const int is_root = !par || par->world->rank == 0;
+    if (o->batch % (ranks * o->grad_accum) != 0)
+        USER_ERROR("--batch %d must be a multiple of ranks x --grad-accum = %d x %d", o->batch,
+                   ranks, o->grad_accum);
+    BatchSlice slice = {ranks, rank, o->grad_accum, o->batch / (ranks * o->grad_accum)};
 
     TokenFile tf;
     char err[512];
@@ -205,45 +300,100 @@ void train_run(const TrainOptions *o) {
     gpt_params_view(cfg, grads, &g);
     GPTActs acts;
     BackwardScratch scratch;
-    gpt_acts_alloc(cfg, o->batch, o->seq, &acts, &scratch);
+    gpt_acts_alloc(cfg, slice.rows, o->seq, &acts, &scratch);
 
-    printf("%s: config %s, %zu parameters, batch %d x %d tokens, %d steps, %d thread%s, data %s\n",
-           g_program_name, o->config_name, nparams, o->batch, o->seq, o->steps, o->threads,
-           o->threads == 1 ? "" : "s", o->data_path);
+    if (is_root)
+        printf("%s: config %s, %zu parameters, batch %d x %d tokens (%d rank%s x %d micro-batch%s "
+               "x %d), %d steps, %d thread%s, data %s\n",
+               g_program_name, o->config_name, nparams, o->batch, o->seq, ranks,
+               ranks == 1 ? "" : "s", o->grad_accum, o->grad_accum == 1 ? "" : "es", slice.rows,
+               o->steps, o->threads, o->threads == 1 ? "" : "s", o->data_path);
     RunLog log;
-    runlog_open(&log, o);
+    if (is_root) runlog_open(&log, o);
     const double tokens_per_step = (double)o->batch * o->seq;
+    double sync_seconds = 0.0, step_seconds = 0.0;
     for (int step = 0; step < o->steps; step++) {
-        int last = step == o->steps - 1;
+        int last_step = step == o->steps - 1;
         float val_loss = -1.0f;
-        if (last || (o->eval_every > 0 && step % o->eval_every == 0))
-            val_loss = evaluate(o, &dl, &p, &acts);
+        if (last_step || (o->eval_every > 0 && step % o->eval_every == 0))
+            val_loss = evaluate(o, par, &slice, &dl, &p, &acts);
 
         double t0 = wall_seconds();
         float lr = lr_at_step(o, step);
-        dataloader_fill(&dl, SPLIT_TRAIN, (uint64_t)step, 0, o->batch, o->seq, acts.inputs,
-                        acts.targets);
         memset(grads, 0, nparams * sizeof(float));
-        float loss = gpt_forward(cfg, &p, &acts);
-        if (!isfinite(loss))
-            die_at(__FILE__, __LINE__, "loss is %f at step %d: training diverged", loss, step);
-        gpt_backward(cfg, &p, &g, &acts, &scratch);
+        double loss_sum = 0.0;
+        for (int k = 0; k < o->grad_accum; k++) {
+            /* gradients accumulate over micro-batches; only the last one's
+             * backward pass communicates */
+            int sync_now = k == o->grad_accum - 1;
+            dataloader_fill(&dl, SPLIT_TRAIN, (uint64_t)step, slice_first_row(&slice, k),
+                            slice.rows, o->seq, acts.inputs, acts.targets);
+            double tf0 = trace_now();
+            float loss = gpt_forward(cfg, &p, &acts);
+            trace_event("compute", "forward", NULL, tf0, trace_now(), 0);
+            if (!isfinite(loss))
+                die_at(__FILE__, __LINE__, "loss is %f at step %d: training diverged", loss, step);
+            loss_sum += loss;
+            if (par && par->sync->begin_backward)
+                par->sync->begin_backward(par->sync->ctx, grads, sync_now);
+            HookRelay relay = {par ? par->sync : NULL, trace_now()};
+            int hooked = par && par->sync->grads_ready;
+            gpt_backward_hooked(cfg, &p, &g, &acts, &scratch, hooked ? relay_ready : NULL, &relay);
+            if (!hooked) trace_event("compute", "backward", NULL, relay.t_last, trace_now(), 0);
+        }
+        if (par) {
+            /* what the backward pass did not hide: the sync's wait */
+            double ts = wall_seconds();
+            par->sync->finish(par->sync->ctx, grads, nparams);
+            sync_seconds += wall_seconds() - ts;
+        }
+        /* each micro-batch's backward gave the gradient of its own mean loss */
+        if (o->grad_accum > 1) scale_inplace(grads, 1.0f / o->grad_accum, nparams);
+        double loss_mean = sum_over_ranks(par, loss_sum) / ((double)ranks * o->grad_accum);
         double norm = sqrt(sum_squares(grads, nparams));
         float clip = grad_clip_factor(norm, o->grad_clip);
         if (clip < 1.0f) scale_inplace(grads, clip, nparams);
+        double to = trace_now();
         adamw_update(params, grads, adam_m, adam_v, nparams, lr, (float)o->beta1,
                      (float)o->beta2, (float)o->eps, (float)o->weight_decay, step + 1);
+        trace_event("compute", "optimizer", NULL, to, trace_now(), 0);
+        if (par && par->after_step) par->after_step(par->after_step_ctx, step, params, nparams);
         double dt = wall_seconds() - t0;
-        runlog_step(&log, step, loss, val_loss, lr, (float)norm, tokens_per_step / dt, dt * 1e3);
+        step_seconds += dt;
+        if (is_root)
+            runlog_step(&log, step, (float)loss_mean, val_loss, lr, (float)norm,
+                        tokens_per_step / dt, dt * 1e3);
     }
-    runlog_close(&log);
+    if (is_root) runlog_close(&log);
 
     char path[1024];
     snprintf(path, sizeof path, "%s/memory.csv", o->out_dir);
-    mem_write_csv(path, 0);
-    snprintf(path, sizeof path, "%s/run.json", o->out_dir);
-    runlog_write_run_json(path, o, "00_single_device", 1, nparams);
-    printf("%s: wrote %s/{metrics.csv,memory.csv,run.json}\n", g_program_name, o->out_dir);
+    write_memory_csv(par, path);
+    if (par) {
+        snprintf(path, sizeof path, "%s/comm.csv", o->out_dir);
+        comm_write_csv(path);
+        snprintf(path, sizeof path, "%s/trace.json", o->out_dir);
+        trace_write_json(path);
+        snprintf(path, sizeof path, "%s/trace.csv", o->out_dir);
+        trace_write_csv(path);
+    }
+    if (is_root && o->dump_params[0]) {
+        /* for comparing layouts parameter by parameter (tests, lab 02) */
+        AtomicFile af;
+        FILE *f = atomic_open(&af, o->dump_params);
+        IO_CHECK(fwrite(params, sizeof(float), nparams, f) == nparams, "writing %s", o->dump_params);
+        atomic_commit(&af);
+    }
+    if (is_root) {
+        snprintf(path, sizeof path, "%s/run.json", o->out_dir);
+        runlog_write_run_json(path, o, o->lab, ranks, nparams);
+        printf("%s: wrote %s/{metrics.csv,memory.csv,run.json%s}\n", g_program_name, o->out_dir,
+               par ? ",comm.csv,trace.json,trace.csv" : "");
+        if (par)
+            printf("%s: mean step %.1f ms, of which %.1f ms waiting for gradients after the "
+                   "backward pass\n",
+                   g_program_name, 1e3 * step_seconds / o->steps, 1e3 * sync_seconds / o->steps);
+    }
 
     gpt_acts_free(&acts, &scratch);
     gpt_params_view_free(&p);

@@ -15,8 +15,11 @@ typedef struct {
     GPTConfig model;            /* the named config, with any overrides applied */
     char data_path[512];
     char out_dir[512];
+    char dump_params[512];      /* final parameters as raw float32, or "" */
     char device[8];             /* "cpu" (the CUDA backend is a later issue) */
+    char lab[32];               /* names the default run directory runs/LAB-CONFIG */
     int steps, batch, seq;      /* global batch of `batch` sequences of `seq` tokens */
+    int grad_accum;             /* micro-batches per rank and step (>= 1) */
     int warmup;                 /* linear warmup steps */
     int eval_every, eval_batches, log_every, threads;
     double lr, min_lr_frac;     /* cosine decays lr to lr * min_lr_frac */
@@ -28,6 +31,19 @@ typedef struct {
  * clear line on any bad option or impossible config. */
 void train_options_parse(int argc, char **argv, TrainOptions *o);
 
+/* The same for a lab's trainer with options of its own: extra[i] (a long
+ * option; help is its line in --help) is handed to on_extra(ctx, i, arg),
+ * which validates it (USER_ERROR). `what` is the one-line description. */
+typedef struct {
+    const char *name;  /* without the dashes */
+    int has_arg;
+    const char *help;
+} ExtraOption;
+typedef void (*ExtraOptionFn)(void *ctx, int index, const char *arg);
+void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char *lab,
+                              const char *what, const ExtraOption *extra, int n_extra,
+                              ExtraOptionFn on_extra, void *ctx);
+
 /* Learning rate at step (0-based): warmup from lr/warmup to lr, then cosine
  * down to lr * min_lr_frac at the last step. */
 float lr_at_step(const TrainOptions *o, int step);
@@ -36,7 +52,44 @@ float lr_at_step(const TrainOptions *o, int step);
  * (min(1, max_norm / norm); 1 when max_norm <= 0 means no clipping). */
 float grad_clip_factor(double norm, double max_norm);
 
-/* Train as o says; writes o->out_dir/{metrics.csv, memory.csv, run.json}. */
+/* Train as o says on one device; writes o->out_dir/{metrics.csv,
+ * memory.csv, run.json}. */
 void train_run(const TrainOptions *o);
+
+/* Data parallelism (lab 02): how a trainer makes every rank's gradients the
+ * mean over all ranks. The loop calls, for each step:
+ *   for each micro-batch k: forward; begin_backward(ctx, grads, last);
+ *       backward, calling grads_ready(ctx, offset, count) as ranges of the
+ *       flat gradient buffer become final for this micro-batch (last = 1 on
+ *       the final micro-batch: the earlier ones only accumulate, and the
+ *       sync must not communicate for them);
+ *   finish(ctx, grads, n): complete the communication, leave the mean over
+ *       the data-parallel ranks in grads (the time spent here is the
+ *       communication the backward pass did not hide).
+ * begin_backward and grads_ready may be NULL. */
+typedef struct {
+    void *ctx;
+    void (*begin_backward)(void *ctx, float *grads, int last);
+    GradsReadyFn grads_ready;
+    void (*finish)(void *ctx, float *grads, size_t n);
+} GradSync;
+
+typedef struct Comm Comm;
+typedef struct {
+    Comm *world;     /* every rank: outputs are gathered here */
+    Comm *dp;        /* the data-parallel group: gradients */
+    Comm *metrics;   /* the same ranks as dp, for loss sums, so that the
+                        gradient traffic in comm.csv is the gradients' alone */
+    const GradSync *sync;
+    /* optional, after each optimizer step (e.g. a consistency check) */
+    void (*after_step)(void *ctx, int step, const float *params, size_t n);
+    void *after_step_ctx;
+} TrainParallel;
+
+/* Data-parallel training: rank r of N takes rows [r B/N, (r+1) B/N) of the
+ * global batch (in --grad-accum micro-batches), so with the same seed the
+ * run follows train_run's loss curve. Rank 0 writes metrics.csv and run.json;
+ * memory.csv has every rank; comm.csv, trace.json and trace.csv too. */
+void train_run_parallel(const TrainOptions *o, const TrainParallel *par);
 
 #endif

@@ -58,6 +58,7 @@ class Lab:
     name: str
     programs: list
     cases: list
+    link: list = field(default_factory=list)   # objects of earlier labs' solutions
 
 
 def load_lab(path):
@@ -80,7 +81,7 @@ def load_lab(path):
             if unknown:
                 raise ManifestError(f"case {case.name}: unknown check(s) {unknown}")
             cases.append(case)
-        return Lab(name, list(doc["programs"]), cases)
+        return Lab(name, list(doc["programs"]), cases, [str(x) for x in doc.get("link", [])])
     except (OSError, KeyError, TypeError, ValueError, tomllib.TOMLDecodeError) as e:
         raise ManifestError(f"{path}: {e!r}") from None
 

@@ -129,7 +129,7 @@ def build_lab(src_dir, lab, out_dir):
     for src in sources:
         obj = os.path.join(out_dir, src[:-2] + ".o")
         cmd = (flags["CC"] + flags["CPPFLAGS"] + ["-I" + src_dir] + flags["CFLAGS"]
-               + ["-Wno-unused-parameter", "-c", os.path.join(src_dir, src), "-o", obj])
+               + ["-Wno-unused-parameter", "-Wno-unused-function", "-c", os.path.join(src_dir, src), "-o", obj])
         res = run(cmd, timeout=300)
         if res.status != 0:
             return None, "build failed: " + (first_line(res.output, "error") or res.output.strip()[:200])
@@ -140,7 +140,8 @@ def build_lab(src_dir, lab, out_dir):
         if not os.path.exists(app):
             return None, f"missing {app}: run `make` first"
         exe = os.path.join(out_dir, prog)
-        cmd = flags["CC"] + [app] + objects + [os.path.join(ROOT, "build", "libcommon.a")] \
+        linked = [os.path.join(ROOT, x) for x in lab.link]
+        cmd = flags["CC"] + [app] + objects + linked + [os.path.join(ROOT, "build", "libcommon.a")] \
             + flags["LDLIBS"] + ["-o", exe]
         res = run(cmd, timeout=300)
         if res.status != 0:

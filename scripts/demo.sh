@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# demo.sh CONFIG STEPS: what `make demo` runs after building: train CONFIG on
-# the synthetic corpus on the CPU and draw the loss chart.
+# demo.sh CONFIG STEPS [RANKS]: what `make demo` runs after building: train
+# CONFIG on the synthetic corpus with data parallelism (lab 02's overlapped
+# DDP) on RANKS CPU processes, and draw the loss chart.
 set -euo pipefail
 config=${1:-small}
 steps=${2:-300}
-out="runs/00_single_device-$config"
-./build/solutions/00_single_device/train_gpt --config "$config" --steps "$steps" \
-    --eval-every 25 --data build/data/synth.tok --out "$out"
-bash tools/plot_loss.sh "$out" "lab 00: $config on the synthetic corpus, 1 CPU rank"
-echo "demo: the loss chart is $out/loss.png (metrics in $out/metrics.csv)"
+ranks=${3:-2}
+out="runs/02_ddp-$config"
+# one OpenMP thread per rank when the ranks already fill the cores
+cores=$(nproc)
+threads=$(( cores / ranks > 0 ? cores / ranks : 1 ))
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # containers run as root
+mpirun -q --oversubscribe -np "$ranks" ./build/solutions/02_ddp/train_ddp --ddp overlapped \
+    --config "$config" --steps "$steps" --eval-every 25 --threads "$threads" \
+    --data build/data/synth.tok --out "$out"
+bash tools/plot_loss.sh "$out" "lab 02: $config on the synthetic corpus, DDP on $ranks CPU ranks"
+echo "demo: the loss chart is $out/loss.png (metrics in $out/metrics.csv, per-rank memory and"
+echo "demo: communication in memory.csv and comm.csv, a timeline in trace.json for ui.perfetto.dev)"

@@ -1,0 +1,114 @@
+/* train_ddp: data-parallel GPT training (lab 02). Every rank runs this; the
+ * loop is common/train.c's, the gradient averaging the lab's (ddp.c).
+ *   mpirun -np 2 train_ddp --ddp overlapped --bucket-mb 0.25 --config tiny */
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "check.h"
+#include "cli.h"
+#include "comm.h"
+#include "ddp.h"
+#include "train.h"
+
+typedef struct {
+    DdpMode mode;
+    double bucket_mb;
+    int check_every;    /* 0: no consistency check */
+    Comm *metrics;
+} DdpOptions;
+
+static const ExtraOption g_ddp_options[] = {
+    {"ddp", 1, "--ddp MODE           naive | bucketed | overlapped        (default overlapped)"},
+    {"bucket-mb", 1, "--bucket-mb X        bucket size in MB (2^20 bytes)       (default 0.25)"},
+    {"check-consistency", 1,
+     "--check-consistency K  every K steps, check the parameters agree on all ranks"},
+};
+
+static void on_ddp_option(void *ctx, int index, const char *arg) {
+    DdpOptions *d = ctx;
+    if (index == 0) {
+        if (strcmp(arg, "naive") == 0) d->mode = DDP_NAIVE;
+        else if (strcmp(arg, "bucketed") == 0) d->mode = DDP_BUCKETED;
+        else if (strcmp(arg, "overlapped") == 0) d->mode = DDP_OVERLAPPED;
+        else USER_ERROR("--ddp expects naive, bucketed or overlapped, got '%s'", arg);
+    } else if (index == 1) {
+        d->bucket_mb = cli_double("--bucket-mb", arg, 0.0, 1e6);
+        if (!(d->bucket_mb > 0)) USER_ERROR("--bucket-mb must be positive, got '%s'", arg);
+    } else {
+        d->check_every = (int)cli_int("--check-consistency", arg, 1, 1 << 30);
+    }
+}
+
+/* GradSync's callbacks, by mode */
+static void naive_finish(void *ctx, float *grads, size_t n) { (void)n; ddp_naive_sync(ctx, grads); }
+static void bucketed_finish(void *ctx, float *grads, size_t n) {
+    (void)n;
+    ddp_bucketed_sync(ctx, grads);
+}
+static void overlap_begin(void *ctx, float *grads, int last) { ddp_overlap_begin(ctx, grads, last); }
+static void overlap_ready(void *ctx, size_t offset, size_t count) {
+    ddp_overlap_on_ready(ctx, offset, count);
+}
+static void overlap_finish(void *ctx, float *grads, size_t n) {
+    (void)n;
+    ddp_overlap_finish(ctx, grads);
+}
+
+static void check_consistency(void *ctx, int step, const float *params, size_t n) {
+    DdpOptions *d = ctx;
+    if (d->check_every && (step + 1) % d->check_every == 0 &&
+        !ddp_params_consistent(d->metrics, params, n))
+        die_at(__FILE__, __LINE__, "the parameters differ across ranks after step %d", step);
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    Comm *world = comm_init(&argc, &argv);
+    DdpOptions dopt = {DDP_OVERLAPPED, 0.25, 0, NULL};
+    TrainOptions o;
+    train_options_parse_with(argc, argv, &o, "02_ddp",
+                             "Data-parallel GPT training: every rank trains on its slice of the "
+                             "batch, gradients are averaged (lab 02).",
+                             g_ddp_options, 3, on_ddp_option, &dopt);
+
+    /* pure data parallelism: the dp group is the world (a copy, so that
+     * comm.csv tells the gradients' traffic from the loss sums) */
+    Comm *dp = comm_split(world, 0, world->rank, "dp");
+    dopt.metrics = comm_split(world, 0, world->rank, "metrics");
+    int ntensors = gpt_num_tensors(&o.model);
+    TensorInfo *tensors = calloc((size_t)ntensors, sizeof *tensors);
+    Bucket *buckets = calloc((size_t)ntensors, sizeof *buckets);
+    CommRequest *requests = calloc((size_t)ntensors, sizeof *requests);
+    CHECK(tensors && buckets && requests, "out of memory");
+    gpt_tensor_table(&o.model, tensors);
+    Ddp ddp = {.mode = dopt.mode, .dp = dp, .tensors = tensors, .ntensors = ntensors,
+               .buckets = buckets, .requests = requests};
+    if (dopt.mode != DDP_NAIVE)
+        ddp.nbuckets = ddp_build_buckets(tensors, ntensors,
+                                         (size_t)(dopt.bucket_mb * (1 << 20)), buckets);
+    GradSync sync = {.ctx = &ddp};
+    if (dopt.mode == DDP_NAIVE) sync.finish = naive_finish;
+    if (dopt.mode == DDP_BUCKETED) sync.finish = bucketed_finish;
+    if (dopt.mode == DDP_OVERLAPPED) {
+        sync.begin_backward = overlap_begin;
+        sync.grads_ready = overlap_ready;
+        sync.finish = overlap_finish;
+    }
+    if (world->rank == 0)
+        printf("train_ddp: %s, %d tensors%s", dopt.mode == DDP_NAIVE ? "naive" :
+               dopt.mode == DDP_BUCKETED ? "bucketed" : "overlapped", ntensors,
+               dopt.mode == DDP_NAIVE ? "\n" : "");
+    if (world->rank == 0 && dopt.mode != DDP_NAIVE)
+        printf(" in %d buckets of >= %g MB\n", ddp.nbuckets, dopt.bucket_mb);
+    TrainParallel par = {world, dp, dopt.metrics, &sync, check_consistency, &dopt};
+    train_run_parallel(&o, &par);
+    if (world->rank == 0 && dopt.check_every)
+        printf("train_ddp: parameters identical on all %d ranks (checked every %d steps)\n",
+               world->size, dopt.check_every);
+    free(tensors);
+    free(buckets);
+    free(requests);
+    comm_finalize();
+    return 0;
+}

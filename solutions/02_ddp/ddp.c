@@ -1,0 +1,104 @@
+/* Lab 02: data-parallel gradient averaging, naive, bucketed and overlapped.
+ * See ddp.h for the idea and labs/02_ddp/README.md for the cost model. */
+#include "ddp.h"
+
+#include <string.h>
+
+#include "check.h"
+#include "kernels.h"
+
+/* Every rank's gradient is the mean over its own rows; the global batch's
+ * gradient is the mean of the ranks' gradients: sum, then divide by N. */
+static void average(Ddp *d, float *grads, size_t n) {
+    scale_inplace(grads, 1.0f / (float)d->dp->size, n);
+}
+
+static size_t total_floats(const Ddp *d) {
+    const TensorInfo *last = &d->tensors[d->ntensors - 1];
+    return last->offset + last->count;
+}
+
+void ddp_naive_sync(Ddp *d, float *grads) {
+    /* BEGIN SOLUTION */
+    for (int t = 0; t < d->ntensors; t++)
+        comm_allreduce(d->dp, grads + d->tensors[t].offset, grads + d->tensors[t].offset,
+                       d->tensors[t].count, COMM_FLOAT, COMM_SUM);
+    average(d, grads, total_floats(d));
+    /* END SOLUTION */
+}
+
+int ddp_build_buckets(const TensorInfo *tensors, int ntensors, size_t bucket_bytes, Bucket *out) {
+    /* BEGIN SOLUTION */
+    int nb = 0;
+    size_t end = tensors[ntensors - 1].offset + tensors[ntensors - 1].count;
+    for (int t = ntensors - 1; t >= 0; t--) {
+        /* the bucket grows downwards, from `end` to this tensor's start */
+        size_t start = tensors[t].offset;
+        if ((end - start) * sizeof(float) >= bucket_bytes || t == 0) {
+            out[nb++] = (Bucket){start, end - start};
+            end = start;
+        }
+    }
+    return nb;
+    /* END SOLUTION */
+}
+
+void ddp_bucketed_sync(Ddp *d, float *grads) {
+    /* BEGIN SOLUTION */
+    for (int b = 0; b < d->nbuckets; b++)
+        comm_allreduce(d->dp, grads + d->buckets[b].offset, grads + d->buckets[b].offset,
+                       d->buckets[b].count, COMM_FLOAT, COMM_SUM);
+    average(d, grads, total_floats(d));
+    /* END SOLUTION */
+}
+
+void ddp_overlap_begin(Ddp *d, float *grads, int communicate) {
+    d->grads = grads;
+    d->ready_from = total_floats(d);
+    d->next_bucket = 0;
+    d->communicate = communicate;
+}
+
+void ddp_overlap_on_ready(Ddp *d, size_t offset, size_t count) {
+    (void)count;  /* ranges arrive end to start: offset is the new frontier */
+    /* BEGIN SOLUTION */
+    d->ready_from = offset;
+    if (!d->communicate) return;
+    /* every bucket that lies wholly in [ready_from, end) can go */
+    while (d->next_bucket < d->nbuckets && d->buckets[d->next_bucket].offset >= d->ready_from) {
+        const Bucket *b = &d->buckets[d->next_bucket];
+        comm_iallreduce(d->dp, d->grads + b->offset, d->grads + b->offset, b->count, COMM_FLOAT,
+                        COMM_SUM, &d->requests[d->next_bucket]);
+        d->next_bucket++;
+    }
+    /* MPI moves a non-blocking collective forward only inside MPI calls
+     * (no progress thread in Debian's Open MPI): test the ones in flight
+     * now, between layers, or they would all wait for finish() */
+    for (int b = 0; b < d->next_bucket; b++) comm_test(&d->requests[b]);
+    /* END SOLUTION */
+}
+
+void ddp_overlap_finish(Ddp *d, float *grads) {
+    /* BEGIN SOLUTION */
+    CHECK(d->next_bucket == d->nbuckets, "backward finished with %d of %d buckets started",
+          d->next_bucket, d->nbuckets);
+    comm_waitall(d->requests, d->nbuckets);
+    average(d, grads, total_floats(d));
+    /* END SOLUTION */
+}
+
+/* Given: the check the student runs (--check-consistency). A float's bits,
+ * mixed with its index, summed mod 2^32: equal sums on every rank (max ==
+ * min) mean, barring a 1-in-4-billion collision, equal parameters. */
+int ddp_params_consistent(Comm *dp, const float *params, size_t n) {
+    uint32_t h = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &params[i], sizeof bits);
+        h += (bits ^ (uint32_t)(i * 2654435761u)) * 2246822519u;
+    }
+    int32_t lo = (int32_t)h, hi = (int32_t)h;
+    comm_allreduce(dp, &lo, &lo, 1, COMM_INT32, COMM_MIN);
+    comm_allreduce(dp, &hi, &hi, 1, COMM_INT32, COMM_MAX);
+    return lo == hi;
+}
