@@ -17,6 +17,7 @@ typedef struct {
 static TraceEvent *g_events;
 static size_t g_count, g_capacity, g_dropped;
 static double g_zero;
+static int g_enabled;  /* off until the clock starts: a single-process run keeps no trace */
 
 static double monotonic_seconds(void) {
     struct timespec ts;
@@ -24,12 +25,16 @@ static double monotonic_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void trace_start_clock(void) { g_zero = monotonic_seconds(); }
+void trace_start_clock(void) {
+    g_zero = monotonic_seconds();
+    g_enabled = 1;
+}
 
 double trace_now(void) { return monotonic_seconds() - g_zero; }
 
 void trace_event(const char *category, const char *name, const char *group, double start,
                  double end, size_t bytes) {
+    if (!g_enabled) return;
     if (g_count == g_capacity) {
         if (g_capacity == TRACE_MAX_EVENTS) {
             g_dropped++;
