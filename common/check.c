@@ -1,5 +1,7 @@
 #include "check.h"
 
+#include <unistd.h>
+
 const char *g_program_name = "dtlab";
 
 void program_set_name(const char *argv0) {
@@ -7,31 +9,36 @@ void program_set_name(const char *argv0) {
     g_program_name = slash ? slash + 1 : argv0;
 }
 
-static int g_world_rank;                       /* 0 without MPI */
-static void (*g_end_rank)(int status);         /* NULL without MPI */
-static void (*g_abort_job)(int status);
+static int g_world_rank;                 /* 0 without MPI */
+static void (*g_abort_job)(int status);  /* NULL without MPI */
 
-void check_set_mpi_hooks(int world_rank, void (*end_rank)(int status),
-                         void (*abort_job)(int status)) {
+void check_set_mpi_hooks(int world_rank, void (*abort_job)(int status)) {
     g_world_rank = world_rank;
-    g_end_rank = end_rank;
     g_abort_job = abort_job;
 }
 
-__attribute__((noreturn))
-static void end_rank(int status) {
+/* Errors every rank hits alike: rank 0's exit ends the job, so the other
+ * ranks give it time to report first (check.h). */
+static void let_rank0_report_first(void) {
     fflush(stdout);
-    if (g_end_rank) g_end_rank(status);
-    exit(status);
+    if (g_abort_job && g_world_rank != 0) sleep(CHECK_GRACE_SECONDS);
+}
+
+/* "<program>: <kind>: <message>[: <strerror>]" in a single write, so the
+ * lines of several ranks sharing one terminal never interleave mid-line. */
+static void print_line(const char *kind, int errnum, const char *fmt, va_list ap) {
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "%s: %s: %s%s%s\n", g_program_name, kind, msg, errnum ? ": " : "",
+            errnum ? strerror(errnum) : "");
 }
 
 __attribute__((noreturn))
 static void vdie(const char *file, int line, int errnum, const char *fmt, va_list ap) {
     fflush(stdout);
-    fprintf(stderr, "%s: fatal: %s:%d: ", g_program_name, file, line);
-    vfprintf(stderr, fmt, ap);
-    if (errnum) fprintf(stderr, ": %s", strerror(errnum));
-    fputc('\n', stderr);
+    char kind[1100];
+    snprintf(kind, sizeof kind, "fatal: %s:%d", file, line);
+    print_line(kind, errnum, fmt, ap);
     if (g_abort_job) g_abort_job(1);
     exit(1);
 }
@@ -50,21 +57,16 @@ void die_errno_at(const char *file, int line, int errnum, const char *fmt, ...) 
 
 void user_error(const char *fmt, ...) {
     va_list ap;
-    fflush(stdout);
-    if (g_world_rank == 0) {
-        fprintf(stderr, "%s: error: ", g_program_name);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-    }
-    end_rank(EXIT_USER_ERROR);
+    let_rank0_report_first();
+    va_start(ap, fmt);
+    print_line("error", 0, fmt, ap);
+    va_end(ap);
+    exit(EXIT_USER_ERROR);
 }
 
 void not_implemented_at(const char *func, const char *file, int line) {
-    fflush(stdout);
-    if (g_world_rank == 0)
-        fprintf(stderr, "%s: not implemented: %s (%s:%d) - this is your task in the lab\n",
-                g_program_name, func, file, line);
-    end_rank(EXIT_NOT_IMPLEMENTED);
+    let_rank0_report_first();
+    fprintf(stderr, "%s: not implemented: %s (%s:%d) - this is your task in the lab\n",
+            g_program_name, func, file, line);
+    exit(EXIT_NOT_IMPLEMENTED);
 }

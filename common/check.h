@@ -38,14 +38,23 @@ void user_error(const char *fmt, ...);
 __attribute__((noreturn))
 void not_implemented_at(const char *func, const char *file, int line);
 
-/* Under MPI (comm_init sets these): user errors and "not implemented" are
- * printed by world rank 0 only and end each rank through end_rank (which
- * finalizes MPI: every rank runs the same checks and reaches the same
- * function, so all of them get there); fatal errors, possibly on one rank
- * only, end the whole job through abort_job (MPI_Abort), so no rank is left
- * waiting for a dead one. */
-void check_set_mpi_hooks(int world_rank, void (*end_rank)(int status),
-                         void (*abort_job)(int status));
+/* Under MPI (comm_init sets the hooks, comm_finalize removes them) a failure
+ * must end the whole job with one message and a status mpirun passes on,
+ * never a hang:
+ *   - fatal errors, possibly on one rank only: that rank prints its line and
+ *     calls abort_job (MPI_Abort), which ends every rank; mpirun exits 1;
+ *   - user errors and NOT_IMPLEMENTED: assumed to happen on every rank alike
+ *     (all ranks run the same flag and config checks and reach the same
+ *     unwritten lab function), so world rank 0 prints the line and exits at
+ *     once; mpirun then stops the other ranks and exits with rank 0's status
+ *     (2 or 3). The other ranks stay quiet and wait CHECK_GRACE_SECONDS for
+ *     that; a rank still alive after it (rank 0 did not fail the same way)
+ *     prints the line itself and exits, so the job ends all the same.
+ * These paths do not call MPI_Finalize: it waits for every rank, so it would
+ * hang whenever only some ranks fail (a pipeline stage's own function, say).
+ * Hence a multi-rank program calls comm_init before it parses its flags. */
+#define CHECK_GRACE_SECONDS 5
+void check_set_mpi_hooks(int world_rank, void (*abort_job)(int status));
 
 #define CHECK(cond, ...) \
     do { if (!(cond)) die_at(__FILE__, __LINE__, __VA_ARGS__); } while (0)

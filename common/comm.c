@@ -15,10 +15,7 @@ void mpi_die_at(const char *file, int line, const char *call, int rc) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
-    fflush(stdout);
-    fprintf(stderr, "%s: fatal: %s:%d: %s failed: %s\n", g_program_name, file, line, call, msg);
-    MPI_Abort(MPI_COMM_WORLD, 1);  /* every rank stops: none waits forever for this one */
-    exit(1);
+    die_at(file, line, "%s failed: %s", call, msg);  /* ends every rank (check.h) */
 }
 
 static const char *const g_op_names[OP_NUM] = {
@@ -54,15 +51,7 @@ static int mpi_count(size_t n) {
     return (int)n;
 }
 
-/* ---- hooks that make errors end every rank (check.h) ---- */
-
-static void finalize_then_exit(int status) {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
-    exit(status);
-}
-
+/* How a fatal error ends every rank (check.h): no rank is left waiting. */
 static void abort_all(int status) { MPI_Abort(MPI_COMM_WORLD, status); exit(status); }
 
 static Comm *comm_new(MPI_Comm mpi, const char *name) {
@@ -81,12 +70,17 @@ Comm *comm_init(int *argc, char ***argv) {
     CHECK(!g_world, "comm_init called twice");
     int provided;
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    /* MPI's default is to abort inside the failing call with its own report
+     * (and status 2, which would read as a user error); returning the error
+     * lets MPI_CHECK name the call and the line. Groups split from the world
+     * inherit this handler. */
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    /* OpenMP threads compute, only the main thread calls MPI */
+    CHECK(provided >= MPI_THREAD_FUNNELED, "this MPI library lacks MPI_THREAD_FUNNELED");
     MPI_Comm world;
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world));
     g_world = comm_new(world, "world");
-    /* user errors: rank 0 prints, every rank finalizes and exits 2 (every
-     * rank runs the same checks); fatal errors abort the whole job */
-    check_set_mpi_hooks(g_world->rank, finalize_then_exit, abort_all);
+    check_set_mpi_hooks(g_world->rank, abort_all);
     MPI_CHECK(MPI_Barrier(world));
     trace_start_clock();
     return g_world;
@@ -100,6 +94,9 @@ Comm *comm_world(void) {
 void comm_finalize(void) {
     while (g_registered) comm_free(g_registered);
     g_world = NULL;
+    /* from here on errors end this process only: MPI_Abort is not allowed
+     * after MPI_Finalize */
+    check_set_mpi_hooks(0, NULL);
     MPI_CHECK(MPI_Finalize());
 }
 
@@ -129,7 +126,14 @@ void comm_record(Comm *c, CommOp op, size_t bytes, double t_start, double t_end)
 
 void comm_reset_stats(Comm *c) { memset(c->stats, 0, sizeof c->stats); }
 
-static void *scratch(Comm *c, size_t bytes) {
+/* The group's one scratch buffer belongs to one in-place reduce-scatter at a
+ * time: a second one in flight would share it, and growing it would free
+ * memory MPI is still writing. One buffer that only grows keeps memory.csv's
+ * comm peak the same from run to run, whatever the timing. */
+static void *claim_scratch(Comm *c, size_t bytes) {
+    CHECK(!c->scratch_busy, "group %s: an in-place reduce-scatter is already in flight and uses "
+          "the group's scratch buffer; wait for it first, or reduce into a separate buffer", c->name);
+    c->scratch_busy = 1;
     if (bytes > c->scratch_bytes) {
         if (c->scratch) mem_free(c->scratch);
         c->scratch = mem_alloc(MEM_COMM, bytes);
@@ -175,6 +179,7 @@ static void finish(CommRequest *req) {
     free(req->tables);
     req->tables = NULL;
     if (req->copy_bytes) memcpy(req->copy_dst, req->copy_src, req->copy_bytes);
+    if (req->holds_scratch) req->comm->scratch_busy = 0;
     comm_record(req->comm, req->op, req->bytes, req->t_start, trace_now());
     req->active = 0;
 }
@@ -220,8 +225,9 @@ void comm_ireduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommD
     shard_tables(c, n, counts, displs);
     /* In place, the shard lands in scratch first and is copied into the
      * buffer at completion: MPI may not write where it still reads. */
-    void *dst = in_place ? scratch(c, mine) : recv;
+    void *dst = in_place ? claim_scratch(c, mine) : recv;
     if (in_place) {
+        req->holds_scratch = 1;
         req->copy_dst = recv;
         req->copy_src = dst;
         req->copy_bytes = mine;
@@ -337,17 +343,25 @@ void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts,
                     const size_t *recv_offsets, CommDtype dtype) {
     int p = c->size;
     int *sc = int_table(p), *sd = int_table(p), *rc = int_table(p), *rd = int_table(p);
-    size_t sent = 0;
+    /* sent: elements this rank sends; the extents: elements from the start
+     * of each buffer to the end of its last block, for the overlap check */
+    size_t sent = 0, send_extent = 0, recv_extent = 0;
     for (int r = 0; r < p; r++) {
         sc[r] = mpi_count(send_counts[r]);
         sd[r] = mpi_count(send_offsets[r]);
         rc[r] = mpi_count(recv_counts[r]);
         rd[r] = mpi_count(recv_offsets[r]);
         sent += send_counts[r];
+        if (send_counts[r] && send_offsets[r] + send_counts[r] > send_extent)
+            send_extent = send_offsets[r] + send_counts[r];
+        if (recv_counts[r] && recv_offsets[r] + recv_counts[r] > recv_extent)
+            recv_extent = recv_offsets[r] + recv_counts[r];
     }
+    size_t es = comm_dtype_size(dtype);
+    check_disjoint(send, send_extent * es, recv, recv_extent * es, "alltoallv");
     double t0 = trace_now();
     MPI_CHECK(MPI_Alltoallv(send, sc, sd, mpi_type(dtype), recv, rc, rd, mpi_type(dtype), c->mpi));
-    comm_record(c, OP_ALLTOALLV, sent * comm_dtype_size(dtype), t0, trace_now());
+    comm_record(c, OP_ALLTOALLV, sent * es, t0, trace_now());
     free(sc);
     free(sd);
     free(rc);

@@ -11,7 +11,9 @@
  *     place; other overlaps are an error;
  *   - every call is counted (calls, bytes, seconds per op and group, for
  *     comm.csv) and recorded as a trace event (trace.h);
- *   - errors from MPI are fatal with the call's name, file and line.
+ *   - errors from MPI are fatal with the call's name, file and line;
+ *   - a count (or offset) above INT_MAX elements is a fatal error: MPI
+ *     counts are int, so split such a buffer into several calls.
  *
  * Uneven shards. Reduce-scatter and all-gather split a buffer of n elements
  * over p ranks as evenly as possible: rank r owns
@@ -70,6 +72,7 @@ typedef struct Comm {
     CommOpStats stats[OP_NUM];
     void *scratch;               /* grown on demand (MEM_COMM) for in-place ops */
     size_t scratch_bytes;
+    int scratch_busy;            /* an in-place reduce-scatter is using scratch */
     void *nccl;                  /* ncclComm_t, set by comm_nccl_attach (comm_nccl.h) */
     struct Comm *next_registered;  /* every live Comm, for comm_write_csv */
 } Comm;
@@ -87,6 +90,7 @@ typedef struct {
     void *copy_dst;
     const void *copy_src;
     size_t copy_bytes;
+    int holds_scratch;  /* releases comm->scratch at completion */
 } CommRequest;
 
 /* Start MPI (once per process) and return the world group. The clock of the
@@ -119,7 +123,10 @@ static inline size_t shard_offset(size_t n, int p, int r) {
  *   send and sendrecv the bytes sent, recv the bytes received. */
 void comm_allreduce(Comm *c, const void *send, void *recv, size_t n,
                     CommDtype dtype, CommRedop redop);
-/* send: n elements; recv: shard_count(n, p, rank) elements */
+/* send: n elements; recv: shard_count(n, p, rank) elements. In place, the
+ * shard is reduced into the group's scratch buffer and then copied, so at
+ * most one in-place reduce-scatter per group may be in flight (fatal
+ * otherwise). */
 void comm_reduce_scatter(Comm *c, const void *send, void *recv, size_t n,
                          CommDtype dtype, CommRedop redop);
 /* send: shard_count(n, p, rank) elements; recv: n elements */

@@ -78,3 +78,43 @@ LAYOUTS
     [[ "$output" == *"fatal: "*"planted failure on rank 2"* ]]
     ! pgrep -f "test_comm --fatal-on-last-rank"
 }
+
+@test "comm: an MPI error is fatal with the call and the line (status 1, not a user error's 2)" {
+    run mpirun_t 60 3 "$BUILD/tests/test_comm" --mpi-error-on-last-rank
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"fatal: tests/c/test_comm.c:"*"MPI_Send("*") failed: MPI_ERR_COUNT"* ]]
+}
+
+@test "comm: misuse is fatal: a count over INT_MAX, overlapping buffers, two in-place reduce-scatters" {
+    for planted in "--count-over-int-max:over MPI's int count limit" \
+                   "--overlapping-buffers:send and receive buffers overlap" \
+                   "--two-in-place-reduce-scatters:already in flight"; do
+        run mpirun_t 60 2 "$BUILD/tests/test_comm" "${planted%%:*}"
+        echo "$planted: $output"
+        [ "$status" -eq 1 ]
+        [[ "$output" == *"fatal: "*"${planted#*:}"* ]]
+    done
+}
+
+@test "comm: not implemented under MPI is one line and status 3, on every rank or on one only" {
+    # one rank only: the others wait in a barrier; the job must still end
+    for planted in --not-implemented --not-implemented-on-last-rank; do
+        run mpirun_t 60 4 "$BUILD/tests/test_comm" "$planted"
+        echo "$planted: $output"
+        [ "$status" -eq 3 ]
+        [ "$(grep -c 'not implemented: ' <<<"$output")" -eq 1 ]
+        [[ "$output" != *"fatal"* ]]
+    done
+}
+
+@test "comm: a user error under MPI is one line from rank 0, status 2; mpirun -q adds nothing" {
+    run mpirun_t 60 5 "$BUILD/tests/test_comm" --user-error
+    echo "$output"
+    assert_user_error
+    # mpirun's own notice about the non-zero exit is what -q turns off
+    export OMPI_MCA_orte_execute_quiet=1
+    run mpirun_t 60 5 "$BUILD/tests/test_comm" --user-error
+    [ "$status" -eq 2 ]
+    [ "$output" = "test_comm: error: planted user error" ]
+}

@@ -3,6 +3,7 @@
  * in any order and results can be compared bit for bit. Run under mpirun
  * with any number of ranks; counts cover 0, fewer than the ranks, not
  * divisible by the ranks, and large and odd. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,11 +117,23 @@ static void test_rooted(size_t n) {
     for (size_t i = 0; i < n; i++) bad += buf[i] != (float)input(root, i);
     EXPECT(bad == 0, "broadcast from root %d n=%zu: %zu wrong", root, n, bad);
     fill(buf, COMM_FLOAT, n, 0, W->rank);
-    comm_reduce(W, buf, W->rank == root ? out : NULL, n, COMM_FLOAT, COMM_SUM, root);
+    CommRequest req;
+    comm_ibroadcast(W, buf, n, COMM_FLOAT, root, &req);
+    comm_test(&req);
+    comm_wait(&req);
     bad = 0;
-    if (W->rank == root)
-        for (size_t i = 0; i < n; i++) bad += out[i] != (float)reduce_ref(COMM_SUM, i, p);
-    EXPECT(bad == 0, "reduce to root %d n=%zu: %zu wrong", root, n, bad);
+    for (size_t i = 0; i < n; i++) bad += buf[i] != (float)input(root, i);
+    EXPECT(bad == 0, "ibroadcast from root %d n=%zu: %zu wrong", root, n, bad);
+    for (int in_place = 0; in_place < 2; in_place++) {
+        fill(buf, COMM_FLOAT, n, 0, W->rank);
+        float *dst = W->rank != root ? NULL : in_place ? buf : out;
+        comm_reduce(W, buf, in_place ? buf : dst, n, COMM_FLOAT, COMM_SUM, root);
+        bad = 0;
+        if (W->rank == root)
+            for (size_t i = 0; i < n; i++) bad += dst[i] != (float)reduce_ref(COMM_SUM, i, p);
+        EXPECT(bad == 0, "reduce to root %d n=%zu %s: %zu wrong", root, n,
+               in_place ? "in place" : "out of place", bad);
+    }
     free(buf);
     free(out);
 }
@@ -193,16 +206,106 @@ static void test_p2p(void) {
     }
 }
 
+static void expect_counted(const Comm *c, CommOp op, uint64_t calls, uint64_t bytes) {
+    const CommOpStats *s = &c->stats[op];
+    EXPECT(s->calls == calls && s->bytes == bytes && s->seconds >= 0,
+           "%s on %s: counted %llu calls / %llu bytes, expected %llu / %llu", comm_op_name(op),
+           c->name, (unsigned long long)s->calls, (unsigned long long)s->bytes,
+           (unsigned long long)calls, (unsigned long long)bytes);
+}
+
+/* Every op's counters as comm.h documents them, on a fresh group (S = the
+ * full buffer of N floats = 4N bytes): allreduce, reduce_scatter (input),
+ * allgather (output), broadcast, reduce S; alltoall(v), send, sendrecv the
+ * bytes sent; recv the bytes received; non-blocking calls once, at
+ * completion. */
+static void test_counters(void) {
+    int p = W->size, r = W->rank;
+    enum { N = 10 };
+    Comm *c = comm_split(W, 0, r, "counted");
+    float *buf = calloc((size_t)N * p, sizeof(float)), *out = calloc((size_t)N * p, sizeof(float));
+    for (int k = 0; k < 3; k++) comm_allreduce(c, buf, buf, N, COMM_FLOAT, COMM_SUM);
+    expect_counted(c, OP_ALLREDUCE, 3, 3 * 4 * N);
+    comm_reduce_scatter(c, buf, out, N, COMM_FLOAT, COMM_SUM);
+    expect_counted(c, OP_REDUCE_SCATTER, 1, 4 * N);
+    comm_allgather(c, buf, out, N, COMM_FLOAT);
+    expect_counted(c, OP_ALLGATHER, 1, 4 * N);
+    comm_broadcast(c, buf, N, COMM_FLOAT, 0);
+    expect_counted(c, OP_BROADCAST, 1, 4 * N);
+    comm_reduce(c, buf, r == 0 ? out : NULL, N, COMM_FLOAT, COMM_MAX, 0);
+    expect_counted(c, OP_REDUCE, 1, 4 * N);
+    comm_alltoall(c, buf, out, N, COMM_FLOAT);
+    expect_counted(c, OP_ALLTOALL, 1, 4 * (uint64_t)N * p);
+    /* rank j gets j + 1 elements from each rank, at offset j p (p <= N) */
+    size_t send_counts[64], recv_counts[64], offsets[64];
+    for (int j = 0; j < p; j++) {
+        send_counts[j] = (size_t)j + 1;
+        recv_counts[j] = (size_t)r + 1;
+        offsets[j] = (size_t)j * p;
+    }
+    comm_alltoallv(c, buf, send_counts, offsets, out, recv_counts, offsets, COMM_FLOAT);
+    expect_counted(c, OP_ALLTOALLV, 1, 4 * (uint64_t)p * (p + 1) / 2);
+    comm_sendrecv(c, buf, N, (r + 1) % p, out, N, (r + p - 1) % p, COMM_FLOAT, 3);
+    expect_counted(c, OP_SENDRECV, 1, 4 * N);
+    CommRequest req[2];
+    comm_irecv(c, out, 2, COMM_FLOAT, (r + p - 1) % p, 4, &req[0]);
+    comm_isend(c, buf, 2, COMM_FLOAT, (r + 1) % p, 4, &req[1]);
+    comm_waitall(req, 2);
+    expect_counted(c, OP_RECV, 1, 8);
+    expect_counted(c, OP_SEND, 1, 8);
+    comm_iallreduce(c, buf, buf, N, COMM_FLOAT, COMM_SUM, &req[0]);
+    comm_wait(&req[0]);
+    EXPECT(comm_test(&req[0]) == 1, "a finished request tests as done");
+    comm_wait(&req[0]);
+    expect_counted(c, OP_ALLREDUCE, 4, 4 * 4 * N);
+    comm_barrier(c);
+    expect_counted(c, OP_BARRIER, 1, 0);
+    comm_reset_stats(c);
+    for (int op = 0; op < OP_NUM; op++) expect_counted(c, op, 0, 0);
+    comm_free(c);
+    free(buf);
+    free(out);
+}
+
+/* Planted failures (comm.bats runs each): every one must end the whole job
+ * with its documented status and one message, and never leave a rank
+ * waiting. The ranks that do not fail wait in a barrier. */
+static void planted_failure(const char *what) {
+    int last = W->rank == W->size - 1;
+    float x[16] = {0};
+    if (!strcmp(what, "--fatal-on-last-rank")) {
+        CHECK(!last, "planted failure on rank %d", W->rank);
+    } else if (!strcmp(what, "--mpi-error-on-last-rank")) {
+        if (last) MPI_CHECK(MPI_Send(x, -1, MPI_FLOAT, 0, 0, W->mpi));
+    } else if (!strcmp(what, "--not-implemented")) {
+        NOT_IMPLEMENTED();
+    } else if (!strcmp(what, "--not-implemented-on-last-rank")) {
+        if (last) NOT_IMPLEMENTED();
+    } else if (!strcmp(what, "--user-error")) {
+        USER_ERROR("planted user error");
+    } else if (!strcmp(what, "--count-over-int-max")) {
+        comm_allreduce(W, x, x, (size_t)INT_MAX + 1, COMM_FLOAT, COMM_SUM);
+    } else if (!strcmp(what, "--overlapping-buffers")) {
+        comm_allreduce(W, x, x + 1, 8, COMM_FLOAT, COMM_SUM);
+    } else if (!strcmp(what, "--two-in-place-reduce-scatters")) {
+        CommRequest a, b;
+        size_t own = shard_offset(8, W->size, W->rank);
+        comm_ireduce_scatter(W, x, x + own, 8, COMM_FLOAT, COMM_SUM, &a);
+        comm_ireduce_scatter(W, x + 8, x + 8 + own, 8, COMM_FLOAT, COMM_SUM, &b);
+    } else {
+        USER_ERROR("unknown option '%s'", what);
+    }
+    comm_barrier(W);
+}
+
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     W = comm_init(&argc, &argv);
     int p = W->size;
-    if (argc > 1 && strcmp(argv[1], "--fatal-on-last-rank") == 0) {
-        /* an internal error on one rank while the others wait in a
-         * collective: the whole job must end (MPI_Abort), not hang */
-        CHECK(W->rank != p - 1, "planted failure on rank %d", W->rank);
-        comm_barrier(W);
-        return 0;
+    if (argc > 1 && argv[1][0] == '-') {
+        planted_failure(argv[1]);
+        comm_finalize();
+        return 0;  /* the failure did not end the job: comm.bats reports it */
     }
     size_t counts[] = {0, 1, (size_t)p - 1, (size_t)p, (size_t)p + 1, 1000, 100003};
     for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
@@ -218,6 +321,7 @@ int main(int argc, char **argv) {
         test_alltoall(n < 1000 ? n : 1000);
     }
     test_p2p();
+    test_counters();
 
     /* counters: k allreduces of n floats = k calls and 4nk bytes; a split
      * group counts on its own row */
