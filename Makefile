@@ -38,7 +38,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives cuda-check cuda-tests nvcc-found
+.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp cuda-check cuda-tests nvcc-found
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -55,6 +55,7 @@ help:
 	@echo "make skeletons  regenerate the student files in labs/ from solutions/"
 	@echo "make bench      tokens/s and GFLOP/s of the 'small' config (vs PyTorch if installed)"
 	@echo "make bench-collectives  lab 01's ring all-reduce vs the library on 2 and 4 ranks, busbw chart"
+	@echo "make bench-ddp  lab 02: naive/bucketed/overlapped step and wait times, bucket sweep, timelines"
 	@echo "make deps       check and install the Debian packages the kit needs"
 	@echo "make cuda-check compile every CUDA source with nvcc (no GPU needed; NVCC=... picks nvcc)"
 	@echo "make cuda-tests build the GPU tests into $(BUILD)/cuda/tests/ (they skip without a GPU)"
@@ -141,6 +142,10 @@ bench: deps
 bench-collectives:
 	@$(MAKE) --no-print-directory $(BUILD)/solutions/01_collectives/bench_collectives
 	bash bench/collectives.sh
+
+bench-ddp:
+	@$(MAKE) --no-print-directory $(BUILD)/solutions/02_ddp/train_ddp data
+	bash bench/ddp.sh
 
 # The autograder (grader/README.md): LAB=01 grades one lab, GRADE_FLAGS adds
 # options (--hidden, --src DIR...).
