@@ -218,7 +218,8 @@ def grade_hidden(args, labs):
                 if failure:
                     raise ManifestError(f"the solution failed hidden case {c.name}: {failure}")
             r = score_case(c, programs, os.path.join(out, slug(c.name)), ref_dir, extra)
-            r.name += " [" + " ".join(extra) + "]" if extra else ""
+            if extra:
+                r.name += " [" + " ".join(extra) + "]"
             results[lab.name].append(r)
     return results
 
