@@ -74,8 +74,10 @@ FORCE:
 
 $(BUILD)/common/runlog.o: $(BUILD)/gen/git_rev.h
 
-# skeletons leave parameters and helpers for the student to use
-$(BUILD)/labs/%.o: CFLAGS += -Wno-unused-parameter -Wno-unused-function
+# skeletons leave parameters and helpers for the student to use (the grader
+# compiles students' copies with these too: print-flags)
+LAB_CFLAGS := -Wno-unused-parameter -Wno-unused-function
+$(BUILD)/labs/%.o: CFLAGS += $(LAB_CFLAGS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -162,7 +164,7 @@ references: deps
 print-flags:
 	@echo "CC=$(CC)"
 	@echo "CPPFLAGS=$(CPPFLAGS)"
-	@echo "CFLAGS=$(CFLAGS)"
+	@echo "CFLAGS=$(CFLAGS) $(LAB_CFLAGS)"
 	@echo "LDLIBS=$(LDLIBS)"
 
 # ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has

@@ -30,7 +30,7 @@ mutant_fails() {
     local layer=$1 expr=$2 dir="$BATS_TEST_TMPDIR/mutant"
     sed "$expr" "$ROOT/solutions/00_single_device/backprop.c" > "$BATS_TEST_TMPDIR/backprop.c"
     ! cmp -s "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device/backprop.c"
-    build_lab00_variant "$BATS_TEST_TMPDIR/backprop.c" "$dir"
+    build_variant "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device" "$dir" gradcheck
     run t 60 "$dir/gradcheck" --layer "$layer"
     echo "$output"
     [ "$status" -eq 1 ]

@@ -37,21 +37,6 @@ assert_user_error() {
     [ "$(printf '%s\n' "$output" | grep -c 'error:')" -eq 1 ] || { echo "more than one error line: $output" >&2; return 1; }
 }
 
-# Build lab 00's programs from another copy of backprop.c (a planted bug):
-# build_lab00_variant SRC.c OUTDIR  ->  OUTDIR/gradcheck, OUTDIR/train_gpt
-build_lab00_variant() {
-    local src=$1 out=$2 arch
-    arch=$(gcc -print-multiarch)
-    mkdir -p "$out"
-    mpicc -std=gnu11 -O2 -fopenmp -I"$ROOT/common" -I"/usr/include/$arch/openblas-openmp" \
-        -c "$src" -o "$out/backprop.o"
-    for prog in gradcheck train_gpt; do
-        mpicc "$BUILD/apps/$prog.o" "$out/backprop.o" "$BUILD/libcommon.a" \
-            -L"/usr/lib/$arch/openblas-openmp" -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" \
-            -lopenblas -lm -fopenmp -o "$out/$prog"
-    done
-}
-
 # Value of column $2 (by header name) in CSV file $1, row index $3 (0-based data row).
 csv_col() {
     awk -F, -v col="$2" -v row="$3" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
