@@ -399,6 +399,17 @@ char *comm_gather_text(Comm *c, const char *text) {
     return all;
 }
 
+void comm_write_gathered(Comm *c, const char *path, const char *header, const char *text) {
+    char *all = comm_gather_text(c, text);
+    if (c->rank == 0) {
+        AtomicFile af;
+        FILE *f = atomic_open(&af, path);
+        IO_CHECK(fprintf(f, "%s%s", header, all) >= 0, "writing %s", path);
+        atomic_commit(&af);
+        free(all);
+    }
+}
+
 void comm_write_csv(const char *path) {
     Comm *world = comm_world();
     size_t cap = 4096, len = 0;
@@ -424,13 +435,6 @@ void comm_write_csv(const char *path) {
                                     (unsigned long long)s->bytes, s->seconds);
         }
     }
-    char *all = comm_gather_text(world, mine);
+    comm_write_gathered(world, path, "rank,group,op,calls,bytes,seconds\n", mine);
     free(mine);
-    if (world->rank == 0) {
-        AtomicFile af;
-        FILE *f = atomic_open(&af, path);
-        IO_CHECK(fprintf(f, "rank,group,op,calls,bytes,seconds\n%s", all) >= 0, "writing %s", path);
-        atomic_commit(&af);
-        free(all);
-    }
 }

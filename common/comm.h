@@ -181,5 +181,8 @@ void comm_write_csv(const char *path);
 /* Gather text from every rank of c to its rank 0, in rank order. Returns a
  * malloc'ed NUL-terminated string on rank 0 (caller frees), NULL elsewhere. */
 char *comm_gather_text(Comm *c, const char *text);
+/* The same, then rank 0 writes header + every rank's text to path,
+ * atomically (fileio.h): per-rank CSV files such as comm.csv, memory.csv. */
+void comm_write_gathered(Comm *c, const char *path, const char *header, const char *text);
 
 #endif

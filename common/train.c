@@ -252,14 +252,7 @@ static void write_memory_csv(const TrainParallel *par, const char *path) {
     }
     char rows[2048];
     mem_csv_rows(rows, sizeof rows, par->world->rank);
-    char *all = comm_gather_text(par->world, rows);
-    if (par->world->rank == 0) {
-        AtomicFile af;
-        FILE *f = atomic_open(&af, path);
-        IO_CHECK(fprintf(f, "%s%s", MEM_CSV_HEADER, all) >= 0, "writing %s", path);
-        atomic_commit(&af);
-        free(all);
-    }
+    comm_write_gathered(par->world, path, MEM_CSV_HEADER, rows);
 }
 
 void train_run(const TrainOptions *o) { train_run_parallel(o, NULL); }
