@@ -260,11 +260,11 @@ static int check_crossentropy(void) {
 
 /* ---- the whole model ------------------------------------------------------ */
 
-static double loss_model(GradCheck *c) { return gpt_forward(&c->cfg, &c->p, &c->acts); }
+static double loss_model(GradCheck *c) { return gpt_forward(&c->cfg, &c->p, &c->acts, NULL); }
 static void backward_model(GradCheck *c) {
     memset(c->g.wte, 0, gpt_num_params(&c->cfg) * sizeof(float));
-    gpt_forward(&c->cfg, &c->p, &c->acts);
-    gpt_backward(&c->cfg, &c->p, &c->g, &c->acts, &c->scratch);
+    gpt_forward(&c->cfg, &c->p, &c->acts, NULL);
+    gpt_backward(&c->cfg, &c->p, &c->g, &c->acts, &c->scratch, NULL);
 }
 static int check_model(void) {
     GradCheck c = {.loss = loss_model, .backward = backward_model, .B = 2, .T = 8};

@@ -101,7 +101,8 @@ int main(int argc, char **argv) {
                dopt.mode == DDP_NAIVE ? "\n" : "");
     if (world->rank == 0 && dopt.mode != DDP_NAIVE)
         printf(" in %d buckets of >= %g MB\n", ddp.nbuckets, dopt.bucket_mb);
-    TrainParallel par = {world, dp, dopt.metrics, &sync, check_consistency, &dopt};
+    TrainParallel par = {.world = world, .dp = dp, .metrics = dopt.metrics, .sync = &sync,
+                         .after_step = check_consistency, .after_step_ctx = &dopt};
     train_run_parallel(&o, &par);
     if (world->rank == 0 && dopt.check_every)
         printf("train_ddp: parameters identical on all %d ranks (checked every %d steps)\n",

@@ -89,31 +89,62 @@ void gpt_tensor_table(const GPTConfig *cfg, TensorInfo *t) {
           "tensor table disagrees with gpt_num_params");
 }
 
-void gpt_params_view(const GPTConfig *cfg, float *flat, GPTParams *p) {
+int gpt_num_units(const GPTConfig *cfg) { return cfg->n_layer + 2; }
+
+void gpt_unit_range(const GPTConfig *cfg, int unit, size_t *offset, size_t *count) {
+    const size_t C = cfg->n_embd, embed = ((size_t)cfg->vocab_size + cfg->ctx_len) * C;
+    const size_t block = gpt_block_num_params(cfg);
+    CHECK(unit >= 0 && unit < gpt_num_units(cfg), "unit %d out of range", unit);
+    if (unit == GPT_UNIT_EMBED) {
+        *offset = 0;
+        *count = embed;
+    } else if (unit <= cfg->n_layer) {
+        *offset = embed + (size_t)(unit - 1) * block;
+        *count = block;
+    } else {
+        *offset = embed + (size_t)cfg->n_layer * block;
+        *count = 2 * C;
+    }
+}
+
+void gpt_unit_view(const GPTConfig *cfg, int unit, float *x, GPTParams *p) {
     const size_t C = cfg->n_embd;
-    p->wte = flat;
-    p->wpe = p->wte + (size_t)cfg->vocab_size * C;
+    if (unit == GPT_UNIT_EMBED) {
+        p->wte = x;
+        p->wpe = x + (size_t)cfg->vocab_size * C;
+        return;
+    }
+    if (unit == cfg->n_layer + 1) {
+        p->lnfw = x;
+        p->lnfb = x + C;
+        return;
+    }
+    BlockParams *b = &p->blocks[unit - 1];
+    /* same order as gpt_tensor_table */
+    b->ln1w = x;     x += C;
+    b->ln1b = x;     x += C;
+    b->qkvw = x;     x += 3 * C * C;
+    b->qkvb = x;     x += 3 * C;
+    b->attprojw = x; x += C * C;
+    b->attprojb = x; x += C;
+    b->ln2w = x;     x += C;
+    b->ln2b = x;     x += C;
+    b->fcw = x;      x += 4 * C * C;
+    b->fcb = x;      x += 4 * C;
+    b->fcprojw = x;  x += 4 * C * C;
+    b->fcprojb = x;
+}
+
+void gpt_params_view(const GPTConfig *cfg, float *flat, GPTParams *p) {
+    memset(p, 0, sizeof *p);
     p->blocks = calloc(cfg->n_layer, sizeof(BlockParams));
     CHECK(p->blocks != NULL, "out of memory");
-    float *x = p->wpe + (size_t)cfg->ctx_len * C;
-    for (int l = 0; l < cfg->n_layer; l++) {
-        BlockParams *b = &p->blocks[l];
-        /* same order as gpt_tensor_table */
-        b->ln1w = x;     x += C;
-        b->ln1b = x;     x += C;
-        b->qkvw = x;     x += 3 * C * C;
-        b->qkvb = x;     x += 3 * C;
-        b->attprojw = x; x += C * C;
-        b->attprojb = x; x += C;
-        b->ln2w = x;     x += C;
-        b->ln2b = x;     x += C;
-        b->fcw = x;      x += 4 * C * C;
-        b->fcb = x;      x += 4 * C;
-        b->fcprojw = x;  x += 4 * C * C;
-        b->fcprojb = x;  x += C;
+    if (!flat) return;
+    for (int u = 0; u < gpt_num_units(cfg); u++) {
+        size_t offset, count;
+        gpt_unit_range(cfg, u, &offset, &count);
+        gpt_unit_view(cfg, u, flat + offset, p);
     }
-    p->lnfw = x;
-    p->lnfb = x + C;
 }
 
 void gpt_params_view_free(GPTParams *p) {
@@ -282,50 +313,73 @@ void block_backward(const GPTConfig *cfg, const BlockParams *p, BlockParams *g,
     residual_backward(dx, s->dres_mid, NC);
 }
 
-float gpt_forward(const GPTConfig *cfg, const GPTParams *p, GPTActs *a) {
-    const int B = a->B, T = a->T, C = cfg->n_embd, V = cfg->vocab_size;
+/* The hooks, each a no-op when absent */
+static void needed(const ModelHooks *h, int u, int backward) {
+    if (h && h->params_needed) h->params_needed(h->ctx, u, backward);
+}
+static void done(const ModelHooks *h, int u, int backward) {
+    if (h && h->params_done) h->params_done(h->ctx, u, backward);
+}
+static void grads_begin(const ModelHooks *h, int u) {
+    if (h && h->grads_begin) h->grads_begin(h->ctx, u);
+}
+static void grads_ready(const ModelHooks *h, int u) {
+    if (h && h->grads_ready) h->grads_ready(h->ctx, u);
+}
+
+float gpt_forward(const GPTConfig *cfg, const GPTParams *p, GPTActs *a, const ModelHooks *h) {
+    const int B = a->B, T = a->T, C = cfg->n_embd, V = cfg->vocab_size, L = cfg->n_layer;
+    needed(h, GPT_UNIT_EMBED, 0);
     encoder_forward(a->encoded, a->inputs, p->wte, p->wpe, B, T, C);
     const float *x = a->encoded;
-    for (int l = 0; l < cfg->n_layer; l++) {
+    for (int l = 0; l < L; l++) {
+        needed(h, 1 + l, 0);
         block_forward(cfg, &p->blocks[l], &a->blocks[l], x, B, T);
+        done(h, 1 + l, 0);
         x = a->blocks[l].res2;
     }
+    needed(h, L + 1, 0);
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->lnfw, p->lnfb, B * T, C);
+    done(h, L + 1, 0);
     matmul_forward(a->probs, a->lnf, p->wte, NULL, B * T, C, V);  /* logits, tied head */
+    done(h, GPT_UNIT_EMBED, 0);
     return crossentropy_forward(a->losses, a->probs, a->probs, a->targets, B * T, V);
 }
 
 void gpt_backward(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTActs *a,
-                  BackwardScratch *s) {
-    gpt_backward_hooked(cfg, p, g, a, s, NULL, NULL);
-}
-
-void gpt_backward_hooked(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTActs *a,
-                         BackwardScratch *s, GradsReadyFn ready, void *ctx) {
+                  BackwardScratch *s, const ModelHooks *h) {
     const int B = a->B, T = a->T, C = cfg->n_embd, V = cfg->vocab_size, L = cfg->n_layer;
     const size_t NC = (size_t)B * T * C;
-    const float *base = g->wte;  /* the flat buffer starts with wte */
     /* The loss is the mean over B*T positions: d(loss)/d(row loss) = 1/(BT). */
     crossentropy_backward(a->probs, a->targets, 1.0f / (B * T), B * T, V);
     memset(s->dlnf, 0, NC * sizeof(float));
+    needed(h, GPT_UNIT_EMBED, 1);
+    grads_begin(h, GPT_UNIT_EMBED);
     matmul_backward(s->dlnf, g->wte, NULL, a->probs, a->lnf, p->wte, B * T, C, V);
+    done(h, GPT_UNIT_EMBED, 1);
     float *dout = s->dres_out, *dx = s->dres_in;
     memset(dout, 0, NC * sizeof(float));
+    needed(h, L + 1, 1);
+    grads_begin(h, L + 1);
     layernorm_backward(dout, g->lnfw, g->lnfb, s->dlnf, a->blocks[L - 1].res2, p->lnfw,
                        a->lnf_mean, a->lnf_rstd, B * T, C);
-    if (ready) ready(ctx, (size_t)(g->lnfw - base), 2 * (size_t)C);
+    done(h, L + 1, 1);
+    grads_ready(h, L + 1);
     for (int l = L - 1; l >= 0; l--) {
         const float *x = l == 0 ? a->encoded : a->blocks[l - 1].res2;
         memset(dx, 0, NC * sizeof(float));
+        needed(h, 1 + l, 1);
+        grads_begin(h, 1 + l);
         block_backward(cfg, &p->blocks[l], &g->blocks[l], &a->blocks[l], x, dout, dx, s, B, T);
-        if (ready) ready(ctx, (size_t)(g->blocks[l].ln1w - base), gpt_block_num_params(cfg));
+        done(h, 1 + l, 1);
+        grads_ready(h, 1 + l);
         float *tmp = dout;  /* this block's d(input) is the next one's d(output) */
         dout = dx;
         dx = tmp;
     }
-    encoder_backward(g->wte, g->wpe, dout, a->inputs, B, T, C);
     /* wte is final only now: the tied LM head wrote to it first */
-    if (ready) ready(ctx, 0, (size_t)(V + cfg->ctx_len) * C);
+    encoder_backward(g->wte, g->wpe, dout, a->inputs, B, T, C);
+    grads_ready(h, GPT_UNIT_EMBED);
 }
 
 double gpt_flops_per_token(const GPTConfig *cfg, int T) {

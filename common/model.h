@@ -75,9 +75,24 @@ int gpt_num_tensors(const GPTConfig *cfg);          /* 2 + 12L + 2 */
 /* Fill t (gpt_num_tensors entries) with the layout described above. */
 void gpt_tensor_table(const GPTConfig *cfg, TensorInfo *t);
 
-/* Point the named views of p at a flat buffer with the standard layout. */
+/* Point the named views of p at a flat buffer with the standard layout
+ * (flat = NULL: every view NULL, for a caller that points units one by one
+ * with gpt_unit_view). */
 void gpt_params_view(const GPTConfig *cfg, float *flat, GPTParams *p);
 void gpt_params_view_free(GPTParams *p);
+
+/* Units: the pieces the forward and backward passes use whole, each a
+ * contiguous range of the flat buffer, in buffer order:
+ *   unit 0       the embeddings, wte and wpe (wte is also the tied LM head)
+ *   unit 1 + l   block l
+ *   unit L + 1   the final layernorm
+ * Sharded layouts (ZeRO-3) gather, free and reduce parameters unit by unit. */
+enum { GPT_UNIT_EMBED = 0 };
+int gpt_num_units(const GPTConfig *cfg);  /* L + 2 */
+void gpt_unit_range(const GPTConfig *cfg, int unit, size_t *offset, size_t *count);
+/* Point the views of unit's tensors in p (set up by gpt_params_view) at
+ * base, which holds the unit's elements in the standard order. */
+void gpt_unit_view(const GPTConfig *cfg, int unit, float *base, GPTParams *p);
 
 /* Initialize elements [first, first + n) of the flat buffer (global indices)
  * into out[0..n): a rank can make exactly its shard. */
@@ -139,20 +154,38 @@ void block_backward(const GPTConfig *cfg, const BlockParams *p, BlockParams *g,
                     const BlockActs *a, const float *x, const float *dout, float *dx,
                     BackwardScratch *s, int B, int T);
 
+/* What a layout may do around each unit (all optional, NULL = nothing):
+ *   params_needed(u, backward)  unit u's parameter views are about to be read
+ *                               (a sharded layout gathers them and points
+ *                               the views at the gathered copy);
+ *   params_done(u, backward)    not read again in this pass (free them);
+ *   grads_begin(u)              gradients are about to be accumulated into
+ *                               unit u's gradient views (point them at a
+ *                               buffer of the layout's choice);
+ *   grads_ready(u)              unit u's gradients are final for this backward.
+ * Forward:  needed(0), encoder, then for each block u = 1..L: needed(u),
+ *           block, done(u); then needed(L+1), lnf, done(L+1); LM head; done(0)
+ *           (the embeddings are read at both ends of the forward pass).
+ * Backward: needed(0), begin(0), LM head, done(0); lnf: needed(L+1),
+ *           begin(L+1), lnf, done(L+1), ready(L+1); blocks u = L..1 the
+ *           same; encoder; ready(0) (the embedding gradient, written by the
+ *           LM head first and the encoder last, is final only now).
+ * So the ranges become final from the end of the buffer to its start. */
+typedef struct {
+    void *ctx;
+    void (*params_needed)(void *ctx, int unit, int backward);
+    void (*params_done)(void *ctx, int unit, int backward);
+    void (*grads_begin)(void *ctx, int unit);
+    void (*grads_ready)(void *ctx, int unit);
+} ModelHooks;
+
 /* Whole model. Forward reads a->inputs and a->targets and returns the mean
- * loss; backward accumulates d(mean loss)/d(params) into grads. */
-float gpt_forward(const GPTConfig *cfg, const GPTParams *p, GPTActs *a);
+ * loss; backward accumulates d(mean loss)/d(params) into grads. hooks may be
+ * NULL. The views in p and g are read after each hook call, so a hook may
+ * repoint them. */
+float gpt_forward(const GPTConfig *cfg, const GPTParams *p, GPTActs *a, const ModelHooks *hooks);
 void gpt_backward(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTActs *a,
-                  BackwardScratch *s);
-/* The same, calling ready(ctx, offset, count) each time a range of the flat
- * gradient buffer is final, in the order backward finishes them: lnf, block
- * L-1, ..., block 0, then wte + wpe (wte last: the tied LM head and the
- * embedding both write to it). The ranges tile the buffer, each once, from
- * its end towards its start. Data-parallel training starts communicating a
- * range while the backward pass goes on. */
-typedef void (*GradsReadyFn)(void *ctx, size_t offset, size_t count);
-void gpt_backward_hooked(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTActs *a,
-                         BackwardScratch *s, GradsReadyFn ready, void *ctx);
+                  BackwardScratch *s, const ModelHooks *hooks);
 
 /* Training FLOPs per token: 6 Phi' + 12 L C T (forward + backward), where Phi'
  * leaves out wpe (a lookup, no arithmetic) and 12 L C T counts the attention

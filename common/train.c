@@ -218,30 +218,119 @@ static double sum_over_ranks(const TrainParallel *par, double x) {
 
 /* Mean loss over the fixed held-out batches 0..eval_batches-1. */
 static float evaluate(const TrainOptions *o, const TrainParallel *par, const BatchSlice *b,
-                      const DataLoader *dl, const GPTParams *p, GPTActs *a) {
+                      const DataLoader *dl, const ModelStates *st, GPTActs *a) {
     double total = 0.0;
     for (int e = 0; e < o->eval_batches; e++)
         for (int k = 0; k < b->micro; k++) {
             dataloader_fill(dl, SPLIT_VAL, (uint64_t)e, slice_first_row(b, k), b->rows, o->seq,
                             a->inputs, a->targets);
-            total += gpt_forward(&o->model, p, a);
+            total += gpt_forward(&o->model, st->params, a, st->hooks);
         }
     return (float)(sum_over_ranks(par, total) / ((double)o->eval_batches * b->micro * b->ranks));
 }
 
-/* Forwards the backward hook to the gradient sync, and records each range's
- * compute as a trace event (the timeline's "backward" bars). */
+/* ---- replicated model states: every rank holds all of them ----------------
+ * Lab 00 (one rank) and DDP (a GradSync averages the gradients). */
 typedef struct {
-    const GradSync *sync;
-    double t_last;
-} HookRelay;
+    const GPTConfig *cfg;
+    const GradSync *sync;  /* NULL on one device */
+    size_t n;
+    float *params, *grads, *adam_m, *adam_v;
+    GPTParams p, g;
+    ModelHooks hooks;
+} Replicated;
 
-static void relay_ready(void *ctx, size_t offset, size_t count) {
-    HookRelay *h = ctx;
-    double now = trace_now();
-    trace_event("compute", "backward", NULL, h->t_last, now, 0);
-    h->sync->grads_ready(h->sync->ctx, offset, count);
-    h->t_last = trace_now();
+static void replicated_begin_step(void *ctx) {
+    Replicated *r = ctx;
+    memset(r->grads, 0, r->n * sizeof(float));
+}
+
+static void replicated_begin_backward(void *ctx, int last) {
+    Replicated *r = ctx;
+    if (r->sync && r->sync->begin_backward) r->sync->begin_backward(r->sync->ctx, r->grads, last);
+}
+
+static void replicated_grads_ready(void *ctx, int unit) {
+    Replicated *r = ctx;
+    size_t offset, count;
+    gpt_unit_range(r->cfg, unit, &offset, &count);
+    r->sync->grads_ready(r->sync->ctx, offset, count);
+}
+
+static double replicated_finish_grads(void *ctx, int micro_batches) {
+    Replicated *r = ctx;
+    if (r->sync) r->sync->finish(r->sync->ctx, r->grads, r->n);
+    /* each micro-batch's backward gave the gradient of its own mean loss */
+    if (micro_batches > 1) scale_inplace(r->grads, 1.0f / micro_batches, r->n);
+    return sum_squares(r->grads, r->n);
+}
+
+static void replicated_update(void *ctx, const AdamWStep *s) {
+    Replicated *r = ctx;
+    if (s->clip < 1.0f) scale_inplace(r->grads, s->clip, r->n);
+    adamw_update(r->params, r->grads, r->adam_m, r->adam_v, r->n, s->lr, s->beta1, s->beta2,
+                 s->eps, s->weight_decay, s->t);
+}
+
+static void replicated_gather_params(void *ctx, float *out) {
+    Replicated *r = ctx;
+    if (out) memcpy(out, r->params, r->n * sizeof(float));
+}
+
+/* Model states: 4 bytes each of params and grads, 8 of AdamW moments. */
+static void replicated_init(Replicated *r, const TrainOptions *o, const GradSync *sync,
+                            ModelStates *st) {
+    memset(r, 0, sizeof *r);
+    r->cfg = &o->model;
+    r->sync = sync;
+    r->n = gpt_num_params(&o->model);
+    r->params = mem_alloc(MEM_PARAMS, r->n * sizeof(float));
+    r->grads = mem_alloc(MEM_GRADS, r->n * sizeof(float));
+    r->adam_m = mem_alloc(MEM_OPTIMIZER, r->n * sizeof(float));
+    r->adam_v = mem_alloc(MEM_OPTIMIZER, r->n * sizeof(float));
+    gpt_init_params(&o->model, o->seed, 0, r->n, r->params);
+    gpt_params_view(&o->model, r->params, &r->p);
+    gpt_params_view(&o->model, r->grads, &r->g);
+    r->hooks = (ModelHooks){.ctx = r};
+    if (sync && sync->grads_ready) r->hooks.grads_ready = replicated_grads_ready;
+    *st = (ModelStates){r, &r->p, &r->g, &r->hooks, replicated_begin_step,
+                        replicated_begin_backward, replicated_finish_grads, replicated_update,
+                        replicated_gather_params};
+}
+
+static void replicated_free(Replicated *r) {
+    gpt_params_view_free(&r->p);
+    gpt_params_view_free(&r->g);
+    mem_free(r->params);
+    mem_free(r->grads);
+    mem_free(r->adam_m);
+    mem_free(r->adam_v);
+}
+
+/* Wraps a layout's hooks to draw the timeline's "backward" bars: the
+ * compute between one unit's gradients being ready and the next's. */
+typedef struct {
+    const ModelHooks *inner;
+    double t_last;
+} TracedHooks;
+
+static void traced_needed(void *ctx, int unit, int backward) {
+    const ModelHooks *h = ((TracedHooks *)ctx)->inner;
+    if (h && h->params_needed) h->params_needed(h->ctx, unit, backward);
+}
+static void traced_done(void *ctx, int unit, int backward) {
+    const ModelHooks *h = ((TracedHooks *)ctx)->inner;
+    if (h && h->params_done) h->params_done(h->ctx, unit, backward);
+}
+static void traced_begin(void *ctx, int unit) {
+    const ModelHooks *h = ((TracedHooks *)ctx)->inner;
+    if (h && h->grads_begin) h->grads_begin(h->ctx, unit);
+}
+static void traced_ready(void *ctx, int unit) {
+    TracedHooks *t = ctx;
+    trace_event("compute", "backward", NULL, t->t_last, trace_now(), 0);
+    if (t->inner && t->inner->grads_ready) t->inner->grads_ready(t->inner->ctx, unit);
+    t->t_last = trace_now();
 }
 
 /* memory.csv of every rank, written by rank 0 */
@@ -281,16 +370,16 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     const char *why = dataloader_init(&dl, &tf, o->val_fraction, o->seq, o->seed);
     if (why) USER_ERROR("%s: %s", o->data_path, why);
 
-    /* Model states: 4 bytes each of params and grads, 8 of AdamW moments. */
     const size_t nparams = gpt_num_params(cfg);
-    float *params = mem_alloc(MEM_PARAMS, nparams * sizeof(float));
-    float *grads = mem_alloc(MEM_GRADS, nparams * sizeof(float));
-    float *adam_m = mem_alloc(MEM_OPTIMIZER, nparams * sizeof(float));
-    float *adam_v = mem_alloc(MEM_OPTIMIZER, nparams * sizeof(float));
-    gpt_init_params(cfg, o->seed, 0, nparams, params);
-    GPTParams p, g;
-    gpt_params_view(cfg, params, &p);
-    gpt_params_view(cfg, grads, &g);
+    Replicated replicated = {0};
+    ModelStates own;
+    const ModelStates *st = par ? par->states : NULL;
+    if (!st) {
+        replicated_init(&replicated, o, par ? par->sync : NULL, &own);
+        st = &own;
+    }
+    TracedHooks traced = {st->hooks, 0.0};
+    const ModelHooks hooks = {&traced, traced_needed, traced_done, traced_begin, traced_ready};
     GPTActs acts;
     BackwardScratch scratch;
     gpt_acts_alloc(cfg, slice.rows, o->seq, &acts, &scratch);
@@ -309,48 +398,39 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         int last_step = step == o->steps - 1;
         float val_loss = -1.0f;
         if (last_step || (o->eval_every > 0 && step % o->eval_every == 0))
-            val_loss = evaluate(o, par, &slice, &dl, &p, &acts);
+            val_loss = evaluate(o, par, &slice, &dl, st, &acts);
 
         double t0 = wall_seconds();
         float lr = lr_at_step(o, step);
-        memset(grads, 0, nparams * sizeof(float));
+        st->begin_step(st->ctx);
         double loss_sum = 0.0;
         for (int k = 0; k < o->grad_accum; k++) {
             /* gradients accumulate over micro-batches; only the last one's
              * backward pass communicates */
-            int sync_now = k == o->grad_accum - 1;
             dataloader_fill(&dl, SPLIT_TRAIN, (uint64_t)step, slice_first_row(&slice, k),
                             slice.rows, o->seq, acts.inputs, acts.targets);
             double tf0 = trace_now();
-            float loss = gpt_forward(cfg, &p, &acts);
+            float loss = gpt_forward(cfg, st->params, &acts, st->hooks);
             trace_event("compute", "forward", NULL, tf0, trace_now(), 0);
             if (!isfinite(loss))
                 die_at(__FILE__, __LINE__, "loss is %f at step %d: training diverged", loss, step);
             loss_sum += loss;
-            if (par && par->sync->begin_backward)
-                par->sync->begin_backward(par->sync->ctx, grads, sync_now);
-            HookRelay relay = {par ? par->sync : NULL, trace_now()};
-            int hooked = par && par->sync->grads_ready;
-            gpt_backward_hooked(cfg, &p, &g, &acts, &scratch, hooked ? relay_ready : NULL, &relay);
-            if (!hooked) trace_event("compute", "backward", NULL, relay.t_last, trace_now(), 0);
+            st->begin_backward(st->ctx, k == o->grad_accum - 1);
+            traced.t_last = trace_now();
+            gpt_backward(cfg, st->params, st->grads, &acts, &scratch, &hooks);
         }
-        if (par) {
-            /* what the backward pass did not hide: the sync's wait */
-            double ts = wall_seconds();
-            par->sync->finish(par->sync->ctx, grads, nparams);
-            sync_seconds += wall_seconds() - ts;
-        }
-        /* each micro-batch's backward gave the gradient of its own mean loss */
-        if (o->grad_accum > 1) scale_inplace(grads, 1.0f / o->grad_accum, nparams);
+        /* what the backward pass did not hide: the wait for the gradients */
+        double ts = wall_seconds();
+        double norm = sqrt(st->finish_grads(st->ctx, o->grad_accum));
+        sync_seconds += wall_seconds() - ts;
         double loss_mean = sum_over_ranks(par, loss_sum) / ((double)ranks * o->grad_accum);
-        double norm = sqrt(sum_squares(grads, nparams));
-        float clip = grad_clip_factor(norm, o->grad_clip);
-        if (clip < 1.0f) scale_inplace(grads, clip, nparams);
+        AdamWStep adamw = {lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
+                           (float)o->weight_decay, grad_clip_factor(norm, o->grad_clip), step + 1};
         double to = trace_now();
-        adamw_update(params, grads, adam_m, adam_v, nparams, lr, (float)o->beta1,
-                     (float)o->beta2, (float)o->eps, (float)o->weight_decay, step + 1);
+        st->update(st->ctx, &adamw);
         trace_event("compute", "optimizer", NULL, to, trace_now(), 0);
-        if (par && par->after_step) par->after_step(par->after_step_ctx, step, params, nparams);
+        if (par && par->after_step && st == &own)
+            par->after_step(par->after_step_ctx, step, replicated.params, nparams);
         double dt = wall_seconds() - t0;
         step_seconds += dt;
         if (is_root)
@@ -370,12 +450,19 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         snprintf(path, sizeof path, "%s/trace.csv", o->out_dir);
         trace_write_csv(path);
     }
-    if (is_root && o->dump_params[0]) {
-        /* for comparing layouts parameter by parameter (tests, lab 02) */
-        AtomicFile af;
-        FILE *f = atomic_open(&af, o->dump_params);
-        IO_CHECK(fwrite(params, sizeof(float), nparams, f) == nparams, "writing %s", o->dump_params);
-        atomic_commit(&af);
+    if (o->dump_params[0]) {
+        /* for comparing layouts parameter by parameter (tests, labs 02-03) */
+        float *all = is_root ? malloc(nparams * sizeof(float)) : NULL;
+        CHECK(!is_root || all, "out of memory for --dump-params");
+        st->gather_params(st->ctx, all);
+        if (is_root) {
+            AtomicFile af;
+            FILE *f = atomic_open(&af, o->dump_params);
+            IO_CHECK(fwrite(all, sizeof(float), nparams, f) == nparams, "writing %s",
+                     o->dump_params);
+            atomic_commit(&af);
+        }
+        free(all);
     }
     if (is_root) {
         snprintf(path, sizeof path, "%s/run.json", o->out_dir);
@@ -389,11 +476,6 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     }
 
     gpt_acts_free(&acts, &scratch);
-    gpt_params_view_free(&p);
-    gpt_params_view_free(&g);
-    mem_free(params);
-    mem_free(grads);
-    mem_free(adam_m);
-    mem_free(adam_v);
+    if (st == &own) replicated_free(&replicated);
     tokens_free(&tf);
 }

@@ -67,6 +67,7 @@ void train_run(const TrainOptions *o);
  *       the data-parallel ranks in grads (the time spent here is the
  *       communication the backward pass did not hide).
  * begin_backward and grads_ready may be NULL. */
+typedef void (*GradsReadyFn)(void *ctx, size_t offset, size_t count);
 typedef struct {
     void *ctx;
     void (*begin_backward)(void *ctx, float *grads, int last);
@@ -74,14 +75,53 @@ typedef struct {
     void (*finish)(void *ctx, float *grads, size_t n);
 } GradSync;
 
+/* One AdamW step as the loop hands it to whoever holds the moments. */
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float clip;  /* scale the gradients by this first (grad_clip_factor) */
+    int t;       /* 1-based step, for the bias corrections */
+} AdamWStep;
+
+/* Model states: who holds the parameters, gradients and AdamW moments. The
+ * loop's own implementation keeps them whole on every rank (lab 00, and DDP
+ * through a GradSync); ZeRO (lab 03) brings one that shards them. The loop
+ * asks, each step:
+ *   begin_step            zero the gradients this rank accumulates into;
+ *   for each micro-batch: forward (with hooks), begin_backward(last),
+ *                         backward (with hooks);
+ *   finish_grads(K)       complete the communication; leave, in what this
+ *                         rank owns, the gradient of the step's mean loss
+ *                         (mean over ranks and K micro-batches); return its
+ *                         global sum of squares (for clipping);
+ *   update(step)          clip and AdamW on what this rank owns, and make
+ *                         the parameters whole again where the layout
+ *                         keeps them whole.
+ * gather_params writes all parameters, in the standard layout, to out on
+ * world rank 0 (a collective; out may be NULL elsewhere).
+ * params and grads are the views the passes read; hooks (may be NULL)
+ * repoint them around each unit (model.h). */
+typedef struct {
+    void *ctx;
+    GPTParams *params, *grads;
+    const ModelHooks *hooks;
+    void (*begin_step)(void *ctx);
+    void (*begin_backward)(void *ctx, int last);
+    double (*finish_grads)(void *ctx, int micro_batches);
+    void (*update)(void *ctx, const AdamWStep *step);
+    void (*gather_params)(void *ctx, float *out);
+} ModelStates;
+
 typedef struct Comm Comm;
 typedef struct {
     Comm *world;     /* every rank: outputs are gathered here */
     Comm *dp;        /* the data-parallel group: gradients */
     Comm *metrics;   /* the same ranks as dp, for loss sums, so that the
                         gradient traffic in comm.csv is the gradients' alone */
-    const GradSync *sync;
-    /* optional, after each optimizer step (e.g. a consistency check) */
+    /* exactly one of: */
+    const GradSync *sync;         /* replicated states (DDP) */
+    const ModelStates *states;    /* the layout's own states (ZeRO) */
+    /* optional, replicated states only: after each optimizer step (e.g. a
+     * consistency check) */
     void (*after_step)(void *ctx, int step, const float *params, size_t n);
     void *after_step_ctx;
 } TrainParallel;

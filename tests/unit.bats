@@ -17,7 +17,7 @@ load helpers
     echo "$output"
     [ "$status" -eq 0 ]
 }
-@test "unit: the backward hook reports each gradient range once, final, end to start" {
+@test "unit: model hooks: order, gradient ranges once and final, private unit buffers give identical results" {
     run t 60 "$BUILD/tests/test_model"
     echo "$output"
     [ "$status" -eq 0 ]

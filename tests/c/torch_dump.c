@@ -97,8 +97,8 @@ int main(int argc, char **argv) {
     float losses[NSTEPS];
     for (int step = 0; step < NSTEPS; step++) {
         memset(grads, 0, nparams * sizeof(float));
-        losses[step] = gpt_forward(&cfg, &p, &acts);
-        gpt_backward(&cfg, &p, &g, &acts, &scratch);
+        losses[step] = gpt_forward(&cfg, &p, &acts, NULL);
+        gpt_backward(&cfg, &p, &g, &acts, &scratch, NULL);
         if (step == 0) memcpy(grads0, grads, nparams * sizeof(float));
         adamw_update(params, grads, adam_m, adam_v, nparams, lr, beta1, beta2, eps,
                      weight_decay, step + 1);
