@@ -30,6 +30,8 @@ LAB01_BINS := $(foreach v,labs solutions,$(LAB01_PROGS:%=$(BUILD)/$(v)/01_collec
 
 LAB02_BINS := $(foreach v,labs solutions,$(BUILD)/$(v)/02_ddp/train_ddp)
 
+LAB03_BINS := $(foreach v,labs solutions,$(BUILD)/$(v)/03_zero/train_zero)
+
 TEST_SRC := $(wildcard tests/c/*.c)
 TEST_BINS := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
 
@@ -42,7 +44,7 @@ DEMO_RANKS ?= 2
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(BUILD)/bin/memplan $(TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -110,6 +112,16 @@ $(BUILD)/apps/train_ddp.o: CPPFLAGS += -Isolutions/02_ddp
 # (and, like every later lab, the solution of lab 00: a student stuck on one
 # lab can still do the next)
 $(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/%/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+
+# lab 03: train_zero links the student's (or the solution's) zero.o
+$(BUILD)/apps/train_zero.o: CPPFLAGS += -Isolutions/03_zero
+$(BUILD)/%/03_zero/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+
+# the memory planner's command line (common/memplan.h)
+$(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
+	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # C unit tests link the solution of lab 00 (they test the library, not the student)

@@ -75,6 +75,7 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
 /* Sum of squares in double (for the global gradient norm; ranks add theirs). */
 double sum_squares(const float *x, size_t n);
 void scale_inplace(float *x, float s, size_t n);
+void add_inplace(float *x, const float *y, size_t n);  /* x += y */
 
 /* C = alpha op(A) op(B) + beta C, row-major, op = transpose when trans != 0.
  * A thin wrapper over cblas_sgemm so lab code needs no BLAS header. */

@@ -132,9 +132,11 @@ void residual_forward(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void residual_backward(float *dinp, const float *dout, size_t n) {
+void residual_backward(float *dinp, const float *dout, size_t n) { add_inplace(dinp, dout, n); }
+
+void add_inplace(float *x, const float *y, size_t n) {
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) dinp[i] += dout[i];
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
 float crossentropy_forward(float *losses, float *probs, const float *logits,

@@ -1,0 +1,93 @@
+/* memplan: the memory planner (common/memplan.h) on the command line.
+ *   memplan --config small --ranks 4 --batch 16        every layout, per rank
+ *   memplan --params 7e9 --ranks 64                    model states only
+ * Predict before you measure: lab 03's README asks for these numbers first. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "cli.h"
+#include "memplan.h"
+
+static const char *const g_usage =
+    "usage: memplan [options]\n"
+    "Predict per-rank memory of each layout (replicated, ZeRO-1/2/3) from the formulas.\n\n"
+    "  --config NAME     tiny | small | gpt2-124m                   (default tiny)\n"
+    "  --ranks N         data-parallel ranks                             (default 1)\n"
+    "  --batch B         sequences per step, all ranks  (default: tiny 8, small 16, gpt2 8)\n"
+    "  --grad-accum K    micro-batches per rank and step                 (default 1)\n"
+    "  --seq T           tokens per sequence               (default: the config's ctx)\n"
+    "  --params PHI      only the model states of a PHI-parameter model (e.g. 7e9)\n"
+    "  -h, --help        this text\n";
+
+static void print_states_only(double phi, int ranks) {
+    static const char *names[] = {"replicated (DDP)", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+    printf("model states per rank, fp32 AdamW, %.4g parameters, %d rank%s:\n", phi, ranks,
+           ranks == 1 ? "" : "s");
+    for (int s = 0; s <= 3; s++)
+        printf("  %-17s %10.2f GB\n", names[s], memplan_states_bytes(phi, s, ranks) / 1e9);
+}
+
+static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int rows, int seq) {
+    static const char *names[] = {"replicated", "ZeRO-1", "ZeRO-2", "ZeRO-3", "ZeRO-3 nopf"};
+    printf("config %s, %zu parameters, %d rank%s, micro-batch %d x %d per rank; peak MiB per rank\n",
+           name, gpt_num_params(cfg), ranks, ranks == 1 ? "" : "s", rows, seq);
+    printf("  %-12s", "layout");
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) printf(" %11s", mem_category_name((MemCategory)c));
+    printf(" %11s %9s\n", "total", "padding");
+    for (int i = 0; i < 5; i++) {
+        MemLayout l = {i < 4 ? i : 3, ranks, i == 3, rows, seq};
+        MemPlan plan;
+        memplan_predict(cfg, &l, &plan);
+        size_t total = 0;
+        printf("  %-12s", names[i]);
+        for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
+            printf(" %11.3f", plan.peak[c] / 1048576.0);
+            total += plan.peak[c];
+        }
+        printf(" %11.3f %9zu\n", total / 1048576.0, plan.padding);
+    }
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"ranks", required_argument, 0, 'n'},
+        {"batch", required_argument, 0, 'b'},  {"grad-accum", required_argument, 0, 'k'},
+        {"seq", required_argument, 0, 't'},    {"params", required_argument, 0, 'p'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    char config[32] = "tiny";
+    int ranks = 1, batch = 0, accum = 1, seq = 0;
+    double phi = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': cli_string(config, sizeof config, "--config", optarg); break;
+        case 'n': ranks = (int)cli_int("--ranks", optarg, 1, 1 << 20); break;
+        case 'b': batch = (int)cli_int("--batch", optarg, 1, 1 << 20); break;
+        case 'k': accum = (int)cli_int("--grad-accum", optarg, 1, 1 << 16); break;
+        case 't': seq = (int)cli_int("--seq", optarg, 1, 1 << 20); break;
+        case 'p': phi = cli_double("--params", optarg, 1.0, 1e15); break;
+        case 'h': printf("%s", g_usage); return 0;
+        default: cli_bad_option(argv[optind - 1], "see --help");
+        }
+    }
+    if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
+    if (phi > 0) {
+        print_states_only(phi, ranks);
+        return 0;
+    }
+    GPTConfig cfg;
+    if (gpt_config_by_name(config, &cfg) != 0)
+        USER_ERROR("unknown --config '%s' (known: %s)", config, gpt_config_names());
+    if (batch == 0) batch = strcmp(config, "small") == 0 ? 16 : 8;
+    if (seq == 0) seq = cfg.ctx_len;
+    if (seq > cfg.ctx_len) USER_ERROR("--seq %d is longer than the model's context (%d)", seq, cfg.ctx_len);
+    if (batch % (ranks * accum) != 0)
+        USER_ERROR("--batch %d must be a multiple of ranks x --grad-accum = %d x %d", batch, ranks,
+                   accum);
+    print_plans(config, &cfg, ranks, batch / (ranks * accum), seq);
+    return 0;
+}

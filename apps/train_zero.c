@@ -1,0 +1,109 @@
+/* train_zero: GPT training with ZeRO-sharded model states (lab 03). Every
+ * rank runs this; the loop is common/train.c's, the states the lab's
+ * (zero.c). At the end rank 0 prints the memory planner's prediction
+ * (memplan.h) next to what it measured.
+ *   mpirun -np 4 train_zero --zero 3 --config tiny */
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "check.h"
+#include "cli.h"
+#include "comm.h"
+#include "memplan.h"
+#include "train.h"
+#include "zero.h"
+
+typedef struct {
+    int stage, prefetch;
+} ZeroOptions;
+
+static const ExtraOption g_zero_options[] = {
+    {"zero", 1, "--zero STAGE         1 | 2 | 3: shard moments / + gradients / + parameters (default 1)"},
+    {"no-prefetch", 0, "--no-prefetch        ZeRO-3: gather each unit only when it is needed"},
+};
+
+static void on_zero_option(void *ctx, int index, const char *arg) {
+    ZeroOptions *z = ctx;
+    if (index == 0) {
+        if (strcmp(arg, "1") && strcmp(arg, "2") && strcmp(arg, "3"))
+            USER_ERROR("--zero expects 1, 2 or 3, got '%s' (replicated states are lab 02's "
+                       "train_ddp)", arg);
+        z->stage = arg[0] - '0';
+    } else {
+        z->prefetch = 0;
+    }
+}
+
+/* ModelStates and ModelHooks (train.h, model.h) on top of the lab's functions */
+static void begin_step(void *ctx) {
+    Zero *z = ctx;
+    memset(z->stage == 1 ? z->grads_full : z->grads_shard, 0,
+           (z->stage == 1 ? z->padded_total : z->shard_total) * sizeof(float));
+}
+static void begin_backward(void *ctx, int last) { (void)ctx; (void)last; }
+static double finish_grads(void *ctx, int micro) { return zero_finish_grads(ctx, micro); }
+static void update(void *ctx, const AdamWStep *s) { zero_update(ctx, s); }
+static void gather_params(void *ctx, float *out) { zero_gather_params(ctx, out); }
+static void params_needed(void *ctx, int u, int backward) { zero3_params_needed(ctx, u, backward); }
+static void params_done(void *ctx, int u, int backward) {
+    (void)backward;
+    zero3_params_done(ctx, u);
+}
+static void grads_begin(void *ctx, int u) { zero_grads_begin(ctx, u); }
+static void grads_ready(void *ctx, int u) { zero_grads_ready(ctx, u); }
+
+/* Rank 0: the planner's bytes next to this rank's measured peaks. */
+static void print_memory_check(const TrainOptions *o, const ZeroOptions *zo, int ranks) {
+    MemLayout layout = {zo->stage, ranks, zo->prefetch, o->batch / (ranks * o->grad_accum), o->seq};
+    MemPlan plan;
+    memplan_predict(&o->model, &layout, &plan);
+    printf("train_zero: memory per rank, predicted by memplan vs measured (peak bytes):\n");
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
+        size_t measured = mem_peak_bytes((MemCategory)c);
+        printf("  %-12s predicted %12zu  measured %12zu  %s\n", mem_category_name((MemCategory)c),
+               plan.peak[c], measured, measured == plan.peak[c] ? "ok" : "DIFFERENT");
+    }
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    Comm *world = comm_init(&argc, &argv);
+    ZeroOptions zo = {1, 1};
+    TrainOptions o;
+    train_options_parse_with(argc, argv, &o, "03_zero",
+                             "GPT training with ZeRO: optimizer states, gradients and parameters "
+                             "sharded over the data-parallel ranks (lab 03).",
+                             g_zero_options, 2, on_zero_option, &zo);
+    if (!zo.prefetch && zo.stage != 3 && world->rank == 0)
+        printf("train_zero: --no-prefetch has no effect below ZeRO-3\n");
+
+    Comm *dp = comm_split(world, 0, world->rank, "dp");
+    Comm *metrics = comm_split(world, 0, world->rank, "metrics");
+    Zero z;
+    zero_init(&z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &o.model, o.seed);
+    ModelHooks hooks = {.ctx = &z};
+    if (zo.stage >= 2) {
+        hooks.grads_begin = grads_begin;
+        hooks.grads_ready = grads_ready;
+    }
+    if (zo.stage == 3) {
+        hooks.params_needed = params_needed;
+        hooks.params_done = params_done;
+    }
+    ModelStates states = {&z, &z.p, &z.g, &hooks, begin_step, begin_backward, finish_grads,
+                          update, gather_params};
+    size_t phi = gpt_num_params(&o.model);
+    if (world->rank == 0)
+        printf("train_zero: ZeRO-%d%s over %d rank%s, %d units, %zu parameters padded to %zu "
+               "(%zu padding), %zu per rank\n",
+               zo.stage, zo.stage == 3 ? (z.prefetch ? " with prefetch" : " without prefetch") : "",
+               dp->size, dp->size == 1 ? "" : "s", z.nunits, phi, z.padded_total,
+               z.padded_total - phi, z.shard_total);
+    TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .states = &states};
+    train_run_parallel(&o, &par);
+    if (world->rank == 0) print_memory_check(&o, &zo, dp->size);
+    zero_free(&z);
+    comm_finalize();
+    return 0;
+}

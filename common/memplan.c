@@ -1,0 +1,62 @@
+#include "memplan.h"
+
+#include <string.h>
+
+#include "check.h"
+
+void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
+    CHECK(l->zero_stage >= 0 && l->zero_stage <= 3 && l->ranks >= 1, "bad layout: stage %d, %d ranks",
+          l->zero_stage, l->ranks);
+    memset(plan, 0, sizeof *plan);
+    const size_t F = sizeof(float), phi = gpt_num_params(cfg);
+    const int N = l->ranks, U = gpt_num_units(cfg);
+    /* padded[u] = N S_u; shard = sum S_u, what each rank owns */
+    size_t padded[U], shard = 0, max_shard = 0;
+    for (int u = 0; u < U; u++) {
+        size_t offset, count;
+        gpt_unit_range(cfg, u, &offset, &count);
+        size_t s = unit_shard_size(count, N);
+        padded[u] = (size_t)N * s;
+        shard += s;
+        if (s > max_shard) max_shard = s;
+        plan->padded_params += padded[u];
+    }
+    size_t *st = plan->states, *pk = plan->peak;
+    if (l->zero_stage == 0) {
+        plan->padded_params = phi;
+        st[MEM_PARAMS] = st[MEM_GRADS] = F * phi;
+        st[MEM_OPTIMIZER] = 2 * F * phi;
+    } else {
+        st[MEM_PARAMS] = F * (l->zero_stage == 3 ? shard : plan->padded_params);
+        st[MEM_GRADS] = F * (l->zero_stage == 1 ? plan->padded_params : shard);
+        st[MEM_OPTIMIZER] = 2 * F * shard;
+    }
+    plan->padding = plan->padded_params - phi;
+    memcpy(pk, st, sizeof plan->states);
+
+    /* the working set of ZeRO-2/3 (see memplan.h) */
+    size_t one_unit = 0, two_units = 0;  /* max over blocks and lnf, u >= 1 */
+    for (int u = 1; u < U; u++) {
+        if (padded[u] > one_unit) one_unit = padded[u];
+        size_t pair = padded[u] + (u + 1 < U ? padded[u + 1] : 0);
+        if (pair > two_units) two_units = pair;
+    }
+    if (l->zero_stage >= 2) pk[MEM_GRADS] += F * (padded[GPT_UNIT_EMBED] + one_unit);
+    if (l->zero_stage == 3)
+        pk[MEM_PARAMS] += F * (padded[GPT_UNIT_EMBED] + (l->prefetch ? two_units : one_unit));
+    if (l->zero_stage >= 1) pk[MEM_COMM] = F * max_shard;
+
+    pk[MEM_ACTIVATIONS] = F * gpt_activation_floats(cfg, l->rows, l->seq)
+                          + sizeof(int) * gpt_activation_ints(l->rows, l->seq);
+    pk[MEM_WORKSPACE] = F * gpt_scratch_floats(cfg, l->rows, l->seq);
+}
+
+double memplan_states_bytes(double phi, int zero_stage, int ranks) {
+    double n = ranks;
+    switch (zero_stage) {
+    case 0: return 16 * phi;
+    case 1: return 4 * phi + 4 * phi + 8 * phi / n;
+    case 2: return 4 * phi + 12 * phi / n;
+    default: return 16 * phi / n;
+    }
+}

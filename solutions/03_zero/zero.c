@@ -1,0 +1,227 @@
+/* Lab 03: ZeRO stages 1, 2 and 3. See zero.h for who owns what and
+ * labs/03_zero/README.md for the memory and communication formulas. */
+#include "zero.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "check.h"
+#include "kernels.h"
+#include "memplan.h"
+
+/* This rank's slice of unit u in a full padded buffer, and its shards. */
+static float *owned_in_full(const Zero *z, float *full, int u) {
+    return full + z->units[u].padded_offset + (size_t)z->dp->rank * z->units[u].shard;
+}
+static float *owned_params(const Zero *z, int u) {
+    return z->stage == 3 ? z->params_shard + z->units[u].shard_offset
+                         : owned_in_full(z, z->params_full, u);
+}
+static float *owned_grads(const Zero *z, int u) {
+    return z->stage == 1 ? owned_in_full(z, z->grads_full, u)
+                         : z->grads_shard + z->units[u].shard_offset;
+}
+
+void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const GPTConfig *cfg,
+               unsigned long long seed) {
+    memset(z, 0, sizeof *z);
+    z->stage = stage;
+    z->prefetch = prefetch;
+    z->dp = dp;
+    z->metrics = metrics;
+    z->cfg = cfg;
+    z->nunits = gpt_num_units(cfg);
+    z->units = calloc((size_t)z->nunits, sizeof *z->units);
+    z->grad_work = calloc((size_t)z->nunits, sizeof *z->grad_work);
+    z->gathered = calloc((size_t)z->nunits, sizeof *z->gathered);
+    z->gathering = calloc((size_t)z->nunits, sizeof *z->gathering);
+    CHECK(z->units && z->grad_work && z->gathered && z->gathering, "out of memory");
+    const int N = dp->size, r = dp->rank;
+    for (int u = 0; u < z->nunits; u++) {
+        ZeroUnit *x = &z->units[u];
+        gpt_unit_range(cfg, u, &x->offset, &x->count);
+        x->shard = unit_shard_size(x->count, N);
+        x->padded_offset = z->padded_total;
+        x->shard_offset = z->shard_total;
+        z->padded_total += (size_t)N * x->shard;
+        z->shard_total += x->shard;
+    }
+    const size_t F = sizeof(float);
+    gpt_params_view(cfg, NULL, &z->p);
+    gpt_params_view(cfg, NULL, &z->g);
+    if (stage <= 2) {
+        z->params_full = mem_alloc(MEM_PARAMS, z->padded_total * F);
+        for (int u = 0; u < z->nunits; u++) {
+            const ZeroUnit *x = &z->units[u];
+            gpt_init_params(cfg, seed, x->offset, x->count, z->params_full + x->padded_offset);
+            gpt_unit_view(cfg, u, z->params_full + x->padded_offset, &z->p);
+        }
+    } else {
+        /* each rank makes exactly its shard: the real elements among
+         * [r S, (r+1) S) of the unit; the padding stays zero */
+        z->params_shard = mem_alloc(MEM_PARAMS, z->shard_total * F);
+        for (int u = 0; u < z->nunits; u++) {
+            const ZeroUnit *x = &z->units[u];
+            size_t first = (size_t)r * x->shard;
+            size_t real = first >= x->count ? 0
+                        : (x->count - first < x->shard ? x->count - first : x->shard);
+            gpt_init_params(cfg, seed, x->offset + first, real, z->params_shard + x->shard_offset);
+        }
+    }
+    if (stage == 1) {
+        z->grads_full = mem_alloc(MEM_GRADS, z->padded_total * F);
+        for (int u = 0; u < z->nunits; u++)
+            gpt_unit_view(cfg, u, z->grads_full + z->units[u].padded_offset, &z->g);
+    } else {
+        z->grads_shard = mem_alloc(MEM_GRADS, z->shard_total * F);
+    }
+    z->adam_m = mem_alloc(MEM_OPTIMIZER, z->shard_total * F);
+    z->adam_v = mem_alloc(MEM_OPTIMIZER, z->shard_total * F);
+}
+
+void zero_free(Zero *z) {
+    for (int u = 0; u < z->nunits; u++) {
+        CHECK(!z->grad_work[u] && !z->gathered[u] && !z->gathering[u].active,
+              "unit %d still holds a working buffer at the end", u);
+    }
+    mem_free(z->params_full);
+    mem_free(z->grads_full);
+    mem_free(z->params_shard);
+    mem_free(z->grads_shard);
+    mem_free(z->adam_m);
+    mem_free(z->adam_v);
+    gpt_params_view_free(&z->p);
+    gpt_params_view_free(&z->g);
+    free(z->units);
+    free(z->grad_work);
+    free(z->gathered);
+    free(z->gathering);
+}
+
+/* ---- gradients ------------------------------------------------------------ */
+
+void zero_reduce_scatter_grads(Zero *z, int u, float *unit_grads) {
+    /* BEGIN SOLUTION */
+    const ZeroUnit *x = &z->units[u];
+    /* in place: rank r's sum lands on its own slice [r S, (r+1) S) */
+    float *mine = unit_grads + (size_t)z->dp->rank * x->shard;
+    comm_reduce_scatter(z->dp, unit_grads, mine, (size_t)z->dp->size * x->shard, COMM_FLOAT,
+                        COMM_SUM);
+    if (z->stage >= 2) add_inplace(z->grads_shard + x->shard_offset, mine, x->shard);
+    /* END SOLUTION */
+}
+
+void zero_grads_begin(Zero *z, int u) {
+    /* BEGIN SOLUTION */
+    const ZeroUnit *x = &z->units[u];
+    /* zeroed (mem_alloc), padded to N S_u so the reduce-scatter splits evenly */
+    z->grad_work[u] = mem_alloc(MEM_GRADS, (size_t)z->dp->size * x->shard * sizeof(float));
+    gpt_unit_view(z->cfg, u, z->grad_work[u], &z->g);
+    /* END SOLUTION */
+}
+
+void zero_grads_ready(Zero *z, int u) {
+    /* BEGIN SOLUTION */
+    zero_reduce_scatter_grads(z, u, z->grad_work[u]);
+    mem_free(z->grad_work[u]);
+    z->grad_work[u] = NULL;
+    /* END SOLUTION */
+}
+
+double zero_finish_grads(Zero *z, int micro_batches) {
+    /* BEGIN SOLUTION */
+    if (z->stage == 1)
+        for (int u = 0; u < z->nunits; u++)
+            zero_reduce_scatter_grads(z, u, z->grads_full + z->units[u].padded_offset);
+    /* the same two divisions, in the same order, as DDP and the loop */
+    double sumsq = 0.0;
+    for (int u = 0; u < z->nunits; u++) {
+        float *g = owned_grads(z, u);
+        scale_inplace(g, 1.0f / (float)z->dp->size, z->units[u].shard);
+        if (micro_batches > 1) scale_inplace(g, 1.0f / micro_batches, z->units[u].shard);
+        sumsq += sum_squares(g, z->units[u].shard);
+    }
+    /* each rank has the squares of its shard only */
+    comm_allreduce(z->metrics, &sumsq, &sumsq, 1, COMM_DOUBLE, COMM_SUM);
+    return sumsq;
+    /* END SOLUTION */
+}
+
+/* ---- the step ------------------------------------------------------------- */
+
+void zero_update(Zero *z, const AdamWStep *s) {
+    /* BEGIN SOLUTION */
+    for (int u = 0; u < z->nunits; u++) {
+        const ZeroUnit *x = &z->units[u];
+        float *g = owned_grads(z, u);
+        if (s->clip < 1.0f) scale_inplace(g, s->clip, x->shard);
+        adamw_update(owned_params(z, u), g, z->adam_m + x->shard_offset,
+                     z->adam_v + x->shard_offset, x->shard, s->lr, s->beta1, s->beta2, s->eps,
+                     s->weight_decay, s->t);
+    }
+    if (z->stage == 3) return;  /* parameters stay sharded until a pass needs them */
+    for (int u = 0; u < z->nunits; u++) {
+        float *unit = z->params_full + z->units[u].padded_offset;
+        comm_allgather(z->dp, owned_params(z, u), unit, (size_t)z->dp->size * z->units[u].shard,
+                       COMM_FLOAT);
+    }
+    /* END SOLUTION */
+}
+
+/* ---- ZeRO-3 parameters ---------------------------------------------------- */
+
+int zero3_next_unit(const Zero *z, int u, int backward) {
+    const int last = z->nunits - 1;  /* the final layernorm */
+    if (!backward) return u < last ? u + 1 : -1;
+    if (u == GPT_UNIT_EMBED) return last;
+    return u > 1 ? u - 1 : -1;
+}
+
+/* Start gathering unit u into a fresh padded buffer. */
+static void start_gather(Zero *z, int u) {
+    /* BEGIN SOLUTION */
+    const ZeroUnit *x = &z->units[u];
+    z->gathered[u] = mem_alloc(MEM_PARAMS, (size_t)z->dp->size * x->shard * sizeof(float));
+    comm_iallgather(z->dp, z->params_shard + x->shard_offset, z->gathered[u],
+                    (size_t)z->dp->size * x->shard, COMM_FLOAT, &z->gathering[u]);
+    /* END SOLUTION */
+}
+
+void zero3_params_needed(Zero *z, int u, int backward) {
+    /* BEGIN SOLUTION */
+    if (!z->gathered[u]) start_gather(z, u);  /* not prefetched: gather now */
+    comm_wait(&z->gathering[u]);
+    gpt_unit_view(z->cfg, u, z->gathered[u], &z->p);
+    int next = z->prefetch ? zero3_next_unit(z, u, backward) : -1;
+    if (next >= 0 && !z->gathered[next]) start_gather(z, next);
+    /* END SOLUTION */
+}
+
+void zero3_params_done(Zero *z, int u) {
+    /* BEGIN SOLUTION */
+    mem_free(z->gathered[u]);
+    z->gathered[u] = NULL;
+    /* MPI moves the prefetch in flight forward only inside MPI calls */
+    for (int v = 0; v < z->nunits; v++)
+        if (z->gathering[v].active) comm_test(&z->gathering[v]);
+    /* END SOLUTION */
+}
+
+/* Given: for --dump-params, after training and after memory.csv (so the
+ * staging buffer is plain malloc, outside the training's accounting). */
+void zero_gather_params(Zero *z, float *out) {
+    const int is_root = z->dp->rank == 0;
+    for (int u = 0; u < z->nunits; u++) {
+        const ZeroUnit *x = &z->units[u];
+        float *unit = z->stage <= 2 ? z->params_full + x->padded_offset : NULL;
+        if (z->stage == 3) {
+            unit = malloc((size_t)z->dp->size * x->shard * sizeof(float));
+            CHECK(unit != NULL, "out of memory");
+            comm_allgather(z->dp, z->params_shard + x->shard_offset, unit,
+                           (size_t)z->dp->size * x->shard, COMM_FLOAT);
+        }
+        if (is_root) memcpy(out + x->offset, unit, x->count * sizeof(float));
+        if (z->stage == 3) free(unit);
+    }
+}

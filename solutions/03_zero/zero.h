@@ -1,0 +1,116 @@
+/* Lab 03: ZeRO, the Zero Redundancy Optimizer. DDP keeps 16 bytes per
+ * parameter on EVERY rank (4 weights, 4 gradients, 8 AdamW moments), N
+ * identical copies. ZeRO keeps each byte on one rank only, in three stages:
+ *
+ *   ZeRO-1  the moments are sharded: rank r updates only its shard of the
+ *           parameters, from its shard of the gradients (reduce-scatter
+ *           instead of all-reduce), then the shards are all-gathered.
+ *   ZeRO-2  the gradients too: each unit's gradient is reduce-scattered as
+ *           soon as the backward pass has finished it, and only the shard
+ *           is kept.
+ *   ZeRO-3  the parameters too: a unit is all-gathered just before the
+ *           forward (and again the backward) pass reads it and freed right
+ *           after; the next unit's gather can run while one computes.
+ *
+ * Everything is sharded unit by unit (model.h: embeddings, each block,
+ * final layernorm), with memplan.h's padding: unit u (n_u elements) is
+ * padded to N S_u, S_u = ceil(n_u / N), and rank r owns [r S_u, (r+1) S_u)
+ * of it. This rank's shards of all units sit one after another in the
+ * shard buffers (grads_shard, adam_m, adam_v, and ZeRO-3's params_shard):
+ * unit u's at shard_offset[u]. Full-size buffers (ZeRO-1/2's parameters,
+ * ZeRO-1's gradients) keep every unit padded: unit u at padded_offset[u].
+ *
+ * Who owns what, per rank (Phi counted with padding):
+ *             params          grads           moments
+ *   ZeRO-1    full            full            shard
+ *   ZeRO-2    full            shard (+ 1 unit while it is being computed)
+ *   ZeRO-3    shard (+ the gathered units)    shard   shard
+ */
+#ifndef ZERO_H
+#define ZERO_H
+
+#include <stddef.h>
+
+#include "comm.h"
+#include "model.h"
+#include "train.h"
+
+typedef struct {
+    size_t offset, count;   /* the unit's range in the standard layout (model.h) */
+    size_t shard;           /* S_u: elements per rank; the unit is padded to N S_u */
+    size_t padded_offset;   /* where the unit starts in a full padded buffer */
+    size_t shard_offset;    /* where this rank's S_u start in a shard buffer */
+} ZeroUnit;
+
+typedef struct {
+    int stage;              /* 1, 2 or 3 */
+    int prefetch;           /* ZeRO-3: gather the next unit while this one computes */
+    Comm *dp;               /* the data-parallel group: gradients and parameters */
+    Comm *metrics;          /* the gradient norm's sum (kept out of dp's counts) */
+    const GPTConfig *cfg;
+    int nunits;
+    ZeroUnit *units;
+    size_t shard_total;     /* sum of S_u: what this rank owns */
+    size_t padded_total;    /* sum of N S_u */
+
+    float *params_full;     /* ZeRO-1/2: every unit, padded */
+    float *grads_full;      /* ZeRO-1: every unit, padded */
+    float *params_shard;    /* ZeRO-3 */
+    float *grads_shard;     /* ZeRO-2/3 */
+    float *adam_m, *adam_v; /* the moments of this rank's shard */
+    GPTParams p, g;         /* the views the passes read */
+
+    /* ZeRO-2/3 during a backward pass: a unit's whole (padded) gradient */
+    float **grad_work;      /* per unit, NULL when not being computed */
+    /* ZeRO-3: per unit, the gathered (padded) parameters or NULL; a gather
+     * in flight has its request active */
+    float **gathered;
+    CommRequest *gathering;
+} Zero;
+
+/* Lay out and allocate the states, initialize this rank's parameters (the
+ * same values as one device: model.h's init is counter-based). */
+void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const GPTConfig *cfg,
+               unsigned long long seed);
+void zero_free(Zero *z);
+
+/* ---- gradients ----
+ * reduce-scatter unit u's padded gradient `unit_grads` (N S_u elements,
+ * this rank's micro-batch gradient): sum over the ranks into this rank's
+ * shard. ZeRO-1: in place in grads_full (the sum lands on the owned slice);
+ * ZeRO-2/3: in place in the working buffer, then added to grads_shard (the
+ * shard accumulates over micro-batches). */
+void zero_reduce_scatter_grads(Zero *z, int u, float *unit_grads);
+
+/* ZeRO-2/3, the backward pass's hooks: unit u's gradient is about to be
+ * computed (give it a zeroed working buffer and point the gradient views at
+ * it) / is final (reduce-scatter it, free the working buffer). */
+void zero_grads_begin(Zero *z, int u);
+void zero_grads_ready(Zero *z, int u);
+
+/* After the last micro-batch: ZeRO-1 reduce-scatters every unit now. Then
+ * the owned gradient is divided by N (mean over ranks) and by K
+ * (micro-batches). Returns the global sum of squares of the gradient. */
+double zero_finish_grads(Zero *z, int micro_batches);
+
+/* ---- the step ----
+ * Clip and AdamW on this rank's shard of every unit, then, for ZeRO-1/2,
+ * all-gather the updated shards so every rank has all parameters again. */
+void zero_update(Zero *z, const AdamWStep *step);
+
+/* ---- ZeRO-3 parameters ----
+ * needed: make unit u's parameters whole (wait for its prefetch, or gather
+ * now), point the views at them, and with prefetch start gathering the
+ * unit the pass reads next. done: free them. */
+void zero3_params_needed(Zero *z, int u, int backward);
+void zero3_params_done(Zero *z, int u);
+
+/* All parameters in the standard layout on dp rank 0 (out may be NULL on
+ * the others): for --dump-params. */
+void zero_gather_params(Zero *z, float *out);
+
+/* The unit a pass reads after u (model.h's order), or -1: forward 0, 1,
+ * ..., L+1; backward 0, L+1, L, ..., 1. */
+int zero3_next_unit(const Zero *z, int u, int backward);
+
+#endif
