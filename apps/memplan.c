@@ -19,6 +19,7 @@ static const char *const g_usage =
     "  --grad-accum K    micro-batches per rank and step                 (default 1)\n"
     "  --seq T           tokens per sequence               (default: the config's ctx)\n"
     "  --params PHI      only the model states of a PHI-parameter model (e.g. 7e9)\n"
+    "  --csv             machine-readable: layout,category,states_bytes,peak_bytes\n"
     "  -h, --help        this text\n";
 
 static void print_states_only(double phi, int ranks) {
@@ -29,19 +30,35 @@ static void print_states_only(double phi, int ranks) {
         printf("  %-17s %10.2f GB\n", names[s], memplan_states_bytes(phi, s, ranks) / 1e9);
 }
 
+static const char *const g_layouts[] = {"replicated", "zero1", "zero2", "zero3", "zero3-noprefetch"};
+
+static void plan_of(int i, const GPTConfig *cfg, int ranks, int rows, int seq, MemPlan *plan) {
+    MemLayout l = {i < 4 ? i : 3, ranks, i == 3, rows, seq};
+    memplan_predict(cfg, &l, plan);
+}
+
+static void print_csv(const GPTConfig *cfg, int ranks, int rows, int seq) {
+    printf("layout,category,states_bytes,peak_bytes\n");
+    for (int i = 0; i < 5; i++) {
+        MemPlan plan;
+        plan_of(i, cfg, ranks, rows, seq, &plan);
+        for (int c = 0; c < MEM_NUM_CATEGORIES; c++)
+            printf("%s,%s,%zu,%zu\n", g_layouts[i], mem_category_name((MemCategory)c),
+                   plan.states[c], plan.peak[c]);
+    }
+}
+
 static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int rows, int seq) {
-    static const char *names[] = {"replicated", "ZeRO-1", "ZeRO-2", "ZeRO-3", "ZeRO-3 nopf"};
     printf("config %s, %zu parameters, %d rank%s, micro-batch %d x %d per rank; peak MiB per rank\n",
            name, gpt_num_params(cfg), ranks, ranks == 1 ? "" : "s", rows, seq);
-    printf("  %-12s", "layout");
+    printf("  %-16s", "layout");
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++) printf(" %11s", mem_category_name((MemCategory)c));
     printf(" %11s %9s\n", "total", "padding");
     for (int i = 0; i < 5; i++) {
-        MemLayout l = {i < 4 ? i : 3, ranks, i == 3, rows, seq};
         MemPlan plan;
-        memplan_predict(cfg, &l, &plan);
+        plan_of(i, cfg, ranks, rows, seq, &plan);
         size_t total = 0;
-        printf("  %-12s", names[i]);
+        printf("  %-16s", g_layouts[i]);
         for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
             printf(" %11.3f", plan.peak[c] / 1048576.0);
             total += plan.peak[c];
@@ -56,9 +73,10 @@ int main(int argc, char **argv) {
         {"config", required_argument, 0, 'c'}, {"ranks", required_argument, 0, 'n'},
         {"batch", required_argument, 0, 'b'},  {"grad-accum", required_argument, 0, 'k'},
         {"seq", required_argument, 0, 't'},    {"params", required_argument, 0, 'p'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+        {"csv", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     char config[32] = "tiny";
-    int ranks = 1, batch = 0, accum = 1, seq = 0;
+    int ranks = 1, batch = 0, accum = 1, seq = 0, csv = 0;
     double phi = 0;
     opterr = 0;
     int c;
@@ -70,6 +88,7 @@ int main(int argc, char **argv) {
         case 'k': accum = (int)cli_int("--grad-accum", optarg, 1, 1 << 16); break;
         case 't': seq = (int)cli_int("--seq", optarg, 1, 1 << 20); break;
         case 'p': phi = cli_double("--params", optarg, 1.0, 1e15); break;
+        case 'v': csv = 1; break;
         case 'h': printf("%s", g_usage); return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
@@ -88,6 +107,7 @@ int main(int argc, char **argv) {
     if (batch % (ranks * accum) != 0)
         USER_ERROR("--batch %d must be a multiple of ranks x --grad-accum = %d x %d", batch, ranks,
                    accum);
-    print_plans(config, &cfg, ranks, batch / (ranks * accum), seq);
+    if (csv) print_csv(&cfg, ranks, batch / (ranks * accum), seq);
+    else print_plans(config, &cfg, ranks, batch / (ranks * accum), seq);
     return 0;
 }

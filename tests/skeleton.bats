@@ -57,3 +57,12 @@ load helpers
     # the header is the contract: no solution region, the same in both copies
     cmp "$ROOT/solutions/01_collectives/collectives.h" "$ROOT/labs/01_collectives/collectives.h"
 }
+
+@test "labs 02 and 03 skeletons: every solution region becomes a TODO, the headers stay whole" {
+    for f in 02_ddp/ddp 03_zero/zero; do
+        regions=$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/$f.c")
+        [ "$regions" -ge 5 ]
+        [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/$f.c")" -eq "$regions" ]
+        cmp "$ROOT/solutions/$f.h" "$ROOT/labs/$f.h"
+    done
+}

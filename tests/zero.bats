@@ -1,0 +1,209 @@
+#!/usr/bin/env bats
+# Lab 03, ZeRO: every stage on 1, 2, 3 (padding) and 4 ranks follows the
+# single-device run; memory.csv equals the planner's prediction byte for
+# byte (and the planner equals the model-state formulas); comm.csv moves
+# exactly the formula's bytes; bad flags are clear errors.
+load helpers
+
+ZERO="$BUILD/solutions/03_zero/train_zero"
+PHI=220544   # tiny
+COMMON=(--config tiny --steps 12 --eval-every 4 --threads 1)
+
+setup_file() {
+    export BASE="$BATS_FILE_TMPDIR/base"
+    t 120 "$BUILD/solutions/00_single_device/train_gpt" "${COMMON[@]}" --out "$BASE" \
+        --dump-params "$BASE/params.bin" > /dev/null
+}
+
+# zero_run DIR NP FLAGS...: train_zero on NP ranks into DIR, dumping params
+zero_run() {
+    local out=$1 np=$2
+    shift 2
+    mpirun_t 180 "$np" "$ZERO" "${COMMON[@]}" "$@" --out "$out" --dump-params "$out/params.bin"
+}
+
+@test "zero: stages 1, 2, 3 (with and without prefetch) on 1, 2 and 4 ranks follow the single-device run" {
+    cd "$ROOT"
+    for flags in "--zero 1" "--zero 2" "--zero 3" "--zero 3 --no-prefetch"; do
+        for np in 1 2 4; do
+            out="$BATS_TEST_TMPDIR/${flags// /}-$np"
+            # shellcheck disable=SC2086  # flags is a list
+            run zero_run "$out" "$np" $flags
+            echo "$flags np=$np: $output"
+            [ "$status" -eq 0 ]
+            run same_run "$out"
+            echo "$output"
+            [ "$status" -eq 0 ]
+        done
+    done
+}
+
+@test "zero: 3 ranks pad every unit (10 elements for tiny) and still follow the baseline, with accumulation" {
+    cd "$ROOT"
+    BASE="$BATS_TEST_TMPDIR/base12"
+    t 120 "$BUILD/solutions/00_single_device/train_gpt" "${COMMON[@]}" --batch 12 --out "$BASE" \
+        --dump-params "$BASE/params.bin" > /dev/null
+    for stage in 1 2 3; do
+        out="$BATS_TEST_TMPDIR/pad-$stage"
+        run zero_run "$out" 3 --zero "$stage" --batch 12 --grad-accum 2
+        echo "$output"
+        [ "$status" -eq 0 ]
+        # units of 20480, 49984 (x4) and 128 elements over 3 ranks: 1 + 2 x 4 + 1 = 10
+        [[ "$output" == *"padded to $((PHI + 10)) (10 padding), $(((PHI + 10) / 3)) per rank"* ]]
+        run same_run "$out"
+        echo "$output"
+        [ "$status" -eq 0 ]
+    done
+}
+
+# peaks_match DIR NP LAYOUT FLAGS...: every rank's memory.csv peaks equal
+# memplan's prediction for LAYOUT, category by category
+peaks_match() {
+    local out=$1 np=$2 layout=$3
+    shift 3
+    "$BUILD/bin/memplan" --config tiny --ranks "$np" "$@" --csv > "$out/plan.csv"
+    python3 - "$out" "$np" "$layout" <<'PY'
+import csv, sys
+out, np, layout = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+plan = {r["category"]: int(r["peak_bytes"]) for r in csv.DictReader(open(out + "/plan.csv"))
+        if r["layout"] == layout}
+rows = list(csv.DictReader(open(out + "/memory.csv")))
+assert len(rows) == 6 * np, f"{len(rows)} rows in memory.csv for {np} ranks"
+for r in rows:
+    want = plan[r["category"]]
+    assert int(r["peak_bytes"]) == want, f"rank {r['rank']} {r['category']}: measured {r['peak_bytes']}, planned {want}"
+print(f"{layout} x{np}: all {len(rows)} peaks as planned")
+PY
+}
+
+@test "zero: memory.csv peaks equal the planner's prediction exactly (DDP and every stage, 1 to 4 ranks)" {
+    for np in 1 2 3 4; do
+        batch=$((np == 3 ? 12 : 8))
+        out="$BATS_TEST_TMPDIR/ddp-$np"
+        mkdir -p "$out"
+        run mpirun_t 180 "$np" "$BUILD/solutions/02_ddp/train_ddp" "${COMMON[@]}" --steps 2 \
+            --batch "$batch" --out "$out"
+        [ "$status" -eq 0 ]
+        run peaks_match "$out" "$np" replicated --batch "$batch"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        for layout in zero1 zero2 zero3 zero3-noprefetch; do
+            out="$BATS_TEST_TMPDIR/$layout-$np"
+            flags="--zero ${layout:4:1}"
+            [ "$layout" = zero3-noprefetch ] && flags="$flags --no-prefetch"
+            # shellcheck disable=SC2086  # flags is a list
+            run mpirun_t 180 "$np" "$ZERO" "${COMMON[@]}" --steps 2 --batch "$batch" $flags --out "$out"
+            [ "$status" -eq 0 ]
+            [[ "$output" != *DIFFERENT* ]]
+            run peaks_match "$out" "$np" "$layout" --batch "$batch"
+            echo "$output"
+            [ "$status" -eq 0 ]
+        done
+    done
+}
+
+@test "zero: the planner's model states are the ZeRO formulas (4+4+8, 4+4+8/N, 4+12/N, 16/N bytes per parameter)" {
+    for np in 1 2 3 4 8; do
+        "$BUILD/bin/memplan" --config tiny --ranks "$np" --batch 24 --csv > "$BATS_TEST_TMPDIR/p.csv"
+        # padded Phi: every unit rounded up to a multiple of N
+        padded=0
+        for n in 20480 49984 49984 49984 49984 128; do padded=$((padded + (n + np - 1) / np * np)); done
+        total() { awk -F, -v l="$1" '$1 == l && ($2 == "params" || $2 == "grads" || $2 == "optimizer") { s += $3 } END { print s }' "$BATS_TEST_TMPDIR/p.csv"; }
+        [ "$(total replicated)" -eq $((16 * PHI)) ]
+        [ "$(total zero1)" -eq $((4 * padded + 4 * padded + 8 * padded / np)) ]
+        [ "$(total zero2)" -eq $((4 * padded + 12 * padded / np)) ]
+        [ "$(total zero3)" -eq $((16 * padded / np)) ]
+    done
+    # the seed example: 7B parameters are 112 GB of model states
+    run t 10 "$BUILD/bin/memplan" --params 7e9 --ranks 64
+    echo "$output"
+    [[ "$output" == *"replicated (DDP)      112.00 GB"* ]]
+    [[ "$output" == *"ZeRO-3                  1.75 GB"* ]]
+}
+
+# dp_bytes CSV RANK OP: bytes of OP on the dp group for RANK
+dp_bytes() { awk -F, -v r="$2" -v op="$3" '$1 == r && $2 == "dp" && $3 == op { print $5 }' "$1"; }
+
+@test "zero: comm.csv moves exactly the formula's bytes (ZeRO-1/2 2 Phi, ZeRO-3 3 Phi per step and micro-batch)" {
+    # 4 ranks, 6 steps, 2 micro-batches, one evaluation (last step) of 1 batch:
+    # payload bytes recorded per call are the whole padded unit (comm.h)
+    local steps=6 k=2 np=4 b=$((4 * PHI))  # tiny pads nothing over 4 ranks
+    for stage in 1 2 3; do
+        out="$BATS_TEST_TMPDIR/c$stage"
+        run mpirun_t 180 "$np" "$ZERO" --config tiny --threads 1 --steps "$steps" --grad-accum "$k" \
+            --eval-every 0 --eval-batches 1 --zero "$stage" --out "$out"
+        [ "$status" -eq 0 ]
+        for r in 0 3; do
+            rs=$(dp_bytes "$out/comm.csv" "$r" reduce_scatter)
+            ag=$(dp_bytes "$out/comm.csv" "$r" allgather)
+            echo "stage $stage rank $r: reduce-scatter $rs, all-gather $ag"
+            case $stage in
+                1) [ "$rs" -eq $((steps * b)) ] && [ "$ag" -eq $((steps * b)) ] ;;
+                2) [ "$rs" -eq $((steps * k * b)) ] && [ "$ag" -eq $((steps * b)) ] ;;
+                # forward and backward gather per micro-batch, plus the evaluation's forward
+                3) [ "$rs" -eq $((steps * k * b)) ] && [ "$ag" -eq $(((2 * steps * k + k) * b)) ] ;;
+            esac
+            # nothing else on the gradient group
+            [ "$(awk -F, -v r="$r" '$1 == r && $2 == "dp"' "$out/comm.csv" | wc -l)" -eq 2 ]
+        done
+    done
+    # per step without accumulation, on the wire ((N-1)/N of each payload for
+    # reduce-scatter and all-gather, 2(N-1)/N for DDP's all-reduce):
+    # DDP 2 Phi (N-1)/N = ZeRO-1 = ZeRO-2, ZeRO-3 3 Phi (N-1)/N
+    out="$BATS_TEST_TMPDIR/w3"
+    run mpirun_t 180 "$np" "$ZERO" --config tiny --threads 1 --steps 4 --eval-every 0 \
+        --eval-batches 1 --zero 3 --out "$out"
+    [ "$status" -eq 0 ]
+    ag=$(dp_bytes "$out/comm.csv" 0 allgather)
+    rs=$(dp_bytes "$out/comm.csv" 0 reduce_scatter)
+    # 4 steps x 2 gathers + 1 evaluation gather, 4 reduce-scatters
+    [ "$(( (ag - b) / 4 + rs / 4 ))" -eq $((3 * b)) ]
+}
+
+@test "zero: every rank writes its memory rows; prefetch holds two units, not more" {
+    out="$BATS_TEST_TMPDIR/o"
+    run mpirun_t 180 2 "$ZERO" "${COMMON[@]}" --steps 2 --zero 3 --out "$out"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '^1,' "$out/memory.csv")" -eq 6 ]
+    grep -q ',comm,allgather,dp,' "$out/trace.csv"
+    grep -q ',comm,reduce_scatter,dp,' "$out/trace.csv"
+    # params peak: shard (Phi/2) + embeddings + two blocks, all gathered whole
+    peak=$(awk -F, '$1 == 0 && $2 == "params" { print $4 }' "$out/memory.csv")
+    [ "$peak" -eq $((4 * (PHI / 2 + 20480 + 2 * 49984))) ]
+    out="$BATS_TEST_TMPDIR/nopf"
+    run mpirun_t 180 2 "$ZERO" "${COMMON[@]}" --steps 2 --zero 3 --no-prefetch --out "$out"
+    [ "$status" -eq 0 ]
+    peak=$(awk -F, '$1 == 0 && $2 == "params" { print $4 }' "$out/memory.csv")
+    [ "$peak" -eq $((4 * (PHI / 2 + 20480 + 49984))) ]
+}
+
+@test "zero: the untouched skeleton stops cleanly at the first TODO of each stage" {
+    for stage in 1 2 3; do
+        run mpirun_t 120 2 "$BUILD/labs/03_zero/train_zero" --zero "$stage" "${COMMON[@]}" --steps 2 \
+            --out "$BATS_TEST_TMPDIR/sk-$stage"
+        echo "$stage: $output"
+        [ "$status" -eq 3 ]
+        [[ "$output" == *"not implemented: zero"* ]]
+        [ "$(grep -c 'not implemented' <<< "$output")" -eq 1 ]
+    done
+}
+
+@test "zero: bad flags are one clear error from rank 0; --no-prefetch below ZeRO-3 says it does nothing" {
+    local bad
+    for bad in "--zero 4" "--zero 0" "--zero two" "--zero" "--batch 6"; do
+        # shellcheck disable=SC2086  # bad is a list of flags
+        run mpirun_t 60 4 "$ZERO" --config tiny --steps 2 $bad --out "$BATS_TEST_TMPDIR/bad"
+        echo "$bad: $output"
+        assert_user_error
+    done
+    [[ "$(mpirun_t 60 1 "$ZERO" --zero 4 2>&1)" == *"--zero expects 1, 2 or 3, got '4'"* ]]
+    run mpirun_t 60 2 "$ZERO" "${COMMON[@]}" --steps 1 --zero 2 --no-prefetch --out "$BATS_TEST_TMPDIR/np"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"--no-prefetch has no effect below ZeRO-3"* ]]
+    for bad in "--ranks 0" "--config huge" "--params -1" "--batch 7 --ranks 2" "--frobnicate"; do
+        # shellcheck disable=SC2086
+        run t 10 "$BUILD/bin/memplan" $bad
+        echo "memplan $bad: $output"
+        assert_user_error
+    done
+}
