@@ -40,7 +40,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp cuda-check cuda-tests nvcc-found
+.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -58,6 +58,7 @@ help:
 	@echo "make bench      tokens/s and GFLOP/s of the 'small' config (vs PyTorch if installed)"
 	@echo "make bench-collectives  lab 01's ring all-reduce vs the library on 2 and 4 ranks, busbw chart"
 	@echo "make bench-ddp  lab 02: naive/bucketed/overlapped step and wait times, bucket sweep, timelines"
+	@echo "make bench-zero lab 03: memory per rank vs the planner, bytes per step, step times (DDP, ZeRO-1/2/3)"
 	@echo "make deps       check and install the Debian packages the kit needs"
 	@echo "make cuda-check compile every CUDA source with nvcc (no GPU needed; NVCC=... picks nvcc)"
 	@echo "make cuda-tests build the GPU tests into $(BUILD)/cuda/tests/ (they skip without a GPU)"
@@ -160,6 +161,10 @@ bench-collectives:
 bench-ddp:
 	@$(MAKE) --no-print-directory $(BUILD)/solutions/02_ddp/train_ddp data
 	bash bench/ddp.sh
+
+bench-zero:
+	@$(MAKE) --no-print-directory $(BUILD)/solutions/02_ddp/train_ddp $(BUILD)/solutions/03_zero/train_zero $(BUILD)/bin/memplan data
+	bash bench/zero.sh
 
 # The autograder (grader/README.md): LAB=01 grades one lab, GRADE_FLAGS adds
 # options (--hidden, --src DIR...).

@@ -28,6 +28,8 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BENCH_NAME=bench-ddp
+source bench/common.sh
 
 STEPS=${BENCH_STEPS:-40}
 SIZES=${BENCH_SIZES:-0.0001 0.01 0.05 0.25 1 64}
@@ -39,11 +41,6 @@ TRAIN=build/solutions/02_ddp/train_ddp
 DATA=build/data/synth.tok
 OUT=runs/02_ddp-bench
 CSV=$OUT/bucket_sweep.csv
-
-die() {
-    echo "bench-ddp: error: $*" >&2
-    exit 2
-}
 
 [[ "$STEPS" =~ ^[0-9]{1,6}$ ]] && [ "$STEPS" -ge $((SKIP + 2)) ] \
     || die "BENCH_STEPS must be an integer of at least $((SKIP + 2)) (the first $SKIP steps are not timed), got '$STEPS'"
@@ -60,19 +57,6 @@ command -v gnuplot > /dev/null || die "gnuplot not installed (apt-get install gn
 # Open MPI refuses root without these; CI containers run as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMP_NUM_THREADS=1
-
-# The median of the numbers on stdin (one a line), to 2 decimals; fails on
-# none. Medians, not means: a step slowed by another process on the machine
-# should not move the figure.
-middle_value() {
-    sort -g | awk '{ v[++n] = $1 } END { if (!n) exit 1; printf "%.2f\n", (v[int((n + 1) / 2)] + v[int(n / 2) + 1]) / 2 }'
-}
-
-# Median step_ms of DIR/metrics.csv over the steps from SKIP on.
-median_step_ms() {
-    awk -F, -v skip="$SKIP" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "step_ms") c = i; next }
-        c && $1 >= skip { print $c }' "$1/metrics.csv" | middle_value
-}
 
 # Median exposed communication (ms) of DIR/trace.csv, as defined above. A
 # step of rank r runs from the end of its previous optimizer event to the end

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# bench/zero.sh: lab 03's three figures. `make bench-zero` builds, then runs
+# this.
+#
+#   memory   config small, N = 1, 2, 4 ranks, DDP and ZeRO-1/2/3: rank 0's
+#            measured peaks (memory.csv; every rank holds the same) next to
+#            the planner's prediction (memplan --csv) -> memory.csv/.png
+#   comm     bytes each rank sends per training step, N = 2 and 4, by the
+#            difference of a 4-step and a 2-step run (the one evaluation at
+#            the end cancels out); wire bytes from comm.csv's payloads with
+#            the ring factors: all-reduce 2(N-1)/N, reduce-scatter and
+#            all-gather (N-1)/N -> comm.csv/.png, in units of Phi floats
+#   speed    config small, 2 and 4 ranks of one thread: median step time and
+#            total peak memory per rank for DDP (overlapped), ZeRO-1, ZeRO-2,
+#            ZeRO-3 with and without prefetch -> speed.csv and a table
+#
+#   BENCH_STEPS    steps of the speed runs (default 30; medians over the
+#                  steps after the first 3)
+#   BENCH_TIMEOUT  seconds allowed to each run (default 300)
+#
+# Writes runs/03_zero-bench/.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BENCH_NAME=bench-zero
+SKIP=3
+source bench/common.sh
+
+STEPS=${BENCH_STEPS:-30}
+LIMIT=${BENCH_TIMEOUT:-300}
+CONFIG=small
+ZERO=build/solutions/03_zero/train_zero
+DDP=build/solutions/02_ddp/train_ddp
+PLAN=build/bin/memplan
+DATA=build/data/synth.tok
+OUT=runs/03_zero-bench
+
+[[ "$STEPS" =~ ^[0-9]{1,6}$ ]] && [ "$STEPS" -ge $((SKIP + 2)) ] \
+    || die "BENCH_STEPS must be an integer of at least $((SKIP + 2)), got '$STEPS'"
+[[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+for f in "$ZERO" "$DDP" "$PLAN"; do [ -x "$f" ] || die "$f is missing: run 'make bench-zero'"; done
+[ -f "$DATA" ] || die "$DATA is missing: run 'make data' (or 'make bench-zero')"
+command -v gnuplot > /dev/null || die "gnuplot not installed (apt-get install gnuplot-nox)"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1
+
+# train LAYOUT NP DIR ARGS...: one run of LAYOUT (ddp, zero1, zero2, zero3,
+# zero3-noprefetch) on NP ranks into DIR
+train() {
+    local layout=$1 np=$2 dir=$3
+    shift 3
+    local args=(--config "$CONFIG" --threads 1 "$@")
+    case $layout in
+        ddp) args=("$DDP" --ddp overlapped "${args[@]}") ;;
+        zero3-noprefetch) args=("$ZERO" --zero 3 --no-prefetch "${args[@]}") ;;
+        zero*) args=("$ZERO" --zero "${layout#zero}" "${args[@]}") ;;
+    esac
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    if ! timeout --kill-after=10 "$LIMIT" mpirun -q --oversubscribe -np "$np" "${args[@]}" \
+            --out "$dir" > "$dir.log" 2>&1; then
+        tail -n 20 "$dir.log" >&2
+        die "${args[*]} on $np ranks failed (log: $dir.log)"
+    fi
+}
+
+# rank 0's peak bytes of CATEGORY in DIR/memory.csv
+peak() { awk -F, -v c="$2" '$1 == 0 && $2 == c { print $4 }' "$1/memory.csv"; }
+
+# ---- memory ----------------------------------------------------------------
+MEM=$OUT/memory.csv
+mkdir -p "$OUT"
+echo "label,ranks,layout,params,grads,optimizer,comm,activations,workspace,predicted_states,predicted_total,measured_total" > "$MEM"
+for np in 1 2 4; do
+    "$PLAN" --config "$CONFIG" --ranks "$np" --csv > "$OUT/plan-$np.csv"
+    for layout in ddp zero1 zero2 zero3; do
+        echo "bench-zero: memory, $layout on $np rank(s)"
+        dir=$OUT/mem-$layout-$np
+        train "$layout" "$np" "$dir" --steps 2 --eval-every 0 --eval-batches 1
+        plan_layout=$([ "$layout" = ddp ] && echo replicated || echo "$layout")
+        read -r pstates ptotal < <(awk -F, -v l="$plan_layout" '$1 == l {
+                t += $4; if ($2 == "params" || $2 == "grads" || $2 == "optimizer" || $2 == "comm") s += $4 }
+            END { print s, t }' "$OUT/plan-$np.csv")
+        row="$layout N=$np,$np,$layout"
+        total=0
+        for c in params grads optimizer comm activations workspace; do
+            b=$(peak "$dir" "$c")
+            row="$row,$b"
+            total=$((total + b))
+        done
+        echo "$row,$pstates,$ptotal,$total" >> "$MEM"
+    done
+    echo ",,,0,0,0,0,0,0,NaN,NaN,NaN" >> "$MEM"  # a gap between the groups of N
+done
+read -r act work < <(awk -F, 'NR == 2 { printf "%.1f %.1f\n", $8 / 1048576, $9 / 1048576 }' "$MEM")
+gnuplot <<EOF_GP
+set terminal pngcairo size 1100,620 font ",11" noenhanced
+set output "$OUT/memory.png"
+set datafile separator ","
+set datafile missing NaN
+set title "Memory per rank, config $CONFIG: model states by category, measured (bars) and memplan's prediction (diamonds)\nnot drawn: activations $act MiB and backward scratch $work MiB, the same in every layout"
+set style data histograms
+set style histogram rowstacked
+set style fill solid 0.85 border -1
+set boxwidth 0.75
+set ylabel "MiB per rank (peak)"
+set yrange [0:*]
+set grid ytics
+set xtics rotate by -35 left
+set key top right
+plot "$MEM" using (\$4/1048576):xtic(1) title "parameters" lc rgb "#1f77b4", \\
+     "" using (\$5/1048576) title "gradients" lc rgb "#ff7f0e", \\
+     "" using (\$6/1048576) title "AdamW moments" lc rgb "#2ca02c", \\
+     "" using (\$7/1048576) title "reduce-scatter scratch" lc rgb "#9467bd", \\
+     "" using 0:(\$10/1048576) with points pt 13 ps 2 lc rgb "black" title "predicted (memplan)"
+EOF_GP
+echo "bench-zero: wrote $OUT/memory.png"
+
+# ---- communication ---------------------------------------------------------
+COMM=$OUT/comm.csv
+PHI=$("$PLAN" --config "$CONFIG" --csv | awk -F, '$1 == "replicated" && $2 == "params" { print $3 / 4 }')
+echo "label,ranks,layout,wire_floats_per_step,in_phi,formula_in_phi" > "$COMM"
+# wire floats rank 0 sends in DIR, all dp-group operations
+wire() {
+    awk -F, -v n="$2" '$1 == 0 && $2 == "dp" {
+            f = ($3 == "allreduce") ? 2 * (n - 1) / n : (n - 1) / n; w += f * $5 / 4 }
+        END { printf "%.0f\n", w }' "$1/comm.csv"
+}
+for np in 2 4; do
+    for layout in ddp zero1 zero2 zero3; do
+        echo "bench-zero: communication, $layout on $np ranks"
+        train "$layout" "$np" "$OUT/comm-$layout-$np-2" --steps 2 --eval-every 0 --eval-batches 1
+        train "$layout" "$np" "$OUT/comm-$layout-$np-4" --steps 4 --eval-every 0 --eval-batches 1
+        a=$(wire "$OUT/comm-$layout-$np-2" "$np")
+        b=$(wire "$OUT/comm-$layout-$np-4" "$np")
+        per_step=$(((b - a) / 2))
+        formula=$(awk -v n="$np" -v l="$layout" 'BEGIN { printf "%.4f", (l == "zero3" ? 3 : 2) * (n - 1) / n }')
+        echo "$layout N=$np,$np,$layout,$per_step,$(awk -v x="$per_step" -v p="$PHI" 'BEGIN { printf "%.4f", x / p }'),$formula" >> "$COMM"
+    done
+done
+gnuplot <<EOF_GP
+set terminal pngcairo size 900,520 font ",11" noenhanced
+set output "$OUT/comm.png"
+set datafile separator ","
+set title "Floats each rank sends per training step (config $CONFIG, Phi = $PHI), measured from comm.csv\ndiamonds: 2 Phi (N-1)/N (DDP, ZeRO-1, ZeRO-2) and 3 Phi (N-1)/N (ZeRO-3)"
+set style data histograms
+set style fill solid 0.85 border -1
+set boxwidth 0.7
+set ylabel "sent per step, in units of Phi"
+set yrange [0:3]
+set grid ytics
+set xtics rotate by -35 left
+plot "$COMM" using 5:xtic(1) title "measured" lc rgb "#1f77b4", \\
+     "" using 0:6 with points pt 13 ps 2 lc rgb "black" title "formula"
+EOF_GP
+echo "bench-zero: wrote $OUT/comm.png"
+
+# ---- speed -----------------------------------------------------------------
+SPEED=$OUT/speed.csv
+echo "ranks,layout,median_step_ms,peak_mib_per_rank,states_mib_per_rank" > "$SPEED"
+for np in 2 4; do
+    for layout in ddp zero1 zero2 zero3 zero3-noprefetch; do
+        echo "bench-zero: speed, $layout on $np ranks, $STEPS steps"
+        dir=$OUT/speed-$layout-$np
+        train "$layout" "$np" "$dir" --steps "$STEPS" --eval-every 0 --eval-batches 1
+        median=$(median_step_ms "$dir") || die "no timed steps in $dir/metrics.csv"
+        read -r total states < <(awk -F, '$1 == 0 { t += $4; if ($2 == "params" || $2 == "grads" || $2 == "optimizer") s += $4 }
+            END { printf "%.2f %.2f\n", t / 1048576, s / 1048576 }' "$dir/memory.csv")
+        echo "$np,$layout,$median,$total,$states" >> "$SPEED"
+    done
+done
+
+echo
+echo "memory per rank (MiB; states = params + grads + moments + scratch):"
+awk -F, 'NR > 1 && $1 != "" { printf "  %-12s measured states %7.3f  predicted %7.3f  total %7.3f (predicted %7.3f)\n",
+    $1, ($4 + $5 + $6 + $7) / 1048576, $10 / 1048576, $12 / 1048576, $11 / 1048576 }' "$MEM"
+echo "sent per step (units of Phi):"
+awk -F, 'NR > 1 { printf "  %-12s %.4f  (formula %.4f)\n", $1, $5, $6 }' "$COMM"
+echo "speed ($CONFIG, 1 thread per rank, median over steps $SKIP..$((STEPS - 1))):"
+printf '  %-5s %-17s %14s %18s %18s\n' ranks layout median_step_ms peak_MiB_per_rank states_MiB_per_rank
+awk -F, 'NR > 1 { printf "  %-5s %-17s %14s %18s %18s\n", $1, $2, $3, $4, $5 }' "$SPEED"
