@@ -17,8 +17,8 @@
 #   BENCH_STEPS    steps of the speed runs (default 30; medians over the
 #                  steps after the first 3)
 #   BENCH_TIMEOUT  seconds allowed to each run (default 300)
-#
-# Writes runs/03_zero-bench/.
+#   BENCH_CONFIG   tiny | small (default small)
+#   BENCH_OUT      output directory (default runs/03_zero-bench)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -28,16 +28,17 @@ source bench/common.sh
 
 STEPS=${BENCH_STEPS:-30}
 LIMIT=${BENCH_TIMEOUT:-300}
-CONFIG=small
+CONFIG=${BENCH_CONFIG:-small}
 ZERO=build/solutions/03_zero/train_zero
 DDP=build/solutions/02_ddp/train_ddp
 PLAN=build/bin/memplan
 DATA=build/data/synth.tok
-OUT=runs/03_zero-bench
+OUT=${BENCH_OUT:-runs/03_zero-bench}
 
 [[ "$STEPS" =~ ^[0-9]{1,6}$ ]] && [ "$STEPS" -ge $((SKIP + 2)) ] \
     || die "BENCH_STEPS must be an integer of at least $((SKIP + 2)), got '$STEPS'"
 [[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+[[ "$CONFIG" =~ ^(tiny|small)$ ]] || die "BENCH_CONFIG must be tiny or small, got '$CONFIG'"
 for f in "$ZERO" "$DDP" "$PLAN"; do [ -x "$f" ] || die "$f is missing: run 'make bench-zero'"; done
 [ -f "$DATA" ] || die "$DATA is missing: run 'make data' (or 'make bench-zero')"
 command -v gnuplot > /dev/null || die "gnuplot not installed (apt-get install gnuplot-nox)"
@@ -93,13 +94,14 @@ for np in 1 2 4; do
     done
     echo ",,,0,0,0,0,0,0,NaN,NaN,NaN" >> "$MEM"  # a gap between the groups of N
 done
+tail -n +2 "$MEM" > "$OUT/memory.dat"  # gnuplot: no header line
 read -r act work < <(awk -F, 'NR == 2 { printf "%.1f %.1f\n", $8 / 1048576, $9 / 1048576 }' "$MEM")
 gnuplot <<EOF_GP
 set terminal pngcairo size 1100,620 font ",11" noenhanced
 set output "$OUT/memory.png"
 set datafile separator ","
 set datafile missing NaN
-set title "Memory per rank, config $CONFIG: model states by category, measured (bars) and memplan's prediction (diamonds)\nnot drawn: activations $act MiB and backward scratch $work MiB, the same in every layout"
+set title "Memory per rank, config $CONFIG: model states by category, measured (bars) and memplan's prediction (diamonds)\nnot drawn: activations and backward scratch, the same in every layout for a given N ($act + $work MiB at N = 1)"
 set style data histograms
 set style histogram rowstacked
 set style fill solid 0.85 border -1
@@ -109,7 +111,7 @@ set yrange [0:*]
 set grid ytics
 set xtics rotate by -35 left
 set key top right
-plot "$MEM" using (\$4/1048576):xtic(1) title "parameters" lc rgb "#1f77b4", \\
+plot "$OUT/memory.dat" using (\$4/1048576):xtic(1) title "parameters" lc rgb "#1f77b4", \\
      "" using (\$5/1048576) title "gradients" lc rgb "#ff7f0e", \\
      "" using (\$6/1048576) title "AdamW moments" lc rgb "#2ca02c", \\
      "" using (\$7/1048576) title "reduce-scatter scratch" lc rgb "#9467bd", \\
@@ -139,19 +141,20 @@ for np in 2 4; do
         echo "$layout N=$np,$np,$layout,$per_step,$(awk -v x="$per_step" -v p="$PHI" 'BEGIN { printf "%.4f", x / p }'),$formula" >> "$COMM"
     done
 done
+tail -n +2 "$COMM" > "$OUT/comm.dat"
 gnuplot <<EOF_GP
 set terminal pngcairo size 900,520 font ",11" noenhanced
 set output "$OUT/comm.png"
 set datafile separator ","
 set title "Floats each rank sends per training step (config $CONFIG, Phi = $PHI), measured from comm.csv\ndiamonds: 2 Phi (N-1)/N (DDP, ZeRO-1, ZeRO-2) and 3 Phi (N-1)/N (ZeRO-3)"
 set style data histograms
+set style histogram clustered gap 0.6
 set style fill solid 0.85 border -1
-set boxwidth 0.7
 set ylabel "sent per step, in units of Phi"
 set yrange [0:3]
 set grid ytics
 set xtics rotate by -35 left
-plot "$COMM" using 5:xtic(1) title "measured" lc rgb "#1f77b4", \\
+plot "$OUT/comm.dat" using 5:xtic(1) title "measured" lc rgb "#1f77b4", \\
      "" using 0:6 with points pt 13 ps 2 lc rgb "black" title "formula"
 EOF_GP
 echo "bench-zero: wrote $OUT/comm.png"

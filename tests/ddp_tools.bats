@@ -16,11 +16,6 @@ setup_file() {
         --eval-every 0 --out "$RUN" > /dev/null
 }
 
-# is_png FILE: FILE starts with the PNG signature and is more than a header
-is_png() {
-    [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && [ "$(wc -c < "$1")" -gt 1000 ]
-}
-
 # a copy of the run directory whose trace.csv the test may damage
 scratch_run() {
     local dir="$BATS_TEST_TMPDIR/copy"

@@ -80,3 +80,8 @@ assert worst < 1e-5, f"parameters differ by up to {worst}"
 print(f"ok: losses within tolerance, parameters within {worst:.2g}")
 PY
 }
+
+# is_png FILE: FILE starts with the PNG signature and is more than a header
+is_png() {
+    [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && [ "$(wc -c < "$1")" -gt 1000 ]
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bats
+# Lab 03's benchmark (bench/zero.sh, `make bench-zero`) on the tiny config:
+# its memory table equals the planner, its per-step traffic equals the
+# formulas, and it draws both charts. Its timings are printed, not tested.
+load helpers
+
+@test "bench-zero (tiny): measured memory equals the prediction, traffic equals 2 or 3 Phi (N-1)/N, charts drawn" {
+    out="$BATS_TEST_TMPDIR/bench"
+    BENCH_CONFIG=tiny BENCH_STEPS=5 BENCH_OUT="$out" run t 600 bash "$ROOT/bench/zero.sh"
+    echo "$output" | tail -40
+    [ "$status" -eq 0 ]
+    # 12 layouts x N; predicted_states == the measured params+grads+optimizer+comm
+    [ "$(awk -F, 'NR > 1 && $1 != "" && $4 + $5 + $6 + $7 == $10 && $11 == $12' "$out/memory.csv" | wc -l)" -eq 12 ]
+    [ "$(awk -F, 'NR > 1 && $5 == $6' "$out/comm.csv" | wc -l)" -eq 8 ]
+    [ "$(grep -c ',zero3,[0-9]*,2.2500,2.2500$' "$out/comm.csv")" -eq 1 ]
+    is_png "$out/memory.png"
+    is_png "$out/comm.png"
+    [ "$(awk -F, 'NR > 1' "$out/speed.csv" | wc -l)" -eq 10 ]
+}
+
+@test "bench-zero: bad settings are one clear error" {
+    for bad in "BENCH_STEPS=2" "BENCH_CONFIG=huge" "BENCH_TIMEOUT=0"; do
+        run t 30 env "$bad" bash "$ROOT/bench/zero.sh"
+        echo "$bad: $output"
+        assert_user_error
+    done
+}
