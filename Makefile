@@ -32,6 +32,38 @@ LAB02_BINS := $(foreach v,labs solutions,$(BUILD)/$(v)/02_ddp/train_ddp)
 
 LAB03_BINS := $(foreach v,labs solutions,$(BUILD)/$(v)/03_zero/train_zero)
 
+# ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has
+# nvcc but no GPU), `make cuda-tests` links the GPU tests (they skip, exit
+# status 77, without a GPU). NVCC=/path/to/nvcc or CUDA_HOME=... to choose.
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+# Machine code for Ampere (sm_80: A100, and the RTX 30xx run it) and Hopper
+# (sm_90: H100, H200), plus sm_90 PTX that the driver compiles for newer GPUs
+# at first load. CUDA_ARCH=-arch=sm_89 (say) builds for one GPU only, faster.
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+# OMPI_SKIP_MPICXX: mpi.h without Open MPI's C++ bindings (and their library)
+NVCCFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+	-MMD -MP -DOMPI_SKIP_MPICXX -DKIT_CUDA
+CUDA_CPPFLAGS = -Icommon -Itests/c -I$(CUDA_HOME)/include $(shell mpicc --showme:compile)
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -lcudart -lstdc++
+CUDA_SRC := $(wildcard common/*.cu solutions/*/*.cu labs/*/*.cu tests/cuda/*.cu)
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
+CUDA_LIB := $(BUILD)/cuda/libcommon_cuda.a
+CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/tests/%,$(wildcard tests/cuda/*.cu))
+
+
+# `make CUDA=1`: every program gets the GPU backend (--device cuda): the C
+# sources see KIT_CUDA, the library takes in common/*.cu, the programs link
+# CUDA, cuBLAS and NCCL. A build remembers its flavour (cpu or cuda) and
+# switching rebuilds every object.
+FLAVOR := $(if $(filter 1,$(CUDA)),cuda,cpu)
+ifeq ($(FLAVOR),cuda)
+CPPFLAGS += -DKIT_CUDA
+COMMON_OBJ += $(filter $(BUILD)/cuda/common/%,$(CUDA_OBJ))
+LDLIBS += $(CUDA_LDLIBS)
+endif
+$(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/flavor 2>/dev/null)" = $(FLAVOR) ] || echo $(FLAVOR) > $(BUILD)/flavor)
+
 TEST_SRC := $(wildcard tests/c/*.c)
 TEST_BINS := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
 
@@ -40,7 +72,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found
+.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -62,6 +94,9 @@ help:
 	@echo "make deps       check and install the Debian packages the kit needs"
 	@echo "make cuda-check compile every CUDA source with nvcc (no GPU needed; NVCC=... picks nvcc)"
 	@echo "make cuda-tests build the GPU tests into $(BUILD)/cuda/tests/ (they skip without a GPU)"
+	@echo "make CUDA=1     build every program with the GPU backend (--device cuda; NCCL, cuBLAS)"
+	@echo "make test-gpu   the GPU suite: kernels, lab 00-03 on the GPU against the CPU (skips without a GPU)"
+	@echo "make bench-gpu  tokens/s and MFU of small and gpt2-124m on the GPU, NCCL busbw"
 	@echo "make clean      remove $(BUILD)/ (runs/ is kept)"
 
 deps:
@@ -82,7 +117,7 @@ $(BUILD)/common/runlog.o: $(BUILD)/gen/git_rev.h
 LAB_CFLAGS := -Wno-unused-parameter -Wno-unused-function
 $(BUILD)/labs/%.o: CFLAGS += $(LAB_CFLAGS)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c $(BUILD)/flavor
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -153,6 +188,23 @@ skeletons:
 bench: deps
 	@$(MAKE) --no-print-directory all data
 	bash bench/bench.sh
+	@if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then $(MAKE) --no-print-directory bench-gpu; \
+	 else echo "bench-gpu: skipped: no GPU (nvidia-smi lists none)"; fi
+
+# The CUDA flavour (make CUDA=1) in its own directory, beside the CPU build:
+# the GPU suite and benchmark use it, and `make test` never rebuilds it.
+GPU_BUILD := $(BUILD)/gpu
+gpu-build:
+	@$(MAKE) --no-print-directory CUDA=1 BUILD=$(GPU_BUILD) all $(GPU_BUILD)/cuda/tests/test_kernels $(GPU_BUILD)/cuda/tests/test_nccl
+
+bench-gpu: deps
+	@$(MAKE) --no-print-directory data gpu-build
+	bash bench/gpu.sh
+
+# The GPU suite alone (tests/gpu.bats; each test skips without a GPU).
+test-gpu: deps
+	@$(MAKE) --no-print-directory all data gpu-build
+	bash tests/run.sh tests/gpu.bats
 
 bench-collectives:
 	@$(MAKE) --no-print-directory $(BUILD)/solutions/01_collectives/bench_collectives
@@ -184,24 +236,6 @@ print-flags:
 	@echo "CFLAGS=$(CFLAGS) $(LAB_CFLAGS)"
 	@echo "LDLIBS=$(LDLIBS)"
 
-# ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has
-# nvcc but no GPU), `make cuda-tests` links the GPU tests (they skip, exit
-# status 77, without a GPU). NVCC=/path/to/nvcc or CUDA_HOME=... to choose.
-CUDA_HOME ?= /usr/local/cuda
-NVCC ?= $(CUDA_HOME)/bin/nvcc
-# sm_80 machine code (A100) plus its PTX, which the driver compiles for newer
-# GPUs (H100...) at first load; CUDA_ARCH=-arch=sm_90 builds native H100 code.
-CUDA_ARCH ?= -arch=sm_80
-# OMPI_SKIP_MPICXX: mpi.h without Open MPI's C++ bindings (and their library)
-NVCCFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
-	-MMD -MP -DOMPI_SKIP_MPICXX
-CUDA_CPPFLAGS = -Icommon -Itests/c -I$(CUDA_HOME)/include $(shell mpicc --showme:compile)
-CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcudart
-CUDA_SRC := $(wildcard common/*.cu solutions/*/*.cu labs/*/*.cu tests/cuda/*.cu)
-CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
-CUDA_LIB := $(BUILD)/cuda/libcommon_cuda.a
-CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/tests/%,$(wildcard tests/cuda/*.cu))
-
 cuda-check: $(CUDA_OBJ)
 cuda-tests: $(CUDA_TEST_BINS)
 
@@ -216,7 +250,7 @@ $(CUDA_LIB): $(filter $(BUILD)/cuda/common/%,$(CUDA_OBJ))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(LIBCOMMON)
+$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
 	$(CC) $^ $(CUDA_LDLIBS) $(LDLIBS) -o $@
 
 clean:

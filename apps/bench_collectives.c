@@ -30,6 +30,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -37,6 +38,7 @@
 #include "cli.h"
 #include "collectives.h"
 #include "comm.h"
+#include "device.h"
 #include "fileio.h"
 
 /* Large sizes get fewer iterations: at most this many bytes per size and
@@ -143,19 +145,27 @@ static int owner_of(size_t i, size_t n, int p) {
     return j;
 }
 
-/* Fill the inputs of op, run it once, count the wrong output elements. */
-static size_t wrong_elements(Comm *c, BenchOp op, Impl impl, float *send, float *recv, size_t n) {
+/* Fill the inputs of op, run it once, count the wrong output elements.
+ * The check reads host memory: with --device cuda the inputs are made in
+ * hsend/hrecv, copied to the GPU's send/recv, and the result copied back. */
+static size_t wrong_elements(Comm *c, BenchOp op, Impl impl, float *send, float *recv,
+                             float *hsend, float *hrecv, size_t n) {
     const int p = c->size, r = c->rank;
     const size_t off = shard_offset(n, p, r), own = shard_count(n, p, r), m = n / p;
     const float everyone = (float)(p * (p - 1) / 2);  /* sum of the ranks' offsets r */
     size_t out_count = op == BENCH_REDUCE_SCATTER ? own : n;
     if (op == BENCH_ALLGATHER)
-        for (size_t k = 0; k < own; k++) send[k] = pattern(off + k, r);
+        for (size_t k = 0; k < own; k++) hsend[k] = pattern(off + k, r);
     else if (op == BENCH_BROADCAST)
-        for (size_t i = 0; i < n; i++) recv[i] = pattern(i, r);
+        for (size_t i = 0; i < n; i++) hrecv[i] = pattern(i, r);
     else
-        for (size_t i = 0; i < n; i++) send[i] = pattern(i, r);
+        for (size_t i = 0; i < n; i++) hsend[i] = pattern(i, r);
+    if (send != hsend) {
+        device_copy(send, hsend, n * sizeof(float));
+        device_copy(recv, hrecv, n * sizeof(float));
+    }
     run_op(c, op, impl, send, recv, n);
+    if (recv != hrecv) device_copy(hrecv, recv, out_count * sizeof(float));
     size_t wrong = 0;
     for (size_t k = 0; k < out_count; k++) {
         float want;
@@ -166,7 +176,7 @@ static size_t wrong_elements(Comm *c, BenchOp op, Impl impl, float *send, float 
         case BENCH_ALLTOALL: want = pattern(r * m + k % m, (int)(k / m)); break;
         default: want = p * (float)(k % 251) + everyone; break;
         }
-        wrong += recv[k] != want;
+        wrong += hrecv[k] != want;
     }
     return wrong;
 }
@@ -290,13 +300,13 @@ int main(int argc, char **argv) {
         {"op", required_argument, 0, 'o'},        {"impl", required_argument, 0, 'i'},
         {"min-bytes", required_argument, 0, 'm'}, {"max-bytes", required_argument, 0, 'M'},
         {"warmup", required_argument, 0, 'w'},    {"iters", required_argument, 0, 'n'},
-        {"out", required_argument, 0, 'O'},       {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"out", required_argument, 0, 'O'},       {"device", required_argument, 0, 'd'},
+        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     BenchOp op = BENCH_ALLREDUCE;
     const char *impl_arg = "both";
     size_t min_bytes = 1024, max_bytes = (size_t)64 << 20;
     int warmup = 5, iters = 40;
-    char out_dir[1024] = "";
+    char out_dir[1024] = "", device[8] = "cpu";
     opterr = 0;
     int ch, found;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -317,6 +327,7 @@ int main(int argc, char **argv) {
         case 'w': warmup = (int)cli_int("--warmup", optarg, 0, 10000); break;
         case 'n': iters = (int)cli_int("--iters", optarg, 1, 100000); break;
         case 'O': cli_string(out_dir, sizeof out_dir, "--out", optarg); break;
+        case 'd': cli_string(device, sizeof device, "--device", optarg); break;
         case 'h':
             if (r == 0) {
                 printf("usage: mpirun -np P %s [options]\n"
@@ -328,7 +339,9 @@ int main(int argc, char **argv) {
                        "  --max-bytes S    largest buffer (default 64M); sizes double in between\n"
                        "  --warmup N       untimed runs per size (default 5)\n"
                        "  --iters N        timed runs per size (default 40; fewer from 16M, at least 2)\n"
-                       "  --out DIR        busbw.csv and run.json (default runs/01_collectives-OP-npP)\n",
+                       "  --out DIR        busbw.csv and run.json (default runs/01_collectives-OP-npP)\n"
+                       "  --device cpu|cuda  buffers in host or GPU memory (default cpu); cuda times\n"
+                       "                   the library (NCCL, or MPI with host staging): --impl library\n",
                        g_program_name);
             }
             comm_finalize();
@@ -337,6 +350,13 @@ int main(int argc, char **argv) {
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
+    device_select(device);
+    const int on_gpu = device_current() == DEVICE_CUDA;
+    if (on_gpu && strcmp(impl_arg, "library") != 0)
+        USER_ERROR("--device cuda times the library's collectives only (the lab's functions "
+                   "compute on host memory): add --impl library");
+    if (on_gpu && op == BENCH_ALLTOALL)
+        USER_ERROR("--device cuda: comm.h's alltoall takes host buffers only");
     if (min_bytes > max_bytes) USER_ERROR("--min-bytes (%zu) is above --max-bytes (%zu)", min_bytes, max_bytes);
     if (op == BENCH_ALLTOALL && min_bytes < sizeof(float) * (size_t)p)
         USER_ERROR("alltoall needs --min-bytes of at least 4 p = %zu (one float per rank)",
@@ -359,6 +379,16 @@ int main(int argc, char **argv) {
     const size_t max_count = elements_for(op, max_bytes, p);
     float *send = mem_alloc(MEM_WORKSPACE, max_count * sizeof(float));
     float *recv = mem_alloc(MEM_WORKSPACE, max_count * sizeof(float));
+    float *hsend = send, *hrecv = recv;  /* host copies for the checks, on a GPU */
+    if (on_gpu) {
+        hsend = malloc(max_count * sizeof(float));
+        hrecv = malloc(max_count * sizeof(float));
+        CHECK(hsend && hrecv, "out of memory");
+        int nccl = comm_attach_gpus(c);
+        if (r == 0)
+            printf("device: %s, %s\n", device_description(),
+                   nccl ? "NCCL (one GPU per rank)" : "MPI with host staging (ranks share GPUs)");
+    }
     Row rows[2 * MAX_SIZES];
     int num_rows = 0;
     for (size_t bytes = min_bytes; bytes <= max_bytes && num_rows < 2 * MAX_SIZES; bytes *= 2) {
@@ -368,7 +398,7 @@ int main(int argc, char **argv) {
         if (size_iters < 2) size_iters = 2;
         const int size_warmup = warmup < size_iters ? warmup : size_iters;
         for (int impl = first_impl; impl <= last_impl; impl++) {
-            uint64_t wrong = wrong_elements(c, op, (Impl)impl, send, recv, n), wrong_anywhere;
+            uint64_t wrong = wrong_elements(c, op, (Impl)impl, send, recv, hsend, hrecv, n), wrong_anywhere;
             MPI_CHECK(MPI_Allreduce(&wrong, &wrong_anywhere, 1, MPI_UINT64_T, MPI_SUM, c->mpi));
             if (wrong_anywhere) {
                 if (r == 0)
@@ -386,6 +416,10 @@ int main(int argc, char **argv) {
                 fflush(stdout);
             }
         }
+    }
+    if (on_gpu) {
+        free(hsend);
+        free(hrecv);
     }
     mem_free(send);
     mem_free(recv);

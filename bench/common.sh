@@ -13,9 +13,12 @@ middle_value() {
     sort -g | awk '{ v[++n] = $1 } END { if (!n) exit 1; printf "%.2f\n", (v[int((n + 1) / 2)] + v[int(n / 2) + 1]) / 2 }'
 }
 
-# Median step_ms of DIR/metrics.csv over the steps from SKIP on.
-median_step_ms() {
-    awk -F, -v skip="$SKIP" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "step_ms") c = i; next }
+# Median of column COLUMN of DIR/metrics.csv over the steps from SKIP on:
+# median_column DIR COLUMN.
+median_column() {
+    awk -F, -v skip="$SKIP" -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next }
         c && $1 >= skip { print $c }' "$1/metrics.csv" | middle_value
 }
+
+median_step_ms() { median_column "$1" step_ms; }
 

@@ -6,10 +6,15 @@
 #include <string.h>
 
 #include "check.h"
+#include "device.h"
 #include "fileio.h"
 
-/* A 64-byte header in front of each block remembers its size and category,
- * so mem_free can give the bytes back to the right counter. */
+/* Host blocks: a 64-byte header in front of each block remembers its size
+ * and category, so mem_free can give the bytes back to the right counter.
+ * GPU blocks (device.h) cannot carry a header the CPU reads: they are
+ * remembered in a table instead (a few hundred live blocks at most, so a
+ * linear search is fine). Either way the counters see the same logical
+ * bytes, so memory.csv reads the same on both devices. */
 #define MEM_HEADER 64
 typedef struct {
     size_t bytes;
@@ -24,8 +29,46 @@ static size_t g_peak[MEM_NUM_CATEGORIES];
 static const char *const g_names[MEM_NUM_CATEGORIES] = {
     "params", "grads", "optimizer", "activations", "comm", "workspace"};
 
+typedef struct {
+    void *ptr;
+    size_t bytes;
+    MemCategory category;
+} GpuBlock;
+static GpuBlock *g_gpu_blocks;
+static size_t g_gpu_count, g_gpu_capacity;
+
+static void count_alloc(MemCategory category, size_t bytes) {
+    g_current[category] += bytes;
+    if (g_current[category] > g_peak[category]) g_peak[category] = g_current[category];
+}
+
+static void *gpu_alloc(MemCategory category, size_t bytes) {
+    if (g_gpu_count == g_gpu_capacity) {
+        g_gpu_capacity = g_gpu_capacity ? 2 * g_gpu_capacity : 256;
+        g_gpu_blocks = realloc(g_gpu_blocks, g_gpu_capacity * sizeof *g_gpu_blocks);
+        CHECK(g_gpu_blocks, "out of memory");
+    }
+    void *p = device_alloc(bytes);
+    g_gpu_blocks[g_gpu_count++] = (GpuBlock){p, bytes, category};
+    count_alloc(category, bytes);
+    return p;
+}
+
+/* 1 when ptr was a GPU block (now freed), 0 when it is not one */
+static int gpu_free(void *ptr) {
+    for (size_t i = g_gpu_count; i-- > 0;) {
+        if (g_gpu_blocks[i].ptr != ptr) continue;
+        g_current[g_gpu_blocks[i].category] -= g_gpu_blocks[i].bytes;
+        device_free(ptr);
+        g_gpu_blocks[i] = g_gpu_blocks[--g_gpu_count];
+        return 1;
+    }
+    return 0;
+}
+
 void *mem_alloc(MemCategory category, size_t bytes) {
     CHECK(category >= 0 && category < MEM_NUM_CATEGORIES, "bad memory category %d", (int)category);
+    if (device_current() == DEVICE_CUDA) return gpu_alloc(category, bytes);
     void *raw = NULL;
     if (posix_memalign(&raw, 64, MEM_HEADER + bytes) != 0 || raw == NULL)
         die_at(__FILE__, __LINE__, "out of memory allocating %zu bytes of %s", bytes,
@@ -35,13 +78,12 @@ void *mem_alloc(MemCategory category, size_t bytes) {
     h->bytes = bytes;
     h->category = category;
     h->magic = MEM_MAGIC;
-    g_current[category] += bytes;
-    if (g_current[category] > g_peak[category]) g_peak[category] = g_current[category];
+    count_alloc(category, bytes);
     return (char *)raw + MEM_HEADER;
 }
 
 void mem_free(void *ptr) {
-    if (!ptr) return;
+    if (!ptr || gpu_free(ptr)) return;
     MemHeader *h = (MemHeader *)((char *)ptr - MEM_HEADER);
     CHECK(h->magic == MEM_MAGIC, "mem_free of a pointer mem_alloc did not return");
     h->magic = 0;

@@ -22,7 +22,9 @@ typedef enum {
     MEM_NUM_CATEGORIES
 } MemCategory;
 
-/* Zero-filled, 64-byte aligned. Dies with a clear message when out of memory. */
+/* Zero-filled, on the current device (device.h: host memory, or the GPU's
+ * with --device cuda); host blocks are 64-byte aligned. Dies with a clear
+ * message when out of memory. */
 void *mem_alloc(MemCategory category, size_t bytes);
 void mem_free(void *ptr);
 

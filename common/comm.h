@@ -1,12 +1,22 @@
 /* comm.h: the communicator every lab talks through.
  *
  * A Comm is a group of ranks (the world, or a DP/TP/PP/CP/EP group made by
- * mesh.h) with the collectives a distributed trainer needs. Today it runs on
- * MPI with host buffers; with `--device cuda` it carries an NCCL communicator
- * too (comm_nccl.h), bootstrapped through this one.
+ * mesh.h) with the collectives a distributed trainer needs. It runs on MPI.
+ *
+ * GPU buffers (--device cuda, device.h). A group that comm_attach_gpus gave
+ * an NCCL communicator (every rank has a GPU of its own) runs its
+ * collectives on GPU buffers through NCCL (comm_nccl.h), on the
+ * communication stream. Otherwise MPI works on host copies of GPU buffers
+ * ("host staging": copy in, MPI, copy the result back at completion), which
+ * is slower but lets several ranks share one GPU. Which path ran is
+ * invisible to the caller and to comm.csv. Host buffers always go through
+ * MPI. Staging copies are host memory and are not counted in memory.csv,
+ * which counts the device's memory. reduce, alltoall and alltoallv take
+ * host buffers only (comm_nccl.h has their GPU forms).
  *
  * Conventions, the same for every call:
- *   - counts are in elements of `dtype`, buffers are host memory;
+ *   - counts are in elements of `dtype`; buffers are host memory or memory
+ *     of this process's GPU;
  *   - `send == recv` (or, for the sharded ops, the layouts below) means in
  *     place; other overlaps are an error;
  *   - every call is counted (calls, bytes, seconds per op and group, for
@@ -77,9 +87,21 @@ typedef struct Comm {
     struct Comm *next_registered;  /* every live Comm, for comm_write_csv */
 } Comm;
 
+/* A non-blocking NCCL operation in flight (comm_nccl.h). */
+typedef struct {
+    void *event;        /* cudaEvent_t recorded on the stream after the op */
+    struct Comm *comm;
+    CommOp op;
+    size_t bytes;       /* counted when it completes */
+    double t_start;     /* trace_now() at issue */
+    int active;
+} NcclRequest;
+
 /* A non-blocking operation in flight. */
 typedef struct {
     MPI_Request mpi;
+    NcclRequest nccl;   /* instead of mpi, when on_nccl */
+    int on_nccl;
     Comm *comm;
     CommOp op;
     size_t bytes;
@@ -91,6 +113,10 @@ typedef struct {
     const void *copy_src;
     size_t copy_bytes;
     int holds_scratch;  /* releases comm->scratch at completion */
+    /* GPU buffers on the MPI path: MPI works on host copies (staged_send,
+     * staged_recv); at completion staged_recv goes back to staged_dst */
+    void *staged_send, *staged_recv, *staged_dst;
+    size_t staged_bytes;
 } CommRequest;
 
 /* Start MPI (once per process) and return the world group. The clock of the
@@ -102,6 +128,10 @@ Comm *comm_world(void);
 
 /* MPI_Comm_split: ranks with the same color form a group, ordered by key. */
 Comm *comm_split(Comm *parent, int color, int key, const char *name);
+/* With --device cuda: give c an NCCL communicator when every rank of c has
+ * a GPU of its own, and return 1; return 0 when ranks share GPUs (c then
+ * stages GPU buffers through host memory). Collective over c. */
+int comm_attach_gpus(Comm *c);
 void comm_free(Comm *c);
 
 size_t comm_dtype_size(CommDtype dtype);

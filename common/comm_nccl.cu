@@ -9,6 +9,7 @@
 
 #include "comm_nccl.h"
 #include "cuda_check.h"
+#include "device.h"
 extern "C" {
 #include "trace.h"
 }
@@ -24,31 +25,7 @@ extern "C" {
                    ncclGetErrorString(nccl_check_rc_), ncclGetLastError(NULL)); \
     } while (0)
 
-static int g_device = -1;   /* this process's GPU, chosen once */
-
-/* Rank of this process among the processes of its node. */
-static int node_rank(void) {
-    const char *env = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (env) return atoi(env);
-    MPI_Comm node;
-    int rank;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_rank(node, &rank));
-    MPI_CHECK(MPI_Comm_free(&node));
-    return rank;
-}
-
-int comm_nccl_device(void) {
-    if (g_device >= 0) return g_device;
-    int count = 0;
-    cudaError_t rc = cudaGetDeviceCount(&count);
-    if (rc != cudaSuccess || count == 0)
-        USER_ERROR("--device cuda needs a CUDA GPU and none is visible (%s)",
-                   rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
-    g_device = node_rank() % count;
-    CUDA_CHECK(cudaSetDevice(g_device));
-    return g_device;
-}
+int comm_nccl_device(void) { return device_cuda_bind(); }
 
 static ncclComm_t nccl_of(const Comm *c) {
     CHECK(c->nccl, "group '%s' has no NCCL communicator: call comm_nccl_attach first", c->name);
@@ -75,33 +52,51 @@ static char *at(void *buf, size_t elems, CommDtype dtype) {
     return (char *)buf + elems * comm_dtype_size(dtype);
 }
 
-/* Two ranks of one group on one GPU: NCCL would stop with "Duplicate GPU
- * detected"; say what to do instead. GPUs are told apart by UUID, which is
- * unique across nodes (a device index is not). Every rank sees the same
- * table; rank 0 of the group prints the one error line and exits with status
- * 2, the others wait in a barrier it never joins until mpirun ends the job. */
-static void require_one_gpu_per_rank(Comm *c, int device) {
+/* The first pair of ranks of c that share a GPU (i < j), or 0 when every
+ * rank has its own. GPUs are told apart by UUID, which is unique across
+ * nodes (a device index is not). Collective over c; all ranks get the same
+ * answer. */
+static int shared_gpu_pair(Comm *c, int *first, int *second) {
     cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, comm_nccl_device()));
     cudaUUID_t *all = (cudaUUID_t *)malloc((size_t)c->size * sizeof *all);
     CHECK(all, "out of memory");
     MPI_CHECK(MPI_Allgather(&prop.uuid, (int)sizeof prop.uuid, MPI_BYTE, all,
                             (int)sizeof prop.uuid, MPI_BYTE, c->mpi));
-    for (int i = 0; i < c->size; i++)
-        for (int j = i + 1; j < c->size; j++) {
-            if (memcmp(&all[i], &all[j], sizeof all[i]) != 0) continue;
-            if (c->rank != 0) MPI_CHECK(MPI_Barrier(c->mpi));
-            USER_ERROR("ranks %d and %d of group '%s' would share one GPU: NCCL needs "
-                       "one GPU per rank; run fewer ranks per node, or use the MPI "
-                       "communicator with host staging, which lets ranks share a GPU",
-                       i, j, c->name);
-        }
+    int found = 0;
+    for (int i = 0; i < c->size && !found; i++)
+        for (int j = i + 1; j < c->size && !found; j++)
+            if (memcmp(&all[i], &all[j], sizeof all[i]) == 0) {
+                *first = i;
+                *second = j;
+                found = 1;
+            }
     free(all);
+    return found;
+}
+
+int comm_nccl_one_gpu_per_rank(Comm *c) {
+    int i, j;
+    return !shared_gpu_pair(c, &i, &j);
+}
+
+/* Two ranks of one group on one GPU: NCCL would stop with "Duplicate GPU
+ * detected"; say what to do instead. Rank 0 of the group prints the one
+ * error line and exits with status 2, the others wait in a barrier it never
+ * joins until mpirun ends the job. */
+static void require_one_gpu_per_rank(Comm *c) {
+    int i, j;
+    if (!shared_gpu_pair(c, &i, &j)) return;
+    if (c->rank != 0) MPI_CHECK(MPI_Barrier(c->mpi));
+    USER_ERROR("ranks %d and %d of group '%s' would share one GPU: NCCL needs "
+               "one GPU per rank; run fewer ranks per node, or use the MPI "
+               "communicator with host staging, which lets ranks share a GPU",
+               i, j, c->name);
 }
 
 void comm_nccl_attach(Comm *c) {
     CHECK(!c->nccl, "group '%s' already has an NCCL communicator", c->name);
-    require_one_gpu_per_rank(c, comm_nccl_device());
+    require_one_gpu_per_rank(c);
     ncclUniqueId id;
     if (c->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->mpi));

@@ -63,22 +63,13 @@ extern "C" {
 
 #include "comm.h"
 
-/* A non-blocking NCCL operation in flight. */
-typedef struct {
-    void *event;        /* cudaEvent_t recorded on the stream after the op */
-    Comm *comm;
-    CommOp op;
-    size_t bytes;       /* counted when it completes */
-    double t_start;     /* trace_now() at issue */
-    int active;
-} NcclRequest;
-
-/* The GPU this process uses: its rank on the node modulo the number of
- * visible GPUs, made current (cudaSetDevice) on the first call. The node rank
- * is Open MPI's OMPI_COMM_WORLD_LOCAL_RANK; without it, an MPI_Comm_split_type
- * of the world, which then makes the first call collective over the world.
- * No GPU visible is a user error. */
+/* The GPU this process uses, bound on the first call (device.h says how:
+ * node rank modulo visible GPUs). No GPU visible is a user error. */
 int comm_nccl_device(void);
+
+/* 1 when every rank of c has a GPU of its own, so that NCCL can serve c;
+ * 0 when two of them share one (collective over c). */
+int comm_nccl_one_gpu_per_rank(Comm *c);
 
 /* Give the group c an NCCL communicator (collective over c). Two ranks of c
  * on one GPU is a user error: NCCL refuses it, the MPI path with host staging

@@ -12,9 +12,14 @@
  *     (One exception: crossentropy_backward turns probs into dlogits in place.)
  *   - Per-element math is in math_shared.h, shared with the CUDA kernels.
  *
- * layernorm_backward and attention_backward are lab 00's exercise: they are
- * defined in solutions/00_single_device/backprop.c (or the student's copy in
- * labs/), which every program links in.
+ * Pointers are memory of the current device (device.h): host memory with
+ * --device cpu, the GPU's with --device cuda. kernels.c forwards each call to
+ * the backend of that device (kernels_backend.h): name_cpu in kernels_cpu.c,
+ * name_cuda in kernels_cuda.cu.
+ *
+ * layernorm_backward_cpu and attention_backward_cpu are lab 00's exercise:
+ * they are defined in solutions/00_single_device/backprop.c (or the
+ * student's copy in labs/), which every program links in.
  */
 #ifndef KERNELS_H
 #define KERNELS_H
@@ -76,6 +81,7 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
 double sum_squares(const float *x, size_t n);
 void scale_inplace(float *x, float s, size_t n);
 void add_inplace(float *x, const float *y, size_t n);  /* x += y */
+void set_zero(float *x, size_t n);
 
 /* C = alpha op(A) op(B) + beta C, row-major, op = transpose when trans != 0.
  * A thin wrapper over cblas_sgemm so lab code needs no BLAS header. */

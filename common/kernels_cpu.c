@@ -1,7 +1,7 @@
-/* kernels_cpu.c: the CPU backend of kernels.h.
+/* kernels_cpu.c: the CPU backend of kernels.h (kernels.c picks the backend).
  * GEMMs go to OpenBLAS; row-wise loops are split over OpenMP threads with a
  * static schedule, so the result does not depend on timing (determinism). */
-#include "kernels.h"
+#include "kernels_backend.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -9,7 +9,7 @@
 
 #include "math_shared.h"
 
-void sgemm_rowmajor(int trans_a, int trans_b, int M, int N, int K, float alpha,
+void sgemm_rowmajor_cpu(int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *Bm, int ldb, float beta,
                     float *Cm, int ldc) {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
@@ -17,7 +17,7 @@ void sgemm_rowmajor(int trans_a, int trans_b, int M, int N, int K, float alpha,
                 beta, Cm, ldc);
 }
 
-void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+void encoder_forward_cpu(float *out, const int *tokens, const float *wte, const float *wpe,
                      int B, int T, int C) {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
@@ -28,7 +28,7 @@ void encoder_forward(float *out, const int *tokens, const float *wte, const floa
     }
 }
 
-void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+void encoder_backward_cpu(float *dwte, float *dwpe, const float *dout, const int *tokens,
                       int B, int T, int C) {
     /* Several positions can hold the same token: serial, so no two threads
      * add into one wte row. */
@@ -43,7 +43,7 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *to
     }
 }
 
-void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+void layernorm_forward_cpu(float *out, float *mean, float *rstd, const float *inp,
                        const float *w, const float *b, int N, int C) {
     const float eps = 1e-5f;
 #pragma omp parallel for schedule(static)
@@ -63,19 +63,19 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
     }
 }
 
-void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+void matmul_forward_cpu(float *out, const float *inp, const float *w, const float *bias,
                     int N, int IC, int OC) {
     if (bias) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
     }
-    sgemm_rowmajor(0, 1, N, OC, IC, 1.0f, inp, IC, w, IC, bias ? 1.0f : 0.0f, out, OC);
+    sgemm_rowmajor_cpu(0, 1, N, OC, IC, 1.0f, inp, IC, w, IC, bias ? 1.0f : 0.0f, out, OC);
 }
 
-void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+void matmul_backward_cpu(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, int N, int IC, int OC) {
-    sgemm_rowmajor(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);  /* dinp += dout W */
-    sgemm_rowmajor(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);  /* dW += dout^T inp */
+    sgemm_rowmajor_cpu(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);  /* dinp += dout W */
+    sgemm_rowmajor_cpu(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);  /* dW += dout^T inp */
     if (dbias) {
 #pragma omp parallel for schedule(static)
         for (int o = 0; o < OC; o++) {
@@ -86,7 +86,7 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
     }
 }
 
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+void attention_forward_cpu(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for schedule(static)
@@ -97,7 +97,7 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
         const float *v = q + 2 * C;
         float *p = att + (size_t)bh * T * T;
         /* scores S = scale q k^T, (T,T); rows of q, k are 3C apart */
-        sgemm_rowmajor(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, p, T);
+        sgemm_rowmajor_cpu(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, p, T);
         for (int t = 0; t < T; t++) {
             float *row = p + (size_t)t * T;
             float mx = -INFINITY;
@@ -112,34 +112,36 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
             for (int j = t + 1; j < T; j++) row[j] = 0.0f;  /* causal mask */
         }
         /* out = P v, written into this head's columns of out (row stride C) */
-        sgemm_rowmajor(0, 0, T, hs, T, 1.0f, p, T, v, 3 * C, 0.0f,
+        sgemm_rowmajor_cpu(0, 0, T, hs, T, 1.0f, p, T, v, 3 * C, 0.0f,
                        out + (size_t)b * T * C + h * hs, C);
     }
 }
 
-void gelu_forward(float *out, const float *inp, size_t n) {
+void gelu_forward_cpu(float *out, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = gelu_tanh(inp[i]);
 }
 
-void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+void gelu_backward_cpu(float *dinp, const float *inp, const float *dout, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) dinp[i] += gelu_tanh_grad(inp[i]) * dout[i];
 }
 
-void residual_forward(float *out, const float *a, const float *b, size_t n) {
+void residual_forward_cpu(float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void residual_backward(float *dinp, const float *dout, size_t n) { add_inplace(dinp, dout, n); }
+void residual_backward_cpu(float *dinp, const float *dout, size_t n) {
+    add_inplace_cpu(dinp, dout, n);
+}
 
-void add_inplace(float *x, const float *y, size_t n) {
+void add_inplace_cpu(float *x, const float *y, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-float crossentropy_forward(float *losses, float *probs, const float *logits,
+float crossentropy_forward_cpu(float *losses, float *probs, const float *logits,
                            const int *targets, int N, int V) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -163,7 +165,7 @@ float crossentropy_forward(float *losses, float *probs, const float *logits,
     return (float)(total / N);
 }
 
-void crossentropy_backward(float *probs_to_dlogits, const int *targets, float dloss,
+void crossentropy_backward_cpu(float *probs_to_dlogits, const int *targets, float dloss,
                            int N, int V) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -173,7 +175,7 @@ void crossentropy_backward(float *probs_to_dlogits, const int *targets, float dl
     }
 }
 
-void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
+void adamw_update_cpu(float *params, const float *grads, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
     float c1 = 1.0f - powf(beta1, (float)t);
     float c2 = 1.0f - powf(beta2, (float)t);
@@ -183,14 +185,16 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
                              weight_decay, c1, c2);
 }
 
-double sum_squares(const float *x, size_t n) {
+double sum_squares_cpu(const float *x, size_t n) {
     /* Serial, in index order: the same bits whatever the thread count. */
     double total = 0.0;
     for (size_t i = 0; i < n; i++) total += (double)x[i] * x[i];
     return total;
 }
 
-void scale_inplace(float *x, float s, size_t n) {
+void scale_inplace_cpu(float *x, float s, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
+
+void set_zero_cpu(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }

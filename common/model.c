@@ -6,6 +6,7 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "device.h"
 #include "kernels.h"
 #include "rng.h"
 
@@ -154,6 +155,9 @@ void gpt_params_view_free(GPTParams *p) {
 
 void gpt_init_params(const GPTConfig *cfg, unsigned long long seed, size_t first, size_t n,
                      float *out) {
+    /* the generator runs on the host; GPU parameters get a copy */
+    float *host = device_is_gpu_pointer(out) ? malloc(n * sizeof(float)) : out;
+    CHECK(host != NULL, "out of memory");
     int nt = gpt_num_tensors(cfg);
     TensorInfo *table = malloc(nt * sizeof *table);
     CHECK(table != NULL, "out of memory");
@@ -167,10 +171,14 @@ void gpt_init_params(const GPTConfig *cfg, unsigned long long seed, size_t first
             float v = ti->init == INIT_ONES ? 1.0f
                     : ti->init == INIT_ZEROS ? 0.0f
                     : ti->std * rng_normal(seed, RNG_STREAM_INIT, i, (uint32_t)t);
-            out[g - first] = v;
+            host[g - first] = v;
         }
     }
     free(table);
+    if (host != out) {
+        device_copy(out, host, n * sizeof(float));
+        free(host);
+    }
 }
 
 /* ---- activations ---------------------------------------------------------- */
@@ -292,7 +300,7 @@ void block_backward(const GPTConfig *cfg, const BlockParams *p, BlockParams *g,
                     BackwardScratch *s, int B, int T) {
     const int C = cfg->n_embd, N = B * T;
     const size_t NC = (size_t)N * C;
-    memset(s->block_base, 0, s->block_floats * sizeof(float));
+    set_zero(s->block_base, s->block_floats);
     /* MLP branch, x2 = x1 + fcproj(gelu(fc(ln2(x1)))): the branch gets dout,
      * and the skip connection adds dout into d(x1) = dres_mid. */
     matmul_backward(s->dfch_gelu, g->fcprojw, g->fcprojb, dout, a->fch_gelu, p->fcprojw,
@@ -303,7 +311,7 @@ void block_backward(const GPTConfig *cfg, const BlockParams *p, BlockParams *g,
                        a->ln2_rstd, N, C);
     residual_backward(s->dres_mid, dout, NC);
     /* Attention branch, x1 = x + attproj(attention(qkv(ln1(x)))). */
-    memset(s->dln, 0, NC * sizeof(float));
+    set_zero(s->dln, NC);
     matmul_backward(s->datty, g->attprojw, g->attprojb, s->dres_mid, a->atty, p->attprojw,
                     N, C, C);
     attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, C, cfg->n_head);
@@ -352,13 +360,13 @@ void gpt_backward(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTAct
     const size_t NC = (size_t)B * T * C;
     /* The loss is the mean over B*T positions: d(loss)/d(row loss) = 1/(BT). */
     crossentropy_backward(a->probs, a->targets, 1.0f / (B * T), B * T, V);
-    memset(s->dlnf, 0, NC * sizeof(float));
+    set_zero(s->dlnf, NC);
     needed(h, GPT_UNIT_EMBED, 1);
     grads_begin(h, GPT_UNIT_EMBED);
     matmul_backward(s->dlnf, g->wte, NULL, a->probs, a->lnf, p->wte, B * T, C, V);
     done(h, GPT_UNIT_EMBED, 1);
     float *dout = s->dres_out, *dx = s->dres_in;
-    memset(dout, 0, NC * sizeof(float));
+    set_zero(dout, NC);
     needed(h, L + 1, 1);
     grads_begin(h, L + 1);
     layernorm_backward(dout, g->lnfw, g->lnfb, s->dlnf, a->blocks[L - 1].res2, p->lnfw,
@@ -367,7 +375,7 @@ void gpt_backward(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTAct
     grads_ready(h, L + 1);
     for (int l = L - 1; l >= 0; l--) {
         const float *x = l == 0 ? a->encoded : a->blocks[l - 1].res2;
-        memset(dx, 0, NC * sizeof(float));
+        set_zero(dx, NC);
         needed(h, 1 + l, 1);
         grads_begin(h, 1 + l);
         block_backward(cfg, &p->blocks[l], &g->blocks[l], &a->blocks[l], x, dout, dx, s, B, T);

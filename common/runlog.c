@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "device.h"
 #include "fileio.h"
 #include "git_rev.h"
 
@@ -95,8 +96,15 @@ void runlog_write_run_json(const char *path, const TrainOptions *o, const char *
     json_str(f, "data", o->data_path, 1);
     fprintf(f, "  \"world\": {\"size\": %d, \"dp\": %d, \"tp\": 1, \"pp\": 1, \"cp\": 1, "
                "\"ep\": 1},\n", world_size, world_size);
-    fprintf(f, "  \"backend\": {\"device\": \"%s\", \"threads\": %d, \"blas\": \"openblas\"},\n",
-            o->device, o->threads);
+    const int gpu = device_current() == DEVICE_CUDA;
+    fprintf(f, "  \"backend\": {\"device\": \"%s\", \"threads\": %d, \"blas\": \"%s\"",
+            o->device, o->threads, gpu ? "cublas" : "openblas");
+    /* the driver's count at the end of the run: context and library
+     * workspaces included, unlike memory.csv's logical bytes */
+    if (gpu)
+        fprintf(f, ", \"gpu\": \"%s\", \"gpu_memory_in_use_bytes\": %zu", device_description(),
+                device_driver_used_bytes());
+    fprintf(f, "},\n");
     json_str(f, "git_revision", DTLAB_GIT_REV, 0);
     fprintf(f, "}\n");
     atomic_commit(&af);

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "cli.h"
 #include "dataloader.h"
+#include "device.h"
 #include "kernels.h"
 #include "runlog.h"
 #include "tokens.h"
@@ -39,7 +40,7 @@ static const char *const g_usage =
     "  --val-fraction X     tail of the token file held out              (default 0.1)\n"
     "  --log-every N        console line every N steps (not on a terminal) (default 10)\n"
     "  --threads N          OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)\n"
-    "  --device cpu         backend                                    (default cpu)\n"
+    "  --device cpu|cuda    where to compute; cuda needs `make CUDA=1`     (default cpu)\n"
     "  --n-layer L --n-head H --n-embd C --ctx T   override the named config\n"
     "  -h, --help           this text\n";
 
@@ -160,11 +161,8 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; %s", argv[optind], hint);
 
-    if (strcmp(o->device, "cpu") != 0) {
-        if (strcmp(o->device, "cuda") == 0)
-            USER_ERROR("--device cuda: this build has no CUDA backend yet; use --device cpu");
+    if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0)
         USER_ERROR("--device expects cpu or cuda, got '%s'", o->device);
-    }
     if (gpt_config_by_name(o->config_name, &o->model) != 0)
         USER_ERROR("unknown --config '%s' (known: %s)", o->config_name, gpt_config_names());
     if (n_layer) o->model.n_layer = n_layer;
@@ -185,6 +183,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
     if (o->out_dir[0] == '\0')
         snprintf(o->out_dir, sizeof o->out_dir, "runs/%s-%s", o->lab, o->config_name);
     if (o->threads == 0) o->threads = omp_get_max_threads();
+    device_select(o->device);
 }
 
 float lr_at_step(const TrainOptions *o, int step) {
@@ -209,6 +208,16 @@ typedef struct {
 
 static int slice_first_row(const BatchSlice *b, int k) { return (b->rank * b->micro + k) * b->rows; }
 
+/* Rows [first_row, first_row + rows) of batch `index` into the activations'
+ * inputs and targets (contiguous: targets = inputs + rows * seq). The loader
+ * writes host memory: on a GPU it fills `staging` and one copy moves it. */
+static void load_batch(const DataLoader *dl, DataSplit split, uint64_t index, int first_row,
+                       int rows, int seq, GPTActs *a, int *staging) {
+    int *in = staging ? staging : a->inputs;
+    dataloader_fill(dl, split, index, first_row, rows, seq, in, in + (size_t)rows * seq);
+    if (staging) device_copy(a->inputs, staging, 2 * (size_t)rows * seq * sizeof(int));
+}
+
 /* Sum over ranks of a per-rank value (a loss), outside the gradient group's
  * counts; identity on one device. */
 static double sum_over_ranks(const TrainParallel *par, double x) {
@@ -218,12 +227,12 @@ static double sum_over_ranks(const TrainParallel *par, double x) {
 
 /* Mean loss over the fixed held-out batches 0..eval_batches-1. */
 static float evaluate(const TrainOptions *o, const TrainParallel *par, const BatchSlice *b,
-                      const DataLoader *dl, const ModelStates *st, GPTActs *a) {
+                      const DataLoader *dl, const ModelStates *st, GPTActs *a, int *staging) {
     double total = 0.0;
     for (int e = 0; e < o->eval_batches; e++)
         for (int k = 0; k < b->micro; k++) {
-            dataloader_fill(dl, SPLIT_VAL, (uint64_t)e, slice_first_row(b, k), b->rows, o->seq,
-                            a->inputs, a->targets);
+            load_batch(dl, SPLIT_VAL, (uint64_t)e, slice_first_row(b, k), b->rows, o->seq, a,
+                       staging);
             total += gpt_forward(&o->model, st->params, a, st->hooks);
         }
     return (float)(sum_over_ranks(par, total) / ((double)o->eval_batches * b->micro * b->ranks));
@@ -242,7 +251,7 @@ typedef struct {
 
 static void replicated_begin_step(void *ctx) {
     Replicated *r = ctx;
-    memset(r->grads, 0, r->n * sizeof(float));
+    set_zero(r->grads, r->n);
 }
 
 static void replicated_begin_backward(void *ctx, int last) {
@@ -274,7 +283,7 @@ static void replicated_update(void *ctx, const AdamWStep *s) {
 
 static void replicated_gather_params(void *ctx, float *out) {
     Replicated *r = ctx;
-    if (out) memcpy(out, r->params, r->n * sizeof(float));
+    if (out) device_copy(out, r->params, r->n * sizeof(float));
 }
 
 /* Model states: 4 bytes each of params and grads, 8 of AdamW moments. */
@@ -383,13 +392,27 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     GPTActs acts;
     BackwardScratch scratch;
     gpt_acts_alloc(cfg, slice.rows, o->seq, &acts, &scratch);
+    int *staging = NULL;  /* host side of the token batch, on a GPU */
+    if (device_current() == DEVICE_CUDA) {
+        staging = malloc(2 * (size_t)slice.rows * o->seq * sizeof(int));
+        CHECK(staging, "out of memory");
+    }
+    if (par && device_current() == DEVICE_CUDA) {
+        int nccl = comm_attach_gpus(par->dp);
+        if (is_root)
+            printf(nccl ? "%s: gradients over NCCL, one GPU per rank\n"
+                        : "%s: ranks share GPUs, so NCCL cannot serve them: MPI with host "
+                          "staging (every collective copies through host memory)\n",
+                   g_program_name);
+    }
 
     if (is_root)
         printf("%s: config %s, %zu parameters, batch %d x %d tokens (%d rank%s x %d micro-batch%s "
-               "x %d), %d steps, %d thread%s, data %s\n",
+               "x %d), %d steps, %d thread%s, data %s, device %s\n",
                g_program_name, o->config_name, nparams, o->batch, o->seq, ranks,
                ranks == 1 ? "" : "s", o->grad_accum, o->grad_accum == 1 ? "" : "es", slice.rows,
-               o->steps, o->threads, o->threads == 1 ? "" : "s", o->data_path);
+               o->steps, o->threads, o->threads == 1 ? "" : "s", o->data_path,
+               device_description());
     RunLog log;
     if (is_root) runlog_open(&log, o);
     const double tokens_per_step = (double)o->batch * o->seq;
@@ -398,7 +421,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         int last_step = step == o->steps - 1;
         float val_loss = -1.0f;
         if (last_step || (o->eval_every > 0 && step % o->eval_every == 0))
-            val_loss = evaluate(o, par, &slice, &dl, st, &acts);
+            val_loss = evaluate(o, par, &slice, &dl, st, &acts, staging);
 
         double t0 = wall_seconds();
         float lr = lr_at_step(o, step);
@@ -407,8 +430,8 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         for (int k = 0; k < o->grad_accum; k++) {
             /* gradients accumulate over micro-batches; only the last one's
              * backward pass communicates */
-            dataloader_fill(&dl, SPLIT_TRAIN, (uint64_t)step, slice_first_row(&slice, k),
-                            slice.rows, o->seq, acts.inputs, acts.targets);
+            load_batch(&dl, SPLIT_TRAIN, (uint64_t)step, slice_first_row(&slice, k), slice.rows,
+                       o->seq, &acts, staging);
             double tf0 = trace_now();
             float loss = gpt_forward(cfg, st->params, &acts, st->hooks);
             trace_event("compute", "forward", NULL, tf0, trace_now(), 0);
@@ -431,6 +454,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         trace_event("compute", "optimizer", NULL, to, trace_now(), 0);
         if (par && par->after_step && st == &own)
             par->after_step(par->after_step_ctx, step, replicated.params, nparams);
+        device_synchronize();  /* the step's kernels are queued, not yet done */
         double dt = wall_seconds() - t0;
         step_seconds += dt;
         if (is_root)
@@ -474,7 +498,19 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
                    "backward pass\n",
                    g_program_name, 1e3 * step_seconds / o->steps, 1e3 * sync_seconds / o->steps);
     }
+    if (device_current() == DEVICE_CUDA) {
+        /* the kit's logical bytes (memory.csv) against what the driver sees:
+         * the difference is the CUDA context, cuBLAS/NCCL workspaces and the
+         * allocator's rounding */
+        size_t logical = 0;
+        for (int c = 0; c < MEM_NUM_CATEGORIES; c++) logical += mem_peak_bytes(c);
+        printf("%s: rank %d: peak %.1f MiB counted in memory.csv, %.1f MiB in use on the GPU "
+               "(cudaMemGetInfo, whole device)\n",
+               g_program_name, par ? par->world->rank : 0, logical / 1048576.0,
+               device_driver_used_bytes() / 1048576.0);
+    }
 
+    free(staging);
     gpt_acts_free(&acts, &scratch);
     if (st == &own) replicated_free(&replicated);
     tokens_free(&tf);

@@ -16,7 +16,7 @@ typedef struct {
     char data_path[512];
     char out_dir[512];
     char dump_params[512];      /* final parameters as raw float32, or "" */
-    char device[8];             /* "cpu" (the CUDA backend is a later issue) */
+    char device[8];             /* "cpu" or "cuda" (device.h) */
     char lab[32];               /* names the default run directory runs/LAB-CONFIG */
     int steps, batch, seq;      /* global batch of `batch` sequences of `seq` tokens */
     int grad_accum;             /* micro-batches per rank and step (>= 1) */

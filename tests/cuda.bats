@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# CUDA sources: they must compile everywhere (CI has nvcc but no GPU); the
-# NCCL communicator is checked against the MPI path where a GPU exists.
+# CUDA sources: they must compile everywhere (CI has nvcc but no GPU), and
+# `make CUDA=1` must build every program. What runs on a GPU is checked in
+# tests/gpu.bats.
 load helpers
 
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
@@ -43,37 +44,52 @@ gpu_count() {
     [[ "$output" == *"nvcc not found at '/nonexistent/nvcc'"* ]]
 }
 
-@test "cuda: the NCCL test program builds; without a GPU it says skip (status 77)" {
-    run t 600 make -s -C "$ROOT" cuda-tests NVCC="$NVCC"
+@test "cuda: the GPU test programs build; without a GPU they say skip (status 77)" {
+    run t 900 make -s -C "$ROOT" cuda-tests NVCC="$NVCC"
     echo "$output"
     [ "$status" -eq 0 ]
     [ -x "$BUILD/cuda/tests/test_nccl" ]
-    [ "$(gpu_count)" -eq 0 ] || skip "a GPU is present: the next test runs the program"
-    run t 60 "$BUILD/cuda/tests/test_nccl"
-    echo "$output"
-    [ "$status" -eq 77 ]
-    [[ "$output" == "skip: no CUDA device"* ]]
+    [ -x "$BUILD/cuda/tests/test_kernels" ]
+    [ "$(gpu_count)" -eq 0 ] || skip "a GPU is present: tests/gpu.bats runs the programs"
+    for prog in test_nccl test_kernels; do
+        run t 60 "$BUILD/cuda/tests/$prog"
+        echo "$output"
+        [ "$status" -eq 77 ]
+        [[ "$output" == "skip: no CUDA device"* ]]
+    done
 }
 
-@test "cuda: NCCL collectives equal the MPI path bit for bit (1 and 2 ranks)" {
-    local gpus
-    gpus=$(gpu_count)
-    [ "$gpus" -gt 0 ] || skip "no CUDA device: nvidia-smi -L lists no GPU"
-    run t 600 make -s -C "$ROOT" cuda-tests NVCC="$NVCC"
-    [ "$status" -eq 0 ]
-    run mpirun_t 300 1 "$BUILD/cuda/tests/test_nccl"
+@test "cuda: make CUDA=1 builds every program without warnings; they run on the CPU as before" {
+    run t 1800 make -s -C "$ROOT" gpu-build NVCC="$NVCC"
     echo "$output"
     [ "$status" -eq 0 ]
-    [[ "$output" == *" 0 failed"* ]]
-    run mpirun_t 300 2 "$BUILD/cuda/tests/test_nccl"
-    echo "$output"
-    if [ "$gpus" -ge 2 ]; then
-        [ "$status" -eq 0 ]
-        [[ "$output" == *" 0 failed"* ]]
-    else
-        # two ranks, one GPU: NCCL cannot, the kit says to use the MPI path
-        [ "$status" -eq 2 ]
-        [[ "$output" == *"error: ranks 0 and 1 of group 'world' would share one GPU"* ]]
-        [[ "$output" == *"host staging"* ]]
-    fi
+    [[ "$output" != *"warning"* ]]
+    local gpu="$BUILD/gpu" out="$BATS_TEST_TMPDIR"
+    for prog in solutions/00_single_device/train_gpt solutions/02_ddp/train_ddp \
+                solutions/03_zero/train_zero solutions/01_collectives/bench_collectives; do
+        [ -x "$gpu/$prog" ] || { echo "missing $gpu/$prog"; return 1; }
+    done
+    # the CUDA build's CPU path is the CPU build's: the same losses, bit for bit
+    t 120 "$SOL00/train_gpt" --config tiny --steps 3 --threads 1 --data "$SYNTH" \
+        --out "$out/cpu" > /dev/null
+    t 120 "$gpu/solutions/00_single_device/train_gpt" --config tiny --steps 3 --threads 1 \
+        --data "$SYNTH" --out "$out/cuda-build" > /dev/null
+    cmp <(cut -d, -f1-5 "$out/cpu/metrics.csv") <(cut -d, -f1-5 "$out/cuda-build/metrics.csv")
+    cmp "$out/cpu/memory.csv" "$out/cuda-build/memory.csv"
+}
+
+@test "cuda: --device cuda without a GPU is one clear error (CUDA build), a rebuild hint (CPU build)" {
+    run t 60 "$SOL00/train_gpt" --config tiny --steps 1 --device cuda
+    assert_user_error
+    [[ "$output" == *"rebuild with \`make CUDA=1\`"* ]]
+    local gpu="$BUILD/gpu/solutions/00_single_device/train_gpt"
+    [ -x "$gpu" ] || skip "no CUDA build (the test above makes it)"
+    [ "$(gpu_count)" -eq 0 ] || skip "a GPU is present"
+    run t 60 "$gpu" --config tiny --steps 1 --device cuda --data "$SYNTH"
+    assert_user_error
+    [[ "$output" == *"--device cuda needs a CUDA GPU and none is visible"* ]]
+    run mpirun_t 60 2 "$BUILD/gpu/solutions/03_zero/train_zero" --config tiny --steps 1 \
+        --device cuda --data "$SYNTH"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--device cuda needs a CUDA GPU and none is visible"* ]]
 }

@@ -50,9 +50,9 @@ mutant_fails() {
 }
 
 @test "gradcheck catches attention backward without the 1/sqrt(hs) scale on dk" {
-    mutant_fails attention 's/sgemm_rowmajor(1, 0, T, hs, T, scale, dp, T, q/sgemm_rowmajor(1, 0, T, hs, T, 1.0f, dp, T, q/'
+    mutant_fails attention 's/sgemm_rowmajor_cpu(1, 0, T, hs, T, scale, dp, T, q/sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, dp, T, q/'
 }
 
 @test "gradcheck's model check catches a wrong attention backward too" {
-    mutant_fails model 's/sgemm_rowmajor(1, 0, T, hs, T, 1.0f, p, T, dy, C, 1.0f, dv/sgemm_rowmajor(1, 0, T, hs, T, 2.0f, p, T, dy, C, 1.0f, dv/'
+    mutant_fails model 's/sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, p, T, dy, C, 1.0f, dv/sgemm_rowmajor_cpu(1, 0, T, hs, T, 2.0f, p, T, dy, C, 1.0f, dv/'
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: every Bats file under tests/, TAP output, then one
-# closing line "N passed, N failed, N skipped". Exit status 0 only when
+# The whole test suite: every Bats file under tests/ (or the files given),
+# TAP output, then one closing line "N passed, N failed, N skipped". Exit status 0 only when
 # nothing failed and every planned test reported.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +8,9 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # Each program inside the suites runs under its own timeout; this one only
 # guards against a suite that hangs outside them.
-timeout --kill-after=10 3000 bats --tap tests/*.bats | tee "$log"
+files=("$@")
+[ ${#files[@]} -gt 0 ] || files=(tests/*.bats)
+timeout --kill-after=10 3000 bats --tap "${files[@]}" | tee "$log"
 planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$log" | head -n1)
 skipped=$(grep -cE '^ok [0-9]+ .*# skip' "$log")
 ok=$(grep -cE '^ok [0-9]+' "$log")

@@ -1,8 +1,10 @@
 /* Lab 00: backpropagation through layernorm and causal self-attention.
  *
  * The forward passes are in common/kernels_cpu.c; read them first. Here you
- * write the two backward passes. Conventions (common/kernels.h): row-major,
- * and every gradient is ACCUMULATED (+=), never overwritten.
+ * write the two backward passes, for the CPU backend (hence the _cpu names;
+ * with --device cuda the GPU versions in common/kernels_cuda.cu run instead).
+ * Conventions (common/kernels.h): row-major, and every gradient is
+ * ACCUMULATED (+=), never overwritten.
  *
  * Check your work with the gradient checker before training:
  *   ./build/labs/00_single_device/gradcheck --layer layernorm
@@ -11,7 +13,7 @@
 #include <math.h>
 
 #include "check.h"
-#include "kernels.h"
+#include "kernels_backend.h"
 
 /* Layernorm over rows of C channels, N rows.
  * Forward:  xhat = (x - mean) * rstd,  y = xhat * w + b,
@@ -22,9 +24,9 @@
  *   dx_i += rstd * ( g_i - mean_j(g_j) - xhat_i * mean_j(g_j * xhat_j) )
  * The two means come from mean and rstd depending on every x_j of the row.
  * Shapes: dinp, dout, inp (N,C); dw, db, w (C); mean, rstd (N). */
-void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                        const float *inp, const float *w, const float *mean,
-                        const float *rstd, int N, int C) {
+void layernorm_backward_cpu(float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, const float *mean,
+                            const float *rstd, int N, int C) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }
@@ -42,9 +44,10 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
  * qkv (B,T,3C), so rows are 3C floats apart; dqkv has the same layout. y and
  * dy (B,T,C) hold head h in columns h*hs.. with rows C apart.
  * att holds P (B,NH,T,T) from the forward pass; datt (same shape) is scratch
- * for dP and dS. sgemm_rowmajor (kernels.h) takes these strides directly. */
-void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
-                        const float *att, int B, int T, int C, int NH) {
+ * for dP and dS. sgemm_rowmajor_cpu (kernels_backend.h) takes these strides
+ * directly. */
+void attention_backward_cpu(float *dqkv, float *datt, const float *dout, const float *qkv,
+                            const float *att, int B, int T, int C, int NH) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }

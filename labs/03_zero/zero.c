@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "device.h"
 #include "kernels.h"
 #include "memplan.h"
 
@@ -166,7 +167,7 @@ void zero_gather_params(Zero *z, float *out) {
             comm_allgather(z->dp, z->params_shard + x->shard_offset, unit,
                            (size_t)z->dp->size * x->shard, COMM_FLOAT);
         }
-        if (is_root) memcpy(out + x->offset, unit, x->count * sizeof(float));
+        if (is_root) device_copy(out + x->offset, unit, x->count * sizeof(float));
         if (z->stage == 3) free(unit);
     }
 }

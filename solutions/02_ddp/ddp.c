@@ -2,9 +2,11 @@
  * See ddp.h for the idea and labs/02_ddp/README.md for the cost model. */
 #include "ddp.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "device.h"
 #include "kernels.h"
 
 /* Every rank's gradient is the mean over its own rows; the global batch's
@@ -91,12 +93,16 @@ void ddp_overlap_finish(Ddp *d, float *grads) {
  * mixed with its index, summed mod 2^32: equal sums on every rank (max ==
  * min) mean, barring a 1-in-4-billion collision, equal parameters. */
 int ddp_params_consistent(Comm *dp, const float *params, size_t n) {
+    float *host = malloc(n * sizeof(float));  /* the parameters may be on a GPU */
+    CHECK(host, "out of memory");
+    device_copy(host, params, n * sizeof(float));
     uint32_t h = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t bits;
-        memcpy(&bits, &params[i], sizeof bits);
+        memcpy(&bits, &host[i], sizeof bits);
         h += (bits ^ (uint32_t)(i * 2654435761u)) * 2246822519u;
     }
+    free(host);
     int32_t lo = (int32_t)h, hi = (int32_t)h;
     comm_allreduce(dp, &lo, &lo, 1, COMM_INT32, COMM_MIN);
     comm_allreduce(dp, &hi, &hi, 1, COMM_INT32, COMM_MAX);

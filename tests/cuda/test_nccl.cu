@@ -18,9 +18,9 @@
 
 #include "comm_nccl.h"
 #include "cuda_check.h"
+#include "gpu_present.h"
 #include "unit.h"
 
-#define EXIT_SKIP 77
 
 static const char *const g_dtype_names[COMM_NUM_DTYPES] = {"float", "double", "int32"};
 static const size_t g_sizes[] = {0, 1, 5, 64, 1003, 262147};
@@ -319,13 +319,7 @@ static void check_group(Comm *c) {
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
-    int devices = 0;
-    cudaError_t rc = cudaGetDeviceCount(&devices);
-    if (rc != cudaSuccess || devices == 0) {
-        printf("skip: no CUDA device (%s)\n",
-               rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
-        return EXIT_SKIP;
-    }
+    exit_unless_gpu_present();
     Comm *world = comm_init(&argc, &argv);
     comm_nccl_device();
     CUDA_CHECK(cudaStreamCreate(&g_stream));

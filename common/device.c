@@ -1,0 +1,74 @@
+#include "device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels_backend.h"
+
+static Device g_device = DEVICE_CPU;
+
+#ifdef KIT_CUDA
+int device_cuda_built(void) { return 1; }
+#else
+int device_cuda_built(void) { return 0; }
+#endif
+
+Device device_current(void) { return g_device; }
+
+void device_select(const char *name) {
+    if (strcmp(name, "cpu") == 0) {
+        g_device = DEVICE_CPU;
+        return;
+    }
+    if (strcmp(name, "cuda") != 0) USER_ERROR("--device expects cpu or cuda, got '%s'", name);
+#ifdef KIT_CUDA
+    device_cuda_bind();
+    const char *tf32 = getenv("KIT_TF32");
+    kernels_cuda_set_tf32(tf32 && strcmp(tf32, "1") == 0);
+    g_device = DEVICE_CUDA;
+#else
+    USER_ERROR("--device cuda: this build has no CUDA backend; rebuild with `make CUDA=1` "
+               "(needs the CUDA toolkit), or use --device cpu");
+#endif
+}
+
+#ifdef KIT_CUDA
+#define ON_GPU (g_device == DEVICE_CUDA)
+#else
+#define ON_GPU 0
+#define device_cuda_description() "cpu"
+#define device_cuda_copy(dst, src, bytes) memcpy(dst, src, bytes)
+#define device_cuda_is_gpu_pointer(p) ((void)(p), 0)
+#define device_cuda_synchronize() ((void)0)
+#define device_cuda_driver_used_bytes() ((size_t)0)
+#define device_cuda_alloc(bytes) ((void)(bytes), (void *)NULL)
+#define device_cuda_free(p) ((void)(p))
+#define device_cuda_comm_stream() ((void *)NULL)
+#define device_cuda_comm_after_compute() ((void)0)
+#endif
+
+const char *device_description(void) { return ON_GPU ? device_cuda_description() : "cpu"; }
+
+void device_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return;
+    if (ON_GPU) device_cuda_copy(dst, src, bytes);
+    else memcpy(dst, src, bytes);
+}
+
+int device_is_gpu_pointer(const void *p) { return ON_GPU && device_cuda_is_gpu_pointer(p); }
+void device_synchronize(void) { if (ON_GPU) device_cuda_synchronize(); }
+size_t device_driver_used_bytes(void) { return ON_GPU ? device_cuda_driver_used_bytes() : 0; }
+
+void *device_alloc(size_t bytes) {
+    CHECK(ON_GPU, "device_alloc without a GPU selected");
+    return device_cuda_alloc(bytes);
+}
+
+void device_free(void *p) {
+    CHECK(ON_GPU, "device_free without a GPU selected");
+    device_cuda_free(p);
+}
+
+void *device_comm_stream(void) { return ON_GPU ? device_cuda_comm_stream() : NULL; }
+void device_comm_after_compute(void) { if (ON_GPU) device_cuda_comm_after_compute(); }

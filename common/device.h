@@ -1,0 +1,79 @@
+/* device.h: where this process computes, and moving bytes to and from it.
+ *
+ * `--device cpu` (the default) keeps everything in host memory. `--device
+ * cuda` makes the process's GPU current: from then on mem_alloc returns GPU
+ * memory and every kernel of kernels.h runs there. The GPU is chosen from
+ * the process's rank on its node (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK)
+ * modulo the GPUs it sees, so `mpirun -np 4` on a 4-GPU workstation puts one
+ * rank on each, and on a 1-GPU machine all four share it.
+ *
+ * Streams. Kernels run on the compute stream (CUDA's default stream, which
+ * cuBLAS also uses). NCCL collectives run on a separate communication
+ * stream, so a gradient bucket's all-reduce or ZeRO-3's prefetch proceeds
+ * while the next layer computes. The communication stream first waits for
+ * what compute has queued so far (an event: device_comm_after_compute), and
+ * comm_wait returns only when the collective is done, so compute queued
+ * after comm_wait sees its result.
+ *
+ * A build without CUDA (plain `make`) has only the CPU: --device cuda is
+ * then a user error that says to rebuild with `make CUDA=1`.
+ */
+#ifndef DEVICE_H
+#define DEVICE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { DEVICE_CPU, DEVICE_CUDA } Device;
+
+/* "cpu" or "cuda"; anything else, or cuda without a CUDA build or without a
+ * visible GPU, is a user error (one line, exit 2). Call once, early. */
+void device_select(const char *name);
+Device device_current(void);
+/* 1 when this build has the CUDA backend (make CUDA=1) */
+int device_cuda_built(void);
+/* "cpu", or the GPU's name and index, e.g. "NVIDIA H100 80GB HBM3 (GPU 0)" */
+const char *device_description(void);
+
+/* Copy bytes between any two of host memory and the current GPU's memory
+ * (the direction is read off the pointers); synchronous. */
+void device_copy(void *dst, const void *src, size_t bytes);
+/* 1 when p is memory of a GPU (always 0 on the CPU) */
+int device_is_gpu_pointer(const void *p);
+/* Wait for everything queued on the GPU (no-op on the CPU). */
+void device_synchronize(void);
+/* Bytes of GPU memory in use as the driver counts them (cudaMemGetInfo:
+ * total - free, all processes and the CUDA context included); 0 on the CPU. */
+size_t device_driver_used_bytes(void);
+
+/* Raw memory on the current device, zero-filled (alloc.c counts it). */
+void *device_alloc(size_t bytes);
+void device_free(void *p);
+
+/* The communication stream (a cudaStream_t; NULL on the CPU), and making it
+ * wait for the kernels queued so far on the compute stream. */
+void *device_comm_stream(void);
+void device_comm_after_compute(void);
+
+#ifdef KIT_CUDA
+/* The GPU half, in device_cuda.cu. */
+int device_cuda_bind(void);  /* select this process's GPU, return its index */
+const char *device_cuda_description(void);
+void device_cuda_copy(void *dst, const void *src, size_t bytes);
+int device_cuda_is_gpu_pointer(const void *p);
+void device_cuda_synchronize(void);
+size_t device_cuda_driver_used_bytes(void);
+void *device_cuda_alloc(size_t bytes);
+void device_cuda_free(void *p);
+void *device_cuda_comm_stream(void);
+void device_cuda_comm_after_compute(void);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,69 @@
+/* kernels_backend.h: the two implementations behind kernels.h.
+ *
+ * Every kernel of kernels.h exists twice, with the same signature and the
+ * same contract: name_cpu (kernels_cpu.c, and lab 00's backprop.c) works on
+ * host memory, name_cuda (kernels_cuda.cu) on the current GPU's memory,
+ * queued on the compute stream (the default stream; see device.h).
+ * kernels.c forwards each kernels.h call to one of them by device_current().
+ * Tests call both directly to compare them.
+ */
+#ifndef KERNELS_BACKEND_H
+#define KERNELS_BACKEND_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DECLARE_KERNELS(SUFFIX)                                                              \
+    void encoder_forward##SUFFIX(float *out, const int *tokens, const float *wte,            \
+                                 const float *wpe, int B, int T, int C);                     \
+    void encoder_backward##SUFFIX(float *dwte, float *dwpe, const float *dout,               \
+                                  const int *tokens, int B, int T, int C);                   \
+    void layernorm_forward##SUFFIX(float *out, float *mean, float *rstd, const float *inp,   \
+                                   const float *w, const float *b, int N, int C);            \
+    void layernorm_backward##SUFFIX(float *dinp, float *dw, float *db, const float *dout,    \
+                                    const float *inp, const float *w, const float *mean,     \
+                                    const float *rstd, int N, int C);                        \
+    void matmul_forward##SUFFIX(float *out, const float *inp, const float *w,                \
+                                const float *bias, int N, int IC, int OC);                   \
+    void matmul_backward##SUFFIX(float *dinp, float *dw, float *dbias, const float *dout,    \
+                                 const float *inp, const float *w, int N, int IC, int OC);   \
+    void attention_forward##SUFFIX(float *out, float *att, const float *qkv, int B, int T,   \
+                                   int C, int NH);                                           \
+    void attention_backward##SUFFIX(float *dqkv, float *datt, const float *dout,             \
+                                    const float *qkv, const float *att, int B, int T, int C, \
+                                    int NH);                                                 \
+    void gelu_forward##SUFFIX(float *out, const float *inp, size_t n);                       \
+    void gelu_backward##SUFFIX(float *dinp, const float *inp, const float *dout, size_t n);  \
+    void residual_forward##SUFFIX(float *out, const float *a, const float *b, size_t n);     \
+    void residual_backward##SUFFIX(float *dinp, const float *dout, size_t n);                \
+    float crossentropy_forward##SUFFIX(float *losses, float *probs, const float *logits,     \
+                                       const int *targets, int N, int V);                    \
+    void crossentropy_backward##SUFFIX(float *probs_to_dlogits, const int *targets,          \
+                                       float dloss, int N, int V);                           \
+    void adamw_update##SUFFIX(float *params, const float *grads, float *m, float *v,          \
+                              size_t n, float lr, float beta1, float beta2, float eps,       \
+                              float weight_decay, int t);                                    \
+    double sum_squares##SUFFIX(const float *x, size_t n);                                    \
+    void scale_inplace##SUFFIX(float *x, float s, size_t n);                                 \
+    void add_inplace##SUFFIX(float *x, const float *y, size_t n);                            \
+    void set_zero##SUFFIX(float *x, size_t n);                                               \
+    void sgemm_rowmajor##SUFFIX(int trans_a, int trans_b, int M, int N, int K, float alpha,  \
+                                const float *A, int lda, const float *Bm, int ldb,           \
+                                float beta, float *Cm, int ldc);
+
+DECLARE_KERNELS(_cpu)
+DECLARE_KERNELS(_cuda)
+
+/* GEMMs in TF32 on tensor cores (Ampere and newer) instead of full fp32:
+ * about 8x the throughput for a 10-bit mantissa in the products. Off by
+ * default so GPU runs match the CPU baseline; KIT_TF32=1 turns it on. */
+void kernels_cuda_set_tf32(int on);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,709 @@
+/* kernels_cuda.cu: the CUDA backend of kernels.h (kernels.c picks the backend).
+ *
+ * Every function here has the contract of its _cpu twin (kernels_cpu.c, and
+ * lab 00's backprop.c for layernorm_backward and attention_backward) and
+ * computes the same thing, on device pointers of the current GPU:
+ *   - GEMMs go to cuBLAS (column-major; see sgemm_rowmajor_cuda for how a
+ *     row-major product is handed to it);
+ *   - row-wise operations (layernorm, softmax, cross-entropy) give each row
+ *     to one warp or one block, which reduces with warp shuffles;
+ *   - per-element math calls the functions of math_shared.h, the very code
+ *     the CPU loops call, so only the order of sums can differ.
+ * Everything is queued on the legacy default stream (stream 0), which
+ * cuBLAS also uses: calls run in the order they are made, and a blocking
+ * cudaMemcpy (crossentropy_forward, sum_squares) waits for all of them.
+ *
+ * Where the GPU result may differ from the CPU's in the last bits: sums
+ * taken in another order (GEMMs, row and column reductions), FMA contraction
+ * (nvcc fuses a*b+c; gcc may or may not), expf/logf (CUDA's are within 2 ulp,
+ * glibc's within 1), and encoder_backward's atomicAdd into wte rows of
+ * repeated tokens. Everything else is bit for bit the CPU's arithmetic.
+ *
+ * No function allocates device memory per call: attention uses only att and
+ * datt, as on the CPU (the memory plan counts the same bytes on both
+ * backends). The exceptions are fixed and tiny: cuBLAS's handle and its
+ * workspace (created on first use), and sum_squares's static __device__
+ * partial sums (4 KiB, part of the module image).
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "cuda_check.h"
+#include "kernels_backend.h"
+#include "math_shared.h"
+
+/* A failed cuBLAS call dies like CUDA_CHECK: the call, where, and why. */
+#define CUBLAS_CHECK(call)                                                     \
+    do {                                                                       \
+        cublasStatus_t cublas_check_rc_ = (call);                              \
+        if (cublas_check_rc_ != CUBLAS_STATUS_SUCCESS)                         \
+            die_at(__FILE__, __LINE__, "%s: %s", #call,                        \
+                   cublasGetStatusString(cublas_check_rc_));                   \
+    } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* Launch shapes                                                             */
+
+#define WARP 32
+#define FULL_MASK 0xffffffffu
+/* elementwise kernels: 256 threads a block, at most this many blocks; a
+ * grid-stride loop covers the rest (enough blocks to fill any current GPU) */
+#define ELEM_THREADS 256
+#define ELEM_MAX_BLOCKS 8192u
+/* warp-per-row kernels: 8 warps (rows) a block */
+#define ROWS_PER_BLOCK 8
+/* block-per-row kernels (cross-entropy over V logits) */
+#define ROW_BLOCK_THREADS 256
+/* column sums (dbias, layernorm's dw and db): a block owns COLSUM_COLS
+ * adjacent columns and its COLSUM_ROWS thread rows split the N rows. A warp
+ * then reads 4 rows x 8 adjacent floats: four whole 32-byte sectors. */
+#define COLSUM_COLS 8
+#define COLSUM_ROWS 64
+
+static unsigned int elem_blocks(size_t n) {
+    size_t blocks = (n + ELEM_THREADS - 1) / ELEM_THREADS;
+    return blocks < ELEM_MAX_BLOCKS ? (unsigned int)blocks : ELEM_MAX_BLOCKS;
+}
+
+static unsigned int row_warp_blocks(int rows) {
+    return (unsigned int)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+}
+
+/* Grid-stride loop over [0, n): thread g of G handles g, g + G, g + 2G...
+ * Neighbouring threads touch neighbouring elements (coalesced). */
+#define GRID_STRIDE_LOOP(i, n)                                                 \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);   \
+         i += (size_t)gridDim.x * blockDim.x)
+
+#define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+/* ------------------------------------------------------------------------ */
+/* Reductions                                                                */
+
+struct SumOp {
+    template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/* Butterfly over the 32 lanes: after step `offset`, every lane holds the
+ * reduction of its group of 2*offset lanes. Each pair adds the same two
+ * values (a+b == b+a in IEEE), so all lanes end with the same bits. */
+template <typename T, typename Op> __device__ T warp_allreduce(T v, Op op) {
+    for (int offset = WARP / 2; offset > 0; offset /= 2)
+        v = op(v, __shfl_xor_sync(FULL_MASK, v, offset));
+    return v;
+}
+
+/* Reduction over a whole block (blockDim.x a multiple of 32, every thread
+ * calling): each warp reduces, warp results meet in shared memory, every warp
+ * reduces those. All threads get the result. The leading __syncthreads lets
+ * a kernel call this twice: the second call's writes wait for the first
+ * call's reads. */
+template <typename T, typename Op> __device__ T block_allreduce(T v, Op op, T identity) {
+    __shared__ T warp_results[WARP];
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    v = warp_allreduce(v, op);
+    __syncthreads();
+    if (lane == 0) warp_results[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x / WARP) ? warp_results[lane] : identity;
+    return warp_allreduce(v, op);
+}
+
+/* In a (COLSUM_COLS, COLSUM_ROWS) block: sum `partial` over threadIdx.y for
+ * each threadIdx.x, by a fixed halving tree (deterministic). Every thread of
+ * the block must call it; the result is valid in the threads with y == 0. */
+static __device__ float column_tile_sum(float partial, float (*sh)[COLSUM_COLS]) {
+    int x = threadIdx.x, y = threadIdx.y;
+    sh[y][x] = partial;
+    __syncthreads();
+    for (int half = COLSUM_ROWS / 2; half > 0; half /= 2) {
+        if (y < half) sh[y][x] += sh[y + half][x];
+        __syncthreads();
+    }
+    return sh[0][x];
+}
+
+/* ------------------------------------------------------------------------ */
+/* cuBLAS                                                                    */
+
+static cublasHandle_t g_cublas;   /* created on first use, on the current GPU */
+static int g_tf32;                /* kernels_cuda_set_tf32 */
+
+static void apply_math_mode(void) {
+    CUBLAS_CHECK(cublasSetMathMode(g_cublas, g_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                    : CUBLAS_DEFAULT_MATH));
+}
+
+/* The handle is bound to the GPU current when it is created: one GPU per
+ * process (device.h), selected before the first kernel. Its stream stays
+ * the default stream. */
+static cublasHandle_t cublas(void) {
+    if (!g_cublas) {
+        CUBLAS_CHECK(cublasCreate(&g_cublas));
+        apply_math_mode();
+    }
+    return g_cublas;
+}
+
+void kernels_cuda_set_tf32(int on) {
+    g_tf32 = on != 0;
+    if (g_cublas) apply_math_mode();
+}
+
+static cublasOperation_t cublas_op(int trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+/* cuBLAS is column-major. A row-major matrix X (r x c, leading dimension ld)
+ * is, byte for byte, the column-major matrix X^T (c x r, same ld). So for
+ *     C = alpha op(A) op(B) + beta C     (row-major; C: M x N, op(A): M x K)
+ * we ask cuBLAS for the column-major C^T = alpha op(B)^T op(A)^T + beta C^T
+ * (N x M, inner dimension K). cuBLAS sees B's memory as B^T: op(B)^T is that
+ * matrix itself when trans_b = 0 (CUBLAS_OP_N) and its transpose when
+ * trans_b = 1 (CUBLAS_OP_T); likewise for A. Hence: operands swapped, sizes
+ * M and N swapped, transpose flags and leading dimensions passed unchanged. */
+void sgemm_rowmajor_cuda(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                         const float *A, int lda, const float *Bm, int ldb, float beta,
+                         float *Cm, int ldc) {
+    if (M == 0 || N == 0) return;
+    CUBLAS_CHECK(cublasSgemm(cublas(), cublas_op(trans_b), cublas_op(trans_a), N, M, K, &alpha,
+                             Bm, ldb, A, lda, &beta, Cm, ldc));
+}
+
+/* The same mapping for `batch` products; product i uses A + i*stride_a,
+ * B + i*stride_b, C + i*stride_c. Attention batches the NH heads of one
+ * sequence: a head's q, k, v and output columns are hs floats after the
+ * previous head's, its T x T block of att T*T floats after. The heads'
+ * outputs interleave in memory but never share an element. */
+static void sgemm_batched_rowmajor(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                                   const float *A, int lda, long long stride_a,
+                                   const float *Bm, int ldb, long long stride_b, float beta,
+                                   float *Cm, int ldc, long long stride_c, int batch) {
+    CUBLAS_CHECK(cublasSgemmStridedBatched(cublas(), cublas_op(trans_b), cublas_op(trans_a), N,
+                                           M, K, &alpha, Bm, ldb, stride_b, A, lda, stride_a,
+                                           &beta, Cm, ldc, stride_c, batch));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Encoder                                                                   */
+
+/* Element i = bt*C + c of out; token and position embeddings are read along
+ * their rows, so a warp reads 32 adjacent floats of each. */
+static __global__ void encoder_forward_kernel(float *out, const int *tokens, const float *wte,
+                                              const float *wpe, int T, int C, size_t n) {
+    GRID_STRIDE_LOOP(i, n) {
+        size_t bt = i / C, c = i % C;
+        out[i] = wte[(size_t)tokens[bt] * C + c] + wpe[(bt % T) * C + c];
+    }
+}
+
+/* Thread (t, c) owns dwpe[t, c] and adds dout[b, t, c] for b = 0..B-1 in
+ * order: exactly the CPU's sequence of additions. The same values go to
+ * dwte[token(b, t), c]; a token can sit at several (b, t), owned by
+ * different threads, so those adds are atomic. Their order is then up to the
+ * hardware: a token seen k times gets its k terms summed in any order, which
+ * changes the last bits of that row from run to run (no change at all for
+ * tokens seen once). */
+static __global__ void encoder_backward_kernel(float *dwte, float *dwpe, const float *dout,
+                                               const int *tokens, int B, int T, int C) {
+    size_t n = (size_t)T * C;
+    GRID_STRIDE_LOOP(i, n) {
+        size_t t = i / C, c = i % C;
+        float pe = dwpe[i];
+        for (int b = 0; b < B; b++) {
+            size_t bt = (size_t)b * T + t;
+            float d = dout[bt * C + c];
+            pe += d;
+            atomicAdd(&dwte[(size_t)tokens[bt] * C + c], d);
+        }
+        dwpe[i] = pe;
+    }
+}
+
+void encoder_forward_cuda(float *out, const int *tokens, const float *wte, const float *wpe,
+                          int B, int T, int C) {
+    size_t n = (size_t)B * T * C;
+    if (n == 0) return;
+    encoder_forward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(out, tokens, wte, wpe, T, C, n);
+    LAUNCH_CHECK();
+}
+
+void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                           int B, int T, int C) {
+    size_t n = (size_t)T * C;
+    if (n == 0 || B == 0) return;
+    encoder_backward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dwte, dwpe, dout, tokens, B, T,
+                                                              C);
+    LAUNCH_CHECK();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Layernorm                                                                 */
+
+/* One warp per row (rows are C = 768-ish floats: 24 per lane). Two passes
+ * as on the CPU: mean = sum x / C, then var = sum (x - mean)^2 / C, each a
+ * lane-strided partial sum and a warp butterfly. The row is re-read from L1/L2
+ * rather than kept in registers, so any C works. */
+static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
+                                                const float *inp, const float *w, const float *b,
+                                                int N, int C) {
+    int lane = threadIdx.x % WARP;
+    int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP;
+    if (row >= N) return;   /* the whole warp leaves together */
+    const float *x = inp + (size_t)row * C;
+    float *o = out + (size_t)row * C;
+
+    float sum = 0.0f;
+    for (int i = lane; i < C; i += WARP) sum += x[i];
+    float m = warp_allreduce(sum, SumOp()) / C;
+
+    float sq = 0.0f;
+    for (int i = lane; i < C; i += WARP) {
+        float d = x[i] - m;
+        sq += d * d;
+    }
+    float var = warp_allreduce(sq, SumOp()) / C;
+    float s = 1.0f / sqrtf(var + 1e-5f);
+
+    for (int i = lane; i < C; i += WARP) o[i] = (x[i] - m) * s * w[i] + b[i];
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = s;
+    }
+}
+
+/* dinp, one warp per row. With xhat = (x - mean) rstd and g = dy * w:
+ *   dx_i += rstd * (g_i - mean_j g_j - xhat_i * mean_j (g_j xhat_j)).
+ * The two means are two warp sums over the row. */
+static __global__ void layernorm_backward_dinp_kernel(float *dinp, const float *dout,
+                                                      const float *inp, const float *w,
+                                                      const float *mean, const float *rstd, int N,
+                                                      int C) {
+    int lane = threadIdx.x % WARP;
+    int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C;
+    const float *dy = dout + (size_t)row * C;
+    float *dx = dinp + (size_t)row * C;
+    float m = mean[row], s = rstd[row];
+
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (int i = lane; i < C; i += WARP) {
+        float xhat = (x[i] - m) * s;
+        float g = dy[i] * w[i];
+        sum_g += g;
+        sum_gx += g * xhat;
+    }
+    float mean_g = warp_allreduce(sum_g, SumOp()) / C;
+    float mean_gx = warp_allreduce(sum_gx, SumOp()) / C;
+
+    for (int i = lane; i < C; i += WARP) {
+        float xhat = (x[i] - m) * s;
+        dx[i] += s * (dy[i] * w[i] - mean_g - xhat * mean_gx);
+    }
+}
+
+/* dw and db are sums over the N rows, one per column:
+ *   db_c += sum_n dy[n,c],   dw_c += sum_n dy[n,c] * xhat[n,c].
+ * Column-tile blocks (see COLSUM_*): each thread sums every COLSUM_ROWS-th
+ * row of its column, the tile tree adds the partials. No atomics: the same
+ * bits every run. */
+static __global__ void layernorm_backward_params_kernel(float *dw, float *db, const float *dout,
+                                                        const float *inp, const float *mean,
+                                                        const float *rstd, int N, int C) {
+    __shared__ float sh_w[COLSUM_ROWS][COLSUM_COLS], sh_b[COLSUM_ROWS][COLSUM_COLS];
+    int c = blockIdx.x * COLSUM_COLS + threadIdx.x;
+    float acc_w = 0.0f, acc_b = 0.0f;
+    if (c < C) {
+        for (int n = threadIdx.y; n < N; n += COLSUM_ROWS) {
+            size_t i = (size_t)n * C + c;
+            float xhat = (inp[i] - mean[n]) * rstd[n];
+            acc_w += dout[i] * xhat;
+            acc_b += dout[i];
+        }
+    }
+    float tile_w = column_tile_sum(acc_w, sh_w);   /* every thread takes part */
+    float tile_b = column_tile_sum(acc_b, sh_b);
+    if (threadIdx.y == 0 && c < C) {
+        dw[c] += tile_w;
+        db[c] += tile_b;
+    }
+}
+
+void layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp,
+                            const float *w, const float *b, int N, int C) {
+    if (N == 0) return;
+    layernorm_forward_kernel<<<row_warp_blocks(N), ROWS_PER_BLOCK * WARP>>>(out, mean, rstd,
+                                                                            inp, w, b, N, C);
+    LAUNCH_CHECK();
+}
+
+void layernorm_backward_cuda(float *dinp, float *dw, float *db, const float *dout,
+                             const float *inp, const float *w, const float *mean,
+                             const float *rstd, int N, int C) {
+    if (N == 0 || C == 0) return;
+    layernorm_backward_dinp_kernel<<<row_warp_blocks(N), ROWS_PER_BLOCK * WARP>>>(
+        dinp, dout, inp, w, mean, rstd, N, C);
+    LAUNCH_CHECK();
+    dim3 block(COLSUM_COLS, COLSUM_ROWS);
+    layernorm_backward_params_kernel<<<(C + COLSUM_COLS - 1) / COLSUM_COLS, block>>>(
+        dw, db, dout, inp, mean, rstd, N, C);
+    LAUNCH_CHECK();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matmul                                                                    */
+
+/* out[n, o] = bias[o]: the GEMM then adds inp W^T on top (beta = 1), as the
+ * CPU does. */
+static __global__ void broadcast_rows_kernel(float *out, const float *bias, int OC, size_t n) {
+    GRID_STRIDE_LOOP(i, n) out[i] = bias[i % OC];
+}
+
+/* dbias[o] += sum_n dout[n, o], column-tile blocks (see COLSUM_*). */
+static __global__ void column_sum_kernel(float *dbias, const float *dout, int N, int OC) {
+    __shared__ float sh[COLSUM_ROWS][COLSUM_COLS];
+    int c = blockIdx.x * COLSUM_COLS + threadIdx.x;
+    float acc = 0.0f;
+    if (c < OC)
+        for (int n = threadIdx.y; n < N; n += COLSUM_ROWS) acc += dout[(size_t)n * OC + c];
+    float tile = column_tile_sum(acc, sh);
+    if (threadIdx.y == 0 && c < OC) dbias[c] += tile;
+}
+
+void matmul_forward_cuda(float *out, const float *inp, const float *w, const float *bias,
+                         int N, int IC, int OC) {
+    size_t n = (size_t)N * OC;
+    if (n == 0) return;
+    if (bias) {
+        broadcast_rows_kernel<<<elem_blocks(n), ELEM_THREADS>>>(out, bias, OC, n);
+        LAUNCH_CHECK();
+    }
+    /* out (N,OC) = inp (N,IC) W^T, W (OC,IC) */
+    sgemm_rowmajor_cuda(0, 1, N, OC, IC, 1.0f, inp, IC, w, IC, bias ? 1.0f : 0.0f, out, OC);
+}
+
+void matmul_backward_cuda(float *dinp, float *dw, float *dbias, const float *dout,
+                          const float *inp, const float *w, int N, int IC, int OC) {
+    /* dinp (N,IC) += dout (N,OC) W (OC,IC);  dW (OC,IC) += dout^T inp (N,IC) */
+    sgemm_rowmajor_cuda(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
+    sgemm_rowmajor_cuda(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+    if (dbias && OC > 0) {
+        dim3 block(COLSUM_COLS, COLSUM_ROWS);
+        column_sum_kernel<<<(OC + COLSUM_COLS - 1) / COLSUM_COLS, block>>>(dbias, dout, N, OC);
+        LAUNCH_CHECK();
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Attention                                                                 */
+
+/* One warp per row of att, rows ordered (b, h, t), so t = row % T. The
+ * scores S[t, 0..t] are replaced by softmax probabilities (max subtracted
+ * for range, expf as on the CPU), S[t, t+1..T-1] by 0: the causal mask. */
+static __global__ void causal_softmax_kernel(float *att, int rows, int T) {
+    int lane = threadIdx.x % WARP;
+    int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP;
+    if (row >= rows) return;
+    int t = row % T;
+    float *p = att + (size_t)row * T;
+
+    float mx = -INFINITY;
+    for (int j = lane; j <= t; j += WARP) mx = fmaxf(mx, p[j]);
+    mx = warp_allreduce(mx, MaxOp());
+
+    float sum = 0.0f;
+    for (int j = lane; j <= t; j += WARP) {
+        float e = expf(p[j] - mx);
+        p[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / warp_allreduce(sum, SumOp());
+
+    for (int j = lane; j < T; j += WARP) p[j] = j <= t ? p[j] * inv : 0.0f;
+}
+
+/* Softmax backward, one warp per row: with dP in datt and P in att,
+ *   dS[t, j] = P[t, j] (dP[t, j] - sum_k P[t, k] dP[t, k])   for j <= t,
+ * 0 above the diagonal. dS overwrites dP. */
+static __global__ void causal_softmax_backward_kernel(float *datt, const float *att, int rows,
+                                                      int T) {
+    int lane = threadIdx.x % WARP;
+    int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP;
+    if (row >= rows) return;
+    int t = row % T;
+    const float *p = att + (size_t)row * T;
+    float *dp = datt + (size_t)row * T;
+
+    float dot = 0.0f;
+    for (int j = lane; j <= t; j += WARP) dot += p[j] * dp[j];
+    dot = warp_allreduce(dot, SumOp());
+
+    for (int j = lane; j < T; j += WARP) dp[j] = j <= t ? p[j] * (dp[j] - dot) : 0.0f;
+}
+
+/* Per sequence b, the NH heads go to cuBLAS as one strided batch. With
+ * hs = C/NH, head h of sequence b uses
+ *   q = qkv + b*T*3C + h*hs  (rows 3C apart; k = q + C, v = q + 2C),
+ *   P = att + (b*NH + h)*T*T (rows T apart),
+ *   y = out + b*T*C + h*hs   (rows C apart),
+ * so from one head to the next: stride hs for q, k, v, y and T*T for P.
+ * Each product below is written exactly as the CPU's sgemm_rowmajor call. */
+void attention_forward_cuda(float *out, float *att, const float *qkv, int B, int T, int C,
+                            int NH) {
+    if (B == 0 || T == 0) return;
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const long long tt = (long long)T * T;
+    for (int b = 0; b < B; b++) {
+        const float *q = qkv + (size_t)b * T * 3 * C, *k = q + C;
+        float *p = att + (size_t)b * NH * tt;
+        /* S = scale q k^T  (T x T per head) */
+        sgemm_batched_rowmajor(0, 1, T, T, hs, scale, q, 3 * C, hs, k, 3 * C, hs, 0.0f, p, T,
+                               tt, NH);
+    }
+    int rows = B * NH * T;
+    causal_softmax_kernel<<<row_warp_blocks(rows), ROWS_PER_BLOCK * WARP>>>(att, rows, T);
+    LAUNCH_CHECK();
+    for (int b = 0; b < B; b++) {
+        const float *v = qkv + (size_t)b * T * 3 * C + 2 * C;
+        const float *p = att + (size_t)b * NH * tt;
+        /* y = P v  (T x hs per head, into the head's columns of out) */
+        sgemm_batched_rowmajor(0, 0, T, hs, T, 1.0f, p, T, tt, v, 3 * C, hs, 0.0f,
+                               out + (size_t)b * T * C, C, hs, NH);
+    }
+}
+
+/* Backward, same layout (dqkv like qkv, dout like out), per head:
+ *   dP = dy v^T (overwrites datt)     dv += P^T dy
+ *   dS = softmax backward of dP       (in datt)
+ *   dq += scale dS k                  dk += scale dS^T q */
+void attention_backward_cuda(float *dqkv, float *datt, const float *dout, const float *qkv,
+                             const float *att, int B, int T, int C, int NH) {
+    if (B == 0 || T == 0) return;
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const long long tt = (long long)T * T;
+    for (int b = 0; b < B; b++) {
+        const float *v = qkv + (size_t)b * T * 3 * C + 2 * C;
+        float *dv = dqkv + (size_t)b * T * 3 * C + 2 * C;
+        const float *dy = dout + (size_t)b * T * C;
+        const float *p = att + (size_t)b * NH * tt;
+        float *dp = datt + (size_t)b * NH * tt;
+        sgemm_batched_rowmajor(0, 1, T, T, hs, 1.0f, dy, C, hs, v, 3 * C, hs, 0.0f, dp, T, tt,
+                               NH);                                        /* dP = dy v^T */
+        sgemm_batched_rowmajor(1, 0, T, hs, T, 1.0f, p, T, tt, dy, C, hs, 1.0f, dv, 3 * C, hs,
+                               NH);                                        /* dv += P^T dy */
+    }
+    int rows = B * NH * T;
+    causal_softmax_backward_kernel<<<row_warp_blocks(rows), ROWS_PER_BLOCK * WARP>>>(datt, att,
+                                                                                     rows, T);
+    LAUNCH_CHECK();
+    for (int b = 0; b < B; b++) {
+        const float *q = qkv + (size_t)b * T * 3 * C, *k = q + C;
+        float *dq = dqkv + (size_t)b * T * 3 * C, *dk = dq + C;
+        const float *ds = datt + (size_t)b * NH * tt;
+        sgemm_batched_rowmajor(0, 0, T, hs, T, scale, ds, T, tt, k, 3 * C, hs, 1.0f, dq, 3 * C,
+                               hs, NH);                                    /* dq += scale dS k */
+        sgemm_batched_rowmajor(1, 0, T, hs, T, scale, ds, T, tt, q, 3 * C, hs, 1.0f, dk, 3 * C,
+                               hs, NH);                                    /* dk += scale dS^T q */
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise                                                               */
+
+static __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n) {
+    GRID_STRIDE_LOOP(i, n) out[i] = gelu_tanh(inp[i]);
+}
+
+static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout,
+                                            size_t n) {
+    GRID_STRIDE_LOOP(i, n) dinp[i] += gelu_tanh_grad(inp[i]) * dout[i];
+}
+
+static __global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
+    GRID_STRIDE_LOOP(i, n) out[i] = a[i] + b[i];
+}
+
+static __global__ void scale_kernel(float *x, float s, size_t n) {
+    GRID_STRIDE_LOOP(i, n) x[i] *= s;
+}
+
+void gelu_forward_cuda(float *out, const float *inp, size_t n) {
+    if (n == 0) return;
+    gelu_forward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(out, inp, n);
+    LAUNCH_CHECK();
+}
+
+void gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t n) {
+    if (n == 0) return;
+    gelu_backward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dinp, inp, dout, n);
+    LAUNCH_CHECK();
+}
+
+void residual_forward_cuda(float *out, const float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    add_kernel<<<elem_blocks(n), ELEM_THREADS>>>(out, a, b, n);
+    LAUNCH_CHECK();
+}
+
+void residual_backward_cuda(float *dinp, const float *dout, size_t n) {
+    add_inplace_cuda(dinp, dout, n);
+}
+
+void add_inplace_cuda(float *x, const float *y, size_t n) {
+    if (n == 0) return;
+    add_kernel<<<elem_blocks(n), ELEM_THREADS>>>(x, x, y, n);   /* each i read, then written */
+    LAUNCH_CHECK();
+}
+
+void scale_inplace_cuda(float *x, float s, size_t n) {
+    if (n == 0) return;
+    scale_kernel<<<elem_blocks(n), ELEM_THREADS>>>(x, s, n);
+    LAUNCH_CHECK();
+}
+
+void set_zero_cuda(float *x, size_t n) {
+    if (n == 0) return;
+    CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(float), 0));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cross-entropy                                                             */
+
+/* Softmax and loss of one row of V logits per block (V is large: 50257 for
+ * GPT-2). Three passes over the row: the max, then p = e^(z - max) and its
+ * sum, then p /= sum; loss = log(sum) - (z_target - max), which is -log p_t
+ * without p_t's underflow.
+ * probs may alias logits. Thread j only ever touches elements j, j + 256...,
+ * reading each before writing it; z_target is read by thread 0 before the
+ * first block reduction, and no thread writes before that reduction's
+ * barrier. */
+static __global__ void softmax_crossentropy_forward_kernel(float *losses, float *probs,
+                                                           const float *logits, const int *targets,
+                                                           int V) {
+    int row = blockIdx.x;
+    const float *z = logits + (size_t)row * V;
+    float *p = probs + (size_t)row * V;
+    float zt = threadIdx.x == 0 ? z[targets[row]] : 0.0f;
+
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, z[i]);
+    mx = block_allreduce(mx, MaxOp(), -INFINITY);
+
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        float e = expf(z[i] - mx);
+        p[i] = e;
+        sum += e;
+    }
+    sum = block_allreduce(sum, SumOp(), 0.0f);
+
+    float inv = 1.0f / sum;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) p[i] *= inv;
+    if (threadIdx.x == 0) losses[row] = logf(sum) - (zt - mx);
+}
+
+/* dlogits = dloss * (p - onehot(target)), in place, one block per row.
+ * __fmul_rn keeps the product rounded on its own (no fused multiply-add with
+ * the subtraction), as the CPU's two statements round it: the same bits. */
+static __global__ void crossentropy_backward_kernel(float *d, const int *targets, float dloss,
+                                                    int V) {
+    int row = blockIdx.x;
+    int target = targets[row];
+    float *dr = d + (size_t)row * V;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        float g = __fmul_rn(dr[i], dloss);
+        if (i == target) g -= dloss;
+        dr[i] = g;
+    }
+}
+
+float crossentropy_forward_cuda(float *losses, float *probs, const float *logits,
+                                const int *targets, int N, int V) {
+    if (N == 0) return NAN;   /* as the CPU's 0/0: a mean over no rows */
+    softmax_crossentropy_forward_kernel<<<N, ROW_BLOCK_THREADS>>>(losses, probs, logits,
+                                                                  targets, V);
+    LAUNCH_CHECK();
+    /* The mean is summed on the host in double, in row order, as on the CPU. */
+    float *host = (float *)malloc((size_t)N * sizeof(float));
+    CHECK(host, "out of memory");
+    CUDA_CHECK(cudaMemcpy(host, losses, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost));
+    double total = 0.0;
+    for (int n = 0; n < N; n++) total += host[n];
+    free(host);
+    return (float)(total / N);
+}
+
+void crossentropy_backward_cuda(float *probs_to_dlogits, const int *targets, float dloss,
+                                int N, int V) {
+    if (N == 0) return;
+    crossentropy_backward_kernel<<<N, ROW_BLOCK_THREADS>>>(probs_to_dlogits, targets, dloss,
+                                                           V);
+    LAUNCH_CHECK();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Optimizer and norms                                                       */
+
+static __global__ void adamw_kernel(float *params, const float *grads, float *m, float *v,
+                                    size_t n, float lr, float beta1, float beta2, float eps,
+                                    float wd, float c1, float c2) {
+    GRID_STRIDE_LOOP(i, n)
+        adamw_update_element(&params[i], &m[i], &v[i], grads[i], lr, beta1, beta2, eps, wd, c1,
+                             c2);
+}
+
+void adamw_update_cuda(float *params, const float *grads, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float weight_decay,
+                       int t) {
+    if (n == 0) return;
+    /* bias corrections on the host with the CPU's powf: the same floats */
+    float c1 = 1.0f - powf(beta1, (float)t);
+    float c2 = 1.0f - powf(beta2, (float)t);
+    adamw_kernel<<<elem_blocks(n), ELEM_THREADS>>>(params, grads, m, v, n, lr, beta1, beta2,
+                                                   eps, weight_decay, c1, c2);
+    LAUNCH_CHECK();
+}
+
+/* Sum of squares in two deterministic passes: a fixed grid of SUMSQ_BLOCKS
+ * blocks, each grid-striding over x and reducing to one double, then one
+ * block adding the SUMSQ_BLOCKS partials. The grid does not depend on the
+ * GPU, so neither does the order of additions. Each term x^2 is exact in
+ * double (24-bit mantissa squared), so the result differs from the CPU's
+ * serial sum only by double rounding, ~1e-16 relative per term.
+ * The partials and the total live in static __device__ memory (4 KiB, part
+ * of the loaded module): no allocation per call. */
+#define SUMSQ_BLOCKS 512
+#define SUMSQ_THREADS 256
+static __device__ double g_sumsq_partial[SUMSQ_BLOCKS];
+static __device__ double g_sumsq_total;
+
+static __global__ void sum_squares_partial_kernel(const float *x, size_t n) {
+    double acc = 0.0;
+    GRID_STRIDE_LOOP(i, n) {
+        double xi = x[i];
+        acc += xi * xi;
+    }
+    acc = block_allreduce(acc, SumOp(), 0.0);
+    if (threadIdx.x == 0) g_sumsq_partial[blockIdx.x] = acc;
+}
+
+/* one block of SUMSQ_BLOCKS threads, thread j holding partial j */
+static __global__ void sum_squares_final_kernel(void) {
+    double total = block_allreduce(g_sumsq_partial[threadIdx.x], SumOp(), 0.0);
+    if (threadIdx.x == 0) g_sumsq_total = total;
+}
+
+double sum_squares_cuda(const float *x, size_t n) {
+    if (n == 0) return 0.0;
+    sum_squares_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS>>>(x, n);
+    LAUNCH_CHECK();
+    sum_squares_final_kernel<<<1, SUMSQ_BLOCKS>>>();
+    LAUNCH_CHECK();
+    double total = 0.0;
+    CUDA_CHECK(cudaMemcpyFromSymbol(&total, g_sumsq_total, sizeof total));
+    return total;
+}

@@ -1,0 +1,485 @@
+/* test_kernels (CUDA): every kernel of kernels_cuda.cu against its CPU twin.
+ *
+ *     build/cuda/tests/test_kernels          (one GPU; no MPI needed)
+ *
+ * Each case draws random inputs (a fixed-seed xorshift, values ~U(-1,1),
+ * tokens and targets uniform in range), runs the _cpu kernel on host copies
+ * and the _cuda kernel on device copies of the same bytes, and compares the
+ * outputs element by element. Backward kernels get their gradient buffers
+ * pre-filled with the same random values on both sides, so a kernel that
+ * overwrites instead of accumulating (+=) fails. Shapes are small and odd on
+ * purpose: N = B*T not a multiple of 32, T above and below a warp, C not a
+ * multiple of the column tile, V above and below a block of threads.
+ *
+ * Tolerances, |gpu - cpu| <= atol + rtol |cpu| for every element:
+ *   EXACT   rtol 0,    atol 0     the same IEEE operations in the same order
+ *                                 (one add or multiply per element, the
+ *                                 cross-entropy gradient, dwpe's in-order
+ *                                 sums): any difference is a bug.
+ *   ELEM    rtol 1e-5, atol 1e-6  per-element math (math_shared.h): nvcc and
+ *                                 gcc may fuse a*b+c into an FMA at different
+ *                                 places, a few ulps.
+ *   ROW     rtol 1e-4, atol 1e-5  sums over a row or column (<= 64 terms
+ *                                 here) taken in another order: layernorm,
+ *                                 the embedding gradients (atomics), the mean
+ *                                 loss. Expected ~1e-6.
+ *   GEMM    rtol 1e-4, atol 1e-4  cuBLAS and OpenBLAS sum up to K = 300
+ *                                 products in different orders; an entry
+ *                                 near 0 can be the cancellation of partial
+ *                                 sums of size ~sqrt(K)/3 ~ 6, whose rounding
+ *                                 is ~1e-5 absolute.
+ *   SOFTMAX rtol 1e-3, atol 1e-5  attention and cross-entropy chain expf
+ *                                 (CUDA's is within 2 ulp, glibc's 1), row
+ *                                 reductions and up to three GEMMs: ~1e-6
+ *                                 relative expected, the margin is wide.
+ *   TF32    rtol 1e-2, atol 5e-2  GEMMs with TF32 on: inputs keep 10 mantissa
+ *                                 bits, ~1e-3 relative per product.
+ * sum_squares is compared with rtol 1e-10 (double sums of up to 3e6 exact
+ * terms in another order). A wrong index, transpose, scale, or overwrite
+ * instead of accumulate gives errors of order 0.1 to 1, far outside all of
+ * these.
+ *
+ * Exit status: 0 all close, 1 a difference, 77 no CUDA device (skipped).
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_check.h"
+#include "kernels_backend.h"
+#include "gpu_present.h"
+#include "unit.h"
+
+
+typedef struct {
+    double rtol, atol;
+} Tol;
+
+static const Tol TOL_EXACT = {0.0, 0.0};
+static const Tol TOL_ELEM = {1e-5, 1e-6};
+static const Tol TOL_ROW = {1e-4, 1e-5};
+static const Tol TOL_GEMM = {1e-4, 1e-4};
+static const Tol TOL_SOFTMAX = {1e-3, 1e-5};
+static const Tol TOL_TF32 = {1e-2, 5e-2};
+static const Tol TOL_SUMSQ = {1e-10, 0.0};
+
+static char g_case[96];   /* the shape under test, for failure messages */
+
+/* ---- random inputs: xorshift64*, fixed seed ---- */
+
+static uint64_t g_rng_state = 0x2545F4914F6CDD1Dull;
+
+static uint32_t rng_u32(void) {
+    g_rng_state ^= g_rng_state >> 12;
+    g_rng_state ^= g_rng_state << 25;
+    g_rng_state ^= g_rng_state >> 27;
+    return (uint32_t)((g_rng_state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+/* U(-1, 1) on a grid of 2^-23 */
+static float rng_uniform(void) { return (float)(rng_u32() >> 8) / 8388608.0f - 1.0f; }
+
+static int rng_int(int n) { return (int)(rng_u32() % (uint32_t)n); }
+
+/* ---- buffers ---- */
+
+static void *host_alloc(size_t bytes) {
+    void *p = malloc(bytes + 1);   /* + 1: a real pointer for n = 0 too */
+    CHECK(p, "out of memory");
+    return p;
+}
+
+static void *device_alloc(size_t bytes) {
+    void *d;
+    CUDA_CHECK(cudaMalloc(&d, bytes + 1));
+    return d;
+}
+
+/* The same floats on both sides: h for the CPU kernel, d for the GPU one. */
+typedef struct {
+    float *h, *d;
+    size_t n;
+} Pair;
+
+static Pair pair_of(const float *values, size_t n) {
+    Pair p = {(float *)host_alloc(n * sizeof(float)), (float *)device_alloc(n * sizeof(float)),
+              n};
+    memcpy(p.h, values, n * sizeof(float));
+    CUDA_CHECK(cudaMemcpy(p.d, values, n * sizeof(float), cudaMemcpyHostToDevice));
+    return p;
+}
+
+/* elements ~U(-scale, scale) */
+static Pair pair_random(size_t n, float scale) {
+    float *v = (float *)host_alloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = scale * rng_uniform();
+    Pair p = pair_of(v, n);
+    free(v);
+    return p;
+}
+
+static void pair_free(Pair *p) {
+    free(p->h);
+    CUDA_CHECK(cudaFree(p->d));
+}
+
+/* Random ints in [0, range) on both sides. */
+typedef struct {
+    int *h, *d;
+} IntPair;
+
+static IntPair int_pair_random(size_t n, int range) {
+    IntPair p = {(int *)host_alloc(n * sizeof(int)), (int *)device_alloc(n * sizeof(int))};
+    for (size_t i = 0; i < n; i++) p.h[i] = rng_int(range);
+    CUDA_CHECK(cudaMemcpy(p.d, p.h, n * sizeof(int), cudaMemcpyHostToDevice));
+    return p;
+}
+
+static void int_pair_free(IntPair *p) {
+    free(p->h);
+    CUDA_CHECK(cudaFree(p->d));
+}
+
+/* ---- comparisons ---- */
+
+/* n floats of the GPU at dev against want (host); one EXPECT per buffer,
+ * naming the worst element when some are out of tolerance. */
+static void expect_close(const char *what, const float *dev, const float *want, size_t n,
+                         Tol tol) {
+    float *got = (float *)host_alloc(n * sizeof(float));
+    CUDA_CHECK(cudaMemcpy(got, dev, n * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t bad = 0, worst = 0;
+    double worst_excess = -1.0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - (double)want[i]);
+        double limit = tol.atol + tol.rtol * fabs((double)want[i]);
+        if (!(err <= limit)) {   /* NaN counts as bad */
+            double excess = isnan(err) ? INFINITY : err - limit;
+            if (bad++ == 0 || excess > worst_excess) {
+                worst_excess = excess;
+                worst = i;
+            }
+        }
+    }
+    EXPECT(bad == 0, "%s [%s]: %zu of %zu elements off; worst [%zu] gpu %.9g cpu %.9g "
+           "(tol %g + %g |cpu|)", what, g_case, bad, n, worst, bad ? got[worst] : 0.0f,
+           bad ? want[worst] : 0.0f, tol.atol, tol.rtol);
+    free(got);
+}
+
+static void expect_pair(const char *what, const Pair *p, Tol tol) {
+    expect_close(what, p->d, p->h, p->n, tol);
+}
+
+static void expect_scalar(const char *what, double got, double want, Tol tol) {
+    double err = fabs(got - want), limit = tol.atol + tol.rtol * fabs(want);
+    EXPECT(err <= limit, "%s [%s]: gpu %.17g cpu %.17g (tol %g + %g |cpu|)", what, g_case, got,
+           want, tol.atol, tol.rtol);
+}
+
+/* ---- the kernels, one shape at a time ---- */
+
+typedef struct {
+    int B, T, C, NH, V;
+} Shape;
+
+static void check_encoder(const Shape *s) {
+    int B = s->B, T = s->T, C = s->C, V = s->V;
+    size_t btc = (size_t)B * T * C;
+    IntPair tokens = int_pair_random((size_t)B * T, V);
+    /* a repeated token, so two positions add into one row of dwte */
+    tokens.h[B * T - 1] = tokens.h[0];
+    CUDA_CHECK(cudaMemcpy(tokens.d, tokens.h, (size_t)B * T * sizeof(int),
+                          cudaMemcpyHostToDevice));
+    Pair wte = pair_random((size_t)V * C, 1.0f), wpe = pair_random((size_t)T * C, 1.0f);
+    Pair out = pair_random(btc, 1.0f);
+    encoder_forward_cpu(out.h, tokens.h, wte.h, wpe.h, B, T, C);
+    encoder_forward_cuda(out.d, tokens.d, wte.d, wpe.d, B, T, C);
+    expect_pair("encoder_forward out", &out, TOL_EXACT);
+
+    Pair dout = pair_random(btc, 1.0f);
+    Pair dwte = pair_random((size_t)V * C, 1.0f), dwpe = pair_random((size_t)T * C, 1.0f);
+    encoder_backward_cpu(dwte.h, dwpe.h, dout.h, tokens.h, B, T, C);
+    encoder_backward_cuda(dwte.d, dwpe.d, dout.d, tokens.d, B, T, C);
+    expect_pair("encoder_backward dwte", &dwte, TOL_ROW);   /* atomics: any order */
+    expect_pair("encoder_backward dwpe", &dwpe, TOL_EXACT); /* the CPU's order */
+
+    Pair *all[] = {&wte, &wpe, &out, &dout, &dwte, &dwpe};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    int_pair_free(&tokens);
+}
+
+static void check_layernorm(const Shape *s) {
+    int N = s->B * s->T, C = s->C;
+    size_t nc = (size_t)N * C;
+    Pair inp = pair_random(nc, 2.0f), w = pair_random((size_t)C, 1.0f);
+    Pair b = pair_random((size_t)C, 1.0f), out = pair_random(nc, 1.0f);
+    Pair mean = pair_random((size_t)N, 1.0f), rstd = pair_random((size_t)N, 1.0f);
+    layernorm_forward_cpu(out.h, mean.h, rstd.h, inp.h, w.h, b.h, N, C);
+    layernorm_forward_cuda(out.d, mean.d, rstd.d, inp.d, w.d, b.d, N, C);
+    expect_pair("layernorm_forward out", &out, TOL_ROW);
+    expect_pair("layernorm_forward mean", &mean, TOL_ROW);
+    expect_pair("layernorm_forward rstd", &rstd, TOL_ROW);
+
+    /* the backward pass reads the CPU's mean and rstd on both sides */
+    Pair cpu_mean = pair_of(mean.h, (size_t)N), cpu_rstd = pair_of(rstd.h, (size_t)N);
+    Pair dout = pair_random(nc, 1.0f), dinp = pair_random(nc, 1.0f);
+    Pair dw = pair_random((size_t)C, 1.0f), db = pair_random((size_t)C, 1.0f);
+    layernorm_backward_cpu(dinp.h, dw.h, db.h, dout.h, inp.h, w.h, cpu_mean.h, cpu_rstd.h, N, C);
+    layernorm_backward_cuda(dinp.d, dw.d, db.d, dout.d, inp.d, w.d, cpu_mean.d, cpu_rstd.d, N,
+                            C);
+    expect_pair("layernorm_backward dinp", &dinp, TOL_ROW);
+    expect_pair("layernorm_backward dw", &dw, TOL_ROW);
+    expect_pair("layernorm_backward db", &db, TOL_ROW);
+
+    Pair *all[] = {&inp, &w, &b, &out, &mean, &rstd, &cpu_mean, &cpu_rstd,
+                   &dout, &dinp, &dw, &db};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+}
+
+/* (N, C) -> (N, V): odd output widths, with and without bias */
+static void check_matmul(const Shape *s) {
+    int N = s->B * s->T, IC = s->C, OC = s->V;
+    for (int with_bias = 0; with_bias <= 1; with_bias++) {
+        const char *fwd = with_bias ? "matmul_forward (bias) out" : "matmul_forward out";
+        Pair inp = pair_random((size_t)N * IC, 1.0f), w = pair_random((size_t)OC * IC, 1.0f);
+        Pair bias = pair_random((size_t)OC, 1.0f), out = pair_random((size_t)N * OC, 1.0f);
+        matmul_forward_cpu(out.h, inp.h, w.h, with_bias ? bias.h : NULL, N, IC, OC);
+        matmul_forward_cuda(out.d, inp.d, w.d, with_bias ? bias.d : NULL, N, IC, OC);
+        expect_pair(fwd, &out, TOL_GEMM);
+
+        Pair dout = pair_random((size_t)N * OC, 1.0f), dinp = pair_random((size_t)N * IC, 1.0f);
+        Pair dw = pair_random((size_t)OC * IC, 1.0f), dbias = pair_random((size_t)OC, 1.0f);
+        matmul_backward_cpu(dinp.h, dw.h, with_bias ? dbias.h : NULL, dout.h, inp.h, w.h, N,
+                            IC, OC);
+        matmul_backward_cuda(dinp.d, dw.d, with_bias ? dbias.d : NULL, dout.d, inp.d, w.d, N,
+                             IC, OC);
+        expect_pair(with_bias ? "matmul_backward (bias) dinp" : "matmul_backward dinp", &dinp,
+                    TOL_GEMM);
+        expect_pair(with_bias ? "matmul_backward (bias) dw" : "matmul_backward dw", &dw,
+                    TOL_GEMM);
+        /* without a bias dbias must stay as it was: EXACT against the untouched CPU copy */
+        expect_pair(with_bias ? "matmul_backward dbias" : "matmul_backward dbias untouched",
+                    &dbias, with_bias ? TOL_GEMM : TOL_EXACT);
+
+        Pair *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &dbias};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    }
+}
+
+static void check_attention(const Shape *s) {
+    int B = s->B, T = s->T, C = s->C, NH = s->NH;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
+    size_t natt = (size_t)B * NH * T * T;
+    Pair qkv = pair_random(nqkv, 1.0f), out = pair_random(nout, 1.0f);
+    Pair att = pair_random(natt, 1.0f);   /* garbage: the forward pass overwrites all of it */
+    attention_forward_cpu(out.h, att.h, qkv.h, B, T, C, NH);
+    attention_forward_cuda(out.d, att.d, qkv.d, B, T, C, NH);
+    expect_pair("attention_forward att", &att, TOL_SOFTMAX);
+    expect_pair("attention_forward out", &out, TOL_SOFTMAX);
+
+    /* the causal mask is exact zeros */
+    float *p = (float *)host_alloc(natt * sizeof(float));
+    CUDA_CHECK(cudaMemcpy(p, att.d, natt * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t nonzero = 0;
+    for (size_t r = 0; r < (size_t)B * NH * T; r++)
+        for (int j = (int)(r % T) + 1; j < T; j++) nonzero += p[r * T + j] != 0.0f;
+    EXPECT(nonzero == 0, "attention_forward [%s]: %zu nonzero entries above the diagonal",
+           g_case, nonzero);
+    free(p);
+
+    /* the backward pass reads the CPU's P on both sides; datt is scratch */
+    Pair cpu_att = pair_of(att.h, natt);
+    Pair dout = pair_random(nout, 1.0f), dqkv = pair_random(nqkv, 1.0f);
+    Pair datt = pair_random(natt, 1.0f);
+    attention_backward_cpu(dqkv.h, datt.h, dout.h, qkv.h, cpu_att.h, B, T, C, NH);
+    attention_backward_cuda(dqkv.d, datt.d, dout.d, qkv.d, cpu_att.d, B, T, C, NH);
+    expect_pair("attention_backward dqkv", &dqkv, TOL_SOFTMAX);
+
+    Pair *all[] = {&qkv, &out, &att, &cpu_att, &dout, &dqkv, &datt};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+}
+
+static void check_crossentropy(const Shape *s) {
+    int N = s->B * s->T, V = s->V;
+    size_t nv = (size_t)N * V;
+    IntPair targets = int_pair_random((size_t)N, V);
+    Pair logits = pair_random(nv, 3.0f);   /* U(-3, 3): far from uniform probabilities */
+    Pair probs = pair_random(nv, 1.0f), losses = pair_random((size_t)N, 1.0f);
+    float mean_cpu = crossentropy_forward_cpu(losses.h, probs.h, logits.h, targets.h, N, V);
+    float mean_gpu = crossentropy_forward_cuda(losses.d, probs.d, logits.d, targets.d, N, V);
+    expect_pair("crossentropy_forward probs", &probs, TOL_SOFTMAX);
+    expect_pair("crossentropy_forward losses", &losses, TOL_SOFTMAX);
+    expect_scalar("crossentropy_forward mean loss", mean_gpu, mean_cpu, TOL_ROW);
+
+    /* in place: probs written over the logits */
+    float mean_inplace = crossentropy_forward_cuda(losses.d, logits.d, logits.d, targets.d, N, V);
+    expect_close("crossentropy_forward in place probs", logits.d, probs.h, nv, TOL_SOFTMAX);
+    expect_close("crossentropy_forward in place losses", losses.d, losses.h, (size_t)N,
+                 TOL_SOFTMAX);
+    expect_scalar("crossentropy_forward in place mean loss", mean_inplace, mean_cpu, TOL_ROW);
+
+    /* backward from the CPU's probs on both sides */
+    Pair d = pair_of(probs.h, nv);
+    crossentropy_backward_cpu(d.h, targets.h, 1.0f / N, N, V);
+    crossentropy_backward_cuda(d.d, targets.d, 1.0f / N, N, V);
+    expect_pair("crossentropy_backward dlogits", &d, TOL_EXACT);
+
+    Pair *all[] = {&logits, &probs, &losses, &d};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    int_pair_free(&targets);
+}
+
+static void check_shape(const Shape *s) {
+    snprintf(g_case, sizeof g_case, "B=%d T=%d C=%d NH=%d V=%d", s->B, s->T, s->C, s->NH,
+             s->V);
+    check_encoder(s);
+    check_layernorm(s);
+    check_matmul(s);
+    check_attention(s);
+    check_crossentropy(s);
+}
+
+/* ---- shape-free kernels ---- */
+
+/* All four transpose combinations, non-square, with leading dimensions
+ * wider than the rows (padding the GEMM must neither read nor write). */
+static void check_sgemm(int M, int N, int K, Tol tol, const char *label) {
+    const float alpha = 0.75f, beta = -0.5f;
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++) {
+            snprintf(g_case, sizeof g_case, "%s M=%d N=%d K=%d trans_a=%d trans_b=%d", label, M,
+                     N, K, ta, tb);
+            int a_rows = ta ? K : M, lda = (ta ? M : K) + 3;
+            int b_rows = tb ? N : K, ldb = (tb ? K : N) + 2;
+            int ldc = N + 1;
+            Pair a = pair_random((size_t)a_rows * lda, 1.0f);
+            Pair b = pair_random((size_t)b_rows * ldb, 1.0f);
+            Pair c = pair_random((size_t)M * ldc, 1.0f);
+            sgemm_rowmajor_cpu(ta, tb, M, N, K, alpha, a.h, lda, b.h, ldb, beta, c.h, ldc);
+            sgemm_rowmajor_cuda(ta, tb, M, N, K, alpha, a.d, lda, b.d, ldb, beta, c.d, ldc);
+            expect_pair("sgemm_rowmajor C", &c, tol);
+            pair_free(&a);
+            pair_free(&b);
+            pair_free(&c);
+        }
+}
+
+static void check_elementwise(size_t n) {
+    snprintf(g_case, sizeof g_case, "n=%zu", n);
+    Pair x = pair_random(n, 3.0f), y = pair_random(n, 1.0f), out = pair_random(n, 1.0f);
+    gelu_forward_cpu(out.h, x.h, n);
+    gelu_forward_cuda(out.d, x.d, n);
+    expect_pair("gelu_forward out", &out, TOL_ELEM);
+
+    Pair dinp = pair_random(n, 1.0f);
+    gelu_backward_cpu(dinp.h, x.h, y.h, n);
+    gelu_backward_cuda(dinp.d, x.d, y.d, n);
+    expect_pair("gelu_backward dinp", &dinp, TOL_ELEM);
+
+    residual_forward_cpu(out.h, x.h, y.h, n);
+    residual_forward_cuda(out.d, x.d, y.d, n);
+    expect_pair("residual_forward out", &out, TOL_EXACT);
+    residual_forward_cpu(out.h, out.h, y.h, n);   /* out aliasing a */
+    residual_forward_cuda(out.d, out.d, y.d, n);
+    expect_pair("residual_forward in place", &out, TOL_EXACT);
+
+    residual_backward_cpu(dinp.h, y.h, n);
+    residual_backward_cuda(dinp.d, y.d, n);
+    expect_pair("residual_backward dinp", &dinp, TOL_EXACT);
+
+    add_inplace_cpu(x.h, y.h, n);
+    add_inplace_cuda(x.d, y.d, n);
+    expect_pair("add_inplace x", &x, TOL_EXACT);
+
+    scale_inplace_cpu(x.h, -0.37f, n);
+    scale_inplace_cuda(x.d, -0.37f, n);
+    expect_pair("scale_inplace x", &x, TOL_EXACT);
+
+    expect_scalar("sum_squares", sum_squares_cuda(x.d, n), sum_squares_cpu(x.h, n), TOL_SUMSQ);
+
+    set_zero_cpu(x.h, n);
+    set_zero_cuda(x.d, n);
+    expect_pair("set_zero x", &x, TOL_EXACT);
+
+    pair_free(&x);
+    pair_free(&y);
+    pair_free(&out);
+    pair_free(&dinp);
+}
+
+/* Three AdamW steps from zero moments, new gradients each step. */
+static void check_adamw(size_t n) {
+    snprintf(g_case, sizeof g_case, "n=%zu", n);
+    const float lr = 0.01f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+    Pair params = pair_random(n, 1.0f);
+    float *zeros = (float *)host_alloc(n * sizeof(float));
+    memset(zeros, 0, n * sizeof(float));
+    Pair m = pair_of(zeros, n), v = pair_of(zeros, n);
+    free(zeros);
+    for (int t = 1; t <= 3; t++) {
+        Pair grads = pair_random(n, 1.0f);
+        adamw_update_cpu(params.h, grads.h, m.h, v.h, n, lr, beta1, beta2, eps, wd, t);
+        adamw_update_cuda(params.d, grads.d, m.d, v.d, n, lr, beta1, beta2, eps, wd, t);
+        pair_free(&grads);
+    }
+    expect_pair("adamw_update params after 3 steps", &params, TOL_ELEM);
+    expect_pair("adamw_update m after 3 steps", &m, TOL_ELEM);
+    expect_pair("adamw_update v after 3 steps", &v, TOL_ELEM);
+    pair_free(&params);
+    pair_free(&m);
+    pair_free(&v);
+}
+
+/* n = 0 launches nothing and fails nothing. */
+static void check_empty(void) {
+    snprintf(g_case, sizeof g_case, "n=0");
+    Pair x = pair_random(1, 1.0f), y = pair_random(1, 1.0f);
+    gelu_forward_cuda(x.d, y.d, 0);
+    gelu_backward_cuda(x.d, y.d, y.d, 0);
+    residual_forward_cuda(x.d, x.d, y.d, 0);
+    residual_backward_cuda(x.d, y.d, 0);
+    add_inplace_cuda(x.d, y.d, 0);
+    scale_inplace_cuda(x.d, 2.0f, 0);
+    set_zero_cuda(x.d, 0);
+    adamw_update_cuda(x.d, y.d, x.d, x.d, 0, 0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
+    EXPECT(sum_squares_cuda(x.d, 0) == 0.0, "sum_squares of nothing is 0");
+    CUDA_CHECK(cudaDeviceSynchronize());
+    expect_pair("x after n=0 calls", &x, TOL_EXACT);
+    pair_free(&x);
+    pair_free(&y);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    program_set_name(argv[0]);
+    exit_unless_gpu_present();
+    CUDA_CHECK(cudaSetDevice(0));
+    kernels_cuda_set_tf32(0);
+
+    static const Shape shapes[] = {
+        {2, 7, 24, 3, 37},    /* N = 14, T < 32, hs = 8 */
+        {3, 16, 64, 4, 101},  /* N = 48, hs = 16 */
+        {1, 40, 36, 3, 300},  /* T > 32 (two columns per lane), C % 8 != 0, V > 256 */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i]);
+
+    check_sgemm(5, 7, 9, TOL_GEMM, "fp32");
+    check_sgemm(33, 65, 129, TOL_GEMM, "fp32");
+    kernels_cuda_set_tf32(1);
+    check_sgemm(33, 65, 32, TOL_TF32, "tf32");
+    kernels_cuda_set_tf32(0);
+    check_sgemm(33, 65, 32, TOL_GEMM, "fp32 again");
+
+    /* 3000017 elements: more than the elementwise grid's cap of threads,
+     * so the grid-stride loops take more than one lap */
+    static const size_t sizes[] = {1, 1003, 3000017};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        check_elementwise(sizes[i]);
+        check_adamw(sizes[i]);
+    }
+    check_empty();
+
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return unit_report("test_kernels");
+}
