@@ -34,36 +34,75 @@ typedef struct {
     size_t bytes;
     MemCategory category;
 } GpuBlock;
-static GpuBlock *g_gpu_blocks;
-static size_t g_gpu_count, g_gpu_capacity;
+typedef struct {
+    GpuBlock *blocks;
+    size_t count, capacity;
+} GpuBlocks;
+/* live: handed out by mem_alloc. cached: freed, kept for reuse. cudaFree
+ * waits for the whole GPU to go idle, which would undo every overlap of
+ * communication with compute (ZeRO-3 frees a gathered layer each time it
+ * is done with it); a freed block is instead kept and handed out again for
+ * the next request of the same size. Reuse is safe in stream order: the
+ * block is zeroed on the compute stream, after the kernels that used it,
+ * and the communication stream waits for those before it writes. The
+ * counters count logical bytes, so caching does not change memory.csv;
+ * the driver's count (cudaMemGetInfo) includes the cache. */
+static GpuBlocks g_live, g_cached;
 
 static void count_alloc(MemCategory category, size_t bytes) {
     g_current[category] += bytes;
     if (g_current[category] > g_peak[category]) g_peak[category] = g_current[category];
 }
 
-static void *gpu_alloc(MemCategory category, size_t bytes) {
-    if (g_gpu_count == g_gpu_capacity) {
-        g_gpu_capacity = g_gpu_capacity ? 2 * g_gpu_capacity : 256;
-        g_gpu_blocks = realloc(g_gpu_blocks, g_gpu_capacity * sizeof *g_gpu_blocks);
-        CHECK(g_gpu_blocks, "out of memory");
+static void push_block(GpuBlocks *set, GpuBlock b) {
+    if (set->count == set->capacity) {
+        set->capacity = set->capacity ? 2 * set->capacity : 256;
+        set->blocks = realloc(set->blocks, set->capacity * sizeof *set->blocks);
+        CHECK(set->blocks, "out of memory");
     }
-    void *p = device_alloc(bytes);
-    g_gpu_blocks[g_gpu_count++] = (GpuBlock){p, bytes, category};
-    count_alloc(category, bytes);
-    return p;
+    set->blocks[set->count++] = b;
 }
 
-/* 1 when ptr was a GPU block (now freed), 0 when it is not one */
-static int gpu_free(void *ptr) {
-    for (size_t i = g_gpu_count; i-- > 0;) {
-        if (g_gpu_blocks[i].ptr != ptr) continue;
-        g_current[g_gpu_blocks[i].category] -= g_gpu_blocks[i].bytes;
-        device_free(ptr);
-        g_gpu_blocks[i] = g_gpu_blocks[--g_gpu_count];
+/* Remove and return the block of `set` whose ptr is p (any p when p is
+ * NULL) and whose size is bytes (any size when bytes is 0): 1 if found. */
+static int take_block(GpuBlocks *set, const void *p, size_t bytes, GpuBlock *out) {
+    for (size_t i = set->count; i-- > 0;) {
+        const GpuBlock *b = &set->blocks[i];
+        if ((p && b->ptr != p) || (bytes && b->bytes != bytes)) continue;
+        *out = *b;
+        set->blocks[i] = set->blocks[--set->count];
         return 1;
     }
     return 0;
+}
+
+static void *gpu_alloc(MemCategory category, size_t bytes) {
+    GpuBlock b;
+    if (take_block(&g_cached, NULL, bytes, &b)) {
+        device_zero(b.ptr, bytes);
+    } else {
+        b.ptr = device_alloc(bytes);
+        /* out of memory: give the cache back to the driver and try again */
+        while (!b.ptr && take_block(&g_cached, NULL, 0, &b)) {
+            device_free(b.ptr);
+            b.ptr = device_alloc(bytes);
+        }
+        if (!b.ptr)
+            die_at(__FILE__, __LINE__, "out of GPU memory allocating %zu bytes of %s on %s",
+                   bytes, g_names[category], device_description());
+    }
+    push_block(&g_live, (GpuBlock){b.ptr, bytes, category});
+    count_alloc(category, bytes);
+    return b.ptr;
+}
+
+/* 1 when ptr was a live GPU block (now cached), 0 when it is not one */
+static int gpu_free(void *ptr) {
+    GpuBlock b;
+    if (!take_block(&g_live, ptr, 0, &b)) return 0;
+    g_current[b.category] -= b.bytes;
+    push_block(&g_cached, b);
+    return 1;
 }
 
 void *mem_alloc(MemCategory category, size_t bytes) {

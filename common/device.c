@@ -44,6 +44,7 @@ void device_select(const char *name) {
 #define device_cuda_driver_used_bytes() ((size_t)0)
 #define device_cuda_alloc(bytes) ((void)(bytes), (void *)NULL)
 #define device_cuda_free(p) ((void)(p))
+#define device_cuda_zero(p, bytes) ((void)(p), (void)(bytes))
 #define device_cuda_comm_stream() ((void *)NULL)
 #define device_cuda_comm_after_compute() ((void)0)
 #endif
@@ -68,6 +69,11 @@ void *device_alloc(size_t bytes) {
 void device_free(void *p) {
     CHECK(ON_GPU, "device_free without a GPU selected");
     device_cuda_free(p);
+}
+
+void device_zero(void *p, size_t bytes) {
+    if (ON_GPU) device_cuda_zero(p, bytes);
+    else memset(p, 0, bytes);
 }
 
 void *device_comm_stream(void) { return ON_GPU ? device_cuda_comm_stream() : NULL; }

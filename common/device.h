@@ -49,9 +49,12 @@ void device_synchronize(void);
  * total - free, all processes and the CUDA context included); 0 on the CPU. */
 size_t device_driver_used_bytes(void);
 
-/* Raw memory on the current device, zero-filled (alloc.c counts it). */
+/* Raw memory of the current GPU, zero-filled; NULL when the GPU is out of
+ * memory (alloc.c counts it, caches it and says what ran out). */
 void *device_alloc(size_t bytes);
 void device_free(void *p);
+/* Zero bytes at p, in order with the kernels queued so far (async). */
+void device_zero(void *p, size_t bytes);
 
 /* The communication stream (a cudaStream_t; NULL on the CPU), and making it
  * wait for the kernels queued so far on the compute stream. */
@@ -68,6 +71,7 @@ void device_cuda_synchronize(void);
 size_t device_cuda_driver_used_bytes(void);
 void *device_cuda_alloc(size_t bytes);
 void device_cuda_free(void *p);
+void device_cuda_zero(void *p, size_t bytes);
 void *device_cuda_comm_stream(void);
 void device_cuda_comm_after_compute(void);
 #endif

@@ -75,13 +75,16 @@ size_t device_cuda_driver_used_bytes(void) {
 void *device_cuda_alloc(size_t bytes) {
     void *p = NULL;
     cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 1);
-    if (rc == cudaErrorMemoryAllocation)
-        die_at(__FILE__, __LINE__, "out of GPU memory allocating %zu bytes on %s", bytes,
-               g_description);
+    if (rc == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();   /* clear it: the caller may free and retry */
+        return NULL;
+    }
     CUDA_CHECK(rc);
-    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    device_cuda_zero(p, bytes);
     return p;
 }
+
+void device_cuda_zero(void *p, size_t bytes) { CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0)); }
 
 void device_cuda_free(void *p) { CUDA_CHECK(cudaFree(p)); }
 
