@@ -72,7 +72,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu
+.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -164,6 +164,19 @@ $(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(BUILD)/solutions/00_single_devic
 $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
+
+# The trainers and the collectives benchmark with a pretend GPU made of host
+# memory in place of common/device.c (tests/fake_gpu.bats): --device cuda
+# then runs the GPU path's transfers, staging and allocator on the CPU.
+FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero bench_collectives)
+fake-gpu: $(FAKE_GPU_BINS)
+$(BUILD)/fake_gpu/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
+$(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
 
 $(BUILD)/data/synth.tok: $(BUILD)/bin/gen_synthetic
 	@mkdir -p $(@D)
