@@ -384,10 +384,8 @@ int main(int argc, char **argv) {
         hsend = malloc(max_count * sizeof(float));
         hrecv = malloc(max_count * sizeof(float));
         CHECK(hsend && hrecv, "out of memory");
-        int nccl = comm_attach_gpus(c);
-        if (r == 0)
-            printf("device: %s, %s\n", device_description(),
-                   nccl ? "NCCL (one GPU per rank)" : "MPI with host staging (ranks share GPUs)");
+        if (r == 0) printf("device: %s\n", device_description());
+        comm_attach_gpus(c);
     }
     Row rows[2 * MAX_SIZES];
     int num_rows = 0;

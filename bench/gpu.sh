@@ -93,7 +93,7 @@ if ! timeout "$LIMIT" mpirun -q --oversubscribe -np "$ranks" "$BUSBW" --device c
     die "bench_collectives --device cuda failed (log: $OUT/busbw.log)"
 fi
 busbw=$(awk -F, 'NR > 1 { b = $6 } END { print b }' "$OUT/busbw/busbw.csv")
-path=$(sed -n 's/^device: .*, //p' "$OUT/busbw.log")
+path=$(grep -o 'over NCCL\|MPI with host staging' "$OUT/busbw.log" | head -n 1)
 echo "$BENCH_NAME: all-reduce on $ranks ranks, 256 MiB: busbw $busbw GB/s ($path)"
 
 echo

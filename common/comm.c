@@ -110,16 +110,16 @@ Comm *comm_split(Comm *parent, int color, int key, const char *name) {
     return comm_new(sub, name);
 }
 
-int comm_attach_gpus(Comm *c) {
+void comm_attach_gpus(Comm *c) {
     CHECK(device_current() == DEVICE_CUDA, "comm_attach_gpus without --device cuda");
 #ifdef KIT_CUDA
-    if (!comm_nccl_one_gpu_per_rank(c)) return 0;
-    comm_nccl_attach(c);
-    return 1;
-#else
-    (void)c;
-    return 0;
+    if (comm_nccl_one_gpu_per_rank(c)) comm_nccl_attach(c);
 #endif
+    if (c->rank == 0)
+        printf(c->nccl ? "%s: group '%s' over NCCL, one GPU per rank\n"
+                       : "%s: group '%s': ranks share GPUs, so NCCL cannot serve them: MPI with "
+                         "host staging (every collective copies through host memory)\n",
+               g_program_name, c->name);
 }
 
 void comm_free(Comm *c) {

@@ -129,9 +129,9 @@ Comm *comm_world(void);
 /* MPI_Comm_split: ranks with the same color form a group, ordered by key. */
 Comm *comm_split(Comm *parent, int color, int key, const char *name);
 /* With --device cuda: give c an NCCL communicator when every rank of c has
- * a GPU of its own, and return 1; return 0 when ranks share GPUs (c then
- * stages GPU buffers through host memory). Collective over c. */
-int comm_attach_gpus(Comm *c);
+ * a GPU of its own; when ranks share GPUs, c stages GPU buffers through
+ * host memory. Rank 0 of c says which, once. Collective over c. */
+void comm_attach_gpus(Comm *c);
 void comm_free(Comm *c);
 
 size_t comm_dtype_size(CommDtype dtype);

@@ -8,12 +8,6 @@
 
 static Device g_device = DEVICE_CPU;
 
-#ifdef KIT_CUDA
-int device_cuda_built(void) { return 1; }
-#else
-int device_cuda_built(void) { return 0; }
-#endif
-
 Device device_current(void) { return g_device; }
 
 void device_select(const char *name) {

@@ -33,8 +33,6 @@ typedef enum { DEVICE_CPU, DEVICE_CUDA } Device;
  * visible GPU, is a user error (one line, exit 2). Call once, early. */
 void device_select(const char *name);
 Device device_current(void);
-/* 1 when this build has the CUDA backend (make CUDA=1) */
-int device_cuda_built(void);
 /* "cpu", or the GPU's name and index, e.g. "NVIDIA H100 80GB HBM3 (GPU 0)" */
 const char *device_description(void);
 

@@ -397,14 +397,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         staging = malloc(2 * (size_t)slice.rows * o->seq * sizeof(int));
         CHECK(staging, "out of memory");
     }
-    if (par && device_current() == DEVICE_CUDA) {
-        int nccl = comm_attach_gpus(par->dp);
-        if (is_root)
-            printf(nccl ? "%s: gradients over NCCL, one GPU per rank\n"
-                        : "%s: ranks share GPUs, so NCCL cannot serve them: MPI with host "
-                          "staging (every collective copies through host memory)\n",
-                   g_program_name);
-    }
+    if (par && device_current() == DEVICE_CUDA) comm_attach_gpus(par->dp);
 
     if (is_root)
         printf("%s: config %s, %zu parameters, batch %d x %d tokens (%d rank%s x %d micro-batch%s "

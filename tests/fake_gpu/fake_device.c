@@ -33,7 +33,6 @@ void device_select(const char *name) {
 }
 
 Device device_current(void) { return g_device; }
-int device_cuda_built(void) { return 0; }
 
 const char *device_description(void) {
     return g_device == DEVICE_CUDA ? "pretend GPU (host memory, tests/fake_gpu)" : "cpu";
