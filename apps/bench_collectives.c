@@ -301,6 +301,7 @@ int main(int argc, char **argv) {
         {"min-bytes", required_argument, 0, 'm'}, {"max-bytes", required_argument, 0, 'M'},
         {"warmup", required_argument, 0, 'w'},    {"iters", required_argument, 0, 'n'},
         {"out", required_argument, 0, 'O'},       {"device", required_argument, 0, 'd'},
+        {"comm-timeout", required_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     BenchOp op = BENCH_ALLREDUCE;
     const char *impl_arg = "both";
@@ -328,6 +329,7 @@ int main(int argc, char **argv) {
         case 'n': iters = (int)cli_int("--iters", optarg, 1, 100000); break;
         case 'O': cli_string(out_dir, sizeof out_dir, "--out", optarg); break;
         case 'd': cli_string(device, sizeof device, "--device", optarg); break;
+        case 'T': comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
         case 'h':
             if (r == 0) {
                 printf("usage: mpirun -np P %s [options]\n"
@@ -341,7 +343,8 @@ int main(int argc, char **argv) {
                        "  --iters N        timed runs per size (default 40; fewer from 16M, at least 2)\n"
                        "  --out DIR        busbw.csv and run.json (default runs/01_collectives-OP-npP)\n"
                        "  --device cpu|cuda  buffers in host or GPU memory (default cpu); cuda times\n"
-                       "                   the library (NCCL, or MPI with host staging): --impl library\n",
+                       "                   the library (NCCL, or MPI with host staging): --impl library\n"
+                       COMM_TIMEOUT_HELP,
                        g_program_name);
             }
             comm_finalize();
@@ -362,6 +365,8 @@ int main(int argc, char **argv) {
         USER_ERROR("alltoall needs --min-bytes of at least 4 p = %zu (one float per rank)",
                    sizeof(float) * (size_t)p);
     if (!out_dir[0]) snprintf(out_dir, sizeof out_dir, "runs/01_collectives-%s-np%d", g_ops[op].name, p);
+    char why[1400];  /* every rank asks, so that all of them stop alike (check.h) */
+    if (output_dir_problem(out_dir, why, sizeof why)) USER_ERROR("--out %s: %s", out_dir, why);
     const int first_impl = strcmp(impl_arg, "library") == 0 ? IMPL_LIBRARY : IMPL_STUDENT;
     const int last_impl = strcmp(impl_arg, "student") == 0 ? IMPL_STUDENT : IMPL_LIBRARY;
 

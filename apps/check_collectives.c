@@ -303,6 +303,7 @@ int main(int argc, char **argv) {
     Comm *world = comm_init(&argc, &argv);
     static const struct option opts[] = {{"op", required_argument, 0, 'o'},
                                          {"impl", required_argument, 0, 'i'},
+                                         {"comm-timeout", required_argument, 0, 'T'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *op_name = "all";
     Impl impl = IMPL_STUDENT;
@@ -316,14 +317,18 @@ int main(int argc, char **argv) {
             else if (strcmp(optarg, "library") == 0) impl = IMPL_LIBRARY;
             else USER_ERROR("--impl expects student or library, got '%s'", optarg);
             break;
+        case 'T': comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
         case 'h':
             if (world->rank == 0) {
-                printf("usage: mpirun -np P %s [--op NAME] [--impl student|library]\n"
+                printf("usage: mpirun -np P %s [--op NAME] [--impl student|library] [--comm-timeout S]\n"
                        "Checks lab 01's collectives bit for bit on P ranks.\nNAME: all (default)",
                        g_program_name);
                 for (int op = 0; op < CHECK_NUM_OPS; op++) printf(", %s", g_op_names[op]);
                 printf("\n--impl library checks comm.h's collectives instead of collectives.c.\n"
-                       "Exit status: 0 all pass, 1 a case failed, 3 a lab function is not implemented.\n");
+                       "--comm-timeout S ends the job when a communication waits over S seconds\n"
+                       "(default 300; 0 = never): a deadlock is reported instead of hanging.\n"
+                       "Exit status: 0 all pass, 1 a case failed, 3 a lab function is not "
+                       "implemented, 4 a communication timed out.\n");
             }
             comm_finalize();
             return 0;

@@ -1,11 +1,14 @@
 /* train_gpt: the single-device GPT trainer (lab 00). See common/train.c. */
 #include "check.h"
+#include "preflight.h"
 #include "train.h"
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     TrainOptions o;
     train_options_parse(argc, argv, &o);
+    MemLayout layout = {0, 1, 0, train_micro_batch_rows(&o, 1), o.seq};
+    preflight_run(&o, &layout, NULL);
     train_run(&o);
     return 0;
 }

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "comm.h"
 #include "memplan.h"
+#include "preflight.h"
 #include "train.h"
 #include "zero.h"
 
@@ -54,10 +55,9 @@ static void grads_begin(void *ctx, int u) { zero_grads_begin(ctx, u); }
 static void grads_ready(void *ctx, int u) { zero_grads_ready(ctx, u); }
 
 /* Rank 0: the planner's bytes next to this rank's measured peaks. */
-static void print_memory_check(const TrainOptions *o, const ZeroOptions *zo, int ranks) {
-    MemLayout layout = {zo->stage, ranks, zo->prefetch, o->batch / (ranks * o->grad_accum), o->seq};
+static void print_memory_check(const TrainOptions *o, const MemLayout *layout) {
     MemPlan plan;
-    memplan_predict(&o->model, &layout, &plan);
+    memplan_predict(&o->model, layout, &plan);
     printf("train_zero: memory per rank, predicted by memplan vs measured (peak bytes):\n");
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
         size_t measured = mem_peak_bytes((MemCategory)c);
@@ -79,6 +79,9 @@ int main(int argc, char **argv) {
         printf("train_zero: --no-prefetch has no effect below ZeRO-3\n");
 
     Comm *dp = comm_split(world, 0, world->rank, "dp");
+    MemLayout layout = {zo.stage, dp->size, zo.prefetch, train_micro_batch_rows(&o, dp->size),
+                        o.seq};
+    preflight_run(&o, &layout, world);
     Comm *metrics = comm_split(world, 0, world->rank, "metrics");
     Zero z;
     zero_init(&z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &o.model, o.seed);
@@ -102,7 +105,7 @@ int main(int argc, char **argv) {
                z.padded_total - phi, z.shard_total);
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .states = &states};
     train_run_parallel(&o, &par);
-    if (world->rank == 0) print_memory_check(&o, &zo, dp->size);
+    if (world->rank == 0) print_memory_check(&o, &layout);
     zero_free(&z);
     comm_finalize();
     return 0;

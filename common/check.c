@@ -11,6 +11,23 @@ void program_set_name(const char *argv0) {
 
 static int g_world_rank;                 /* 0 without MPI */
 static void (*g_abort_job)(int status);  /* NULL without MPI */
+enum { MAX_EXIT_HOOKS = 4 };
+static void (*g_exit_hooks[MAX_EXIT_HOOKS])(void);
+
+void check_add_exit_hook(void (*hook)(void)) {
+    for (int i = 0; i < MAX_EXIT_HOOKS; i++) {
+        if (g_exit_hooks[i] == hook) return;
+        if (!g_exit_hooks[i]) {
+            g_exit_hooks[i] = hook;
+            return;
+        }
+    }
+    CHECK(0, "more than %d exit hooks", MAX_EXIT_HOOKS);
+}
+
+static void run_exit_hooks(void) {
+    for (int i = 0; i < MAX_EXIT_HOOKS && g_exit_hooks[i]; i++) g_exit_hooks[i]();
+}
 
 void check_set_mpi_hooks(int world_rank, void (*abort_job)(int status)) {
     g_world_rank = world_rank;
@@ -20,6 +37,7 @@ void check_set_mpi_hooks(int world_rank, void (*abort_job)(int status)) {
 /* Errors every rank hits alike: rank 0's exit ends the job, so the other
  * ranks give it time to report first (check.h). */
 static void let_rank0_report_first(void) {
+    run_exit_hooks();
     fflush(stdout);
     if (g_abort_job && g_world_rank != 0) sleep(CHECK_GRACE_SECONDS);
 }
@@ -33,14 +51,30 @@ static void print_line(const char *kind, int errnum, const char *fmt, va_list ap
             errnum ? strerror(errnum) : "");
 }
 
+/* The end of every fatal path: undo, then end the job (or the process). */
+__attribute__((noreturn))
+static void end_job(int status) {
+    run_exit_hooks();
+    if (g_abort_job) g_abort_job(status);
+    exit(status);
+}
+
 __attribute__((noreturn))
 static void vdie(const char *file, int line, int errnum, const char *fmt, va_list ap) {
     fflush(stdout);
     char kind[1100];
     snprintf(kind, sizeof kind, "fatal: %s:%d", file, line);
     print_line(kind, errnum, fmt, ap);
-    if (g_abort_job) g_abort_job(1);
-    exit(1);
+    end_job(1);
+}
+
+void die_job(int status, const char *kind, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    va_start(ap, fmt);
+    print_line(kind, 0, fmt, ap);
+    va_end(ap);
+    end_job(status);
 }
 
 void die_at(const char *file, int line, const char *fmt, ...) {

@@ -20,6 +20,7 @@
 
 #define EXIT_USER_ERROR 2
 #define EXIT_NOT_IMPLEMENTED 3
+#define EXIT_COMM_TIMEOUT 4     /* the communication watchdog ended the job (comm.h) */
 
 /* Set by each program's main() (argv[0]'s base name) for its messages. */
 extern const char *g_program_name;
@@ -37,6 +38,17 @@ void user_error(const char *fmt, ...);
 
 __attribute__((noreturn))
 void not_implemented_at(const char *func, const char *file, int line);
+
+/* The job failed, not this code nor its input (a peer stopped answering):
+ * "<program>: <kind>: <message>" and the whole job ends with `status`. */
+__attribute__((noreturn, format(printf, 3, 4)))
+void die_job(int status, const char *kind, const char *fmt, ...);
+
+/* Work to do before any exit through these paths (fatal, user error, not
+ * implemented), such as removing the temporary file of an atomic write
+ * (fileio.h) or telling the other ranks this one leaves on purpose
+ * (watchdog.h). Each function is added once, however often it is given. */
+void check_add_exit_hook(void (*hook)(void));
 
 /* Under MPI (comm_init sets the hooks, comm_finalize removes them) a failure
  * must end the whole job with one message and a status mpirun passes on,

@@ -8,6 +8,7 @@
 #include "device.h"
 #include "fileio.h"
 #include "trace.h"
+#include "watchdog.h"
 #ifdef KIT_CUDA
 #include "comm_nccl.h"
 #endif
@@ -24,7 +25,7 @@ void mpi_die_at(const char *file, int line, const char *call, int rc) {
 
 static const char *const g_op_names[OP_NUM] = {
     "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce",
-    "alltoall", "alltoallv", "send", "recv", "sendrecv", "barrier"};
+    "alltoall", "alltoallv", "send", "recv", "sendrecv", "barrier", "gather"};
 
 const char *comm_op_name(CommOp op) { return g_op_names[op]; }
 
@@ -56,7 +57,11 @@ static int mpi_count(size_t n) {
 }
 
 /* How a fatal error ends every rank (check.h): no rank is left waiting. */
-static void abort_all(int status) { MPI_Abort(MPI_COMM_WORLD, status); exit(status); }
+static void abort_all(int status) {
+    watchdog_mark_leaving();
+    MPI_Abort(MPI_COMM_WORLD, status);
+    exit(status);
+}
 
 static Comm *comm_new(MPI_Comm mpi, const char *name) {
     Comm *c = calloc(1, sizeof *c);
@@ -65,6 +70,16 @@ static Comm *comm_new(MPI_Comm mpi, const char *name) {
     MPI_CHECK(MPI_Comm_rank(mpi, &c->rank));
     MPI_CHECK(MPI_Comm_size(mpi, &c->size));
     snprintf(c->name, sizeof c->name, "%s", name);
+    /* for the watchdog's messages, which name ranks as the user sees them */
+    c->world_ranks = malloc((size_t)c->size * sizeof(int));
+    CHECK(c->world_ranks, "out of memory");
+    MPI_Group group, world;
+    MPI_CHECK(MPI_Comm_group(mpi, &group));
+    MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    for (int r = 0; r < c->size; r++)
+        MPI_CHECK(MPI_Group_translate_ranks(group, 1, &r, world, &c->world_ranks[r]));
+    MPI_CHECK(MPI_Group_free(&group));
+    MPI_CHECK(MPI_Group_free(&world));
     c->next_registered = g_registered;
     g_registered = c;
     return c;
@@ -87,6 +102,7 @@ Comm *comm_init(int *argc, char ***argv) {
     check_set_mpi_hooks(g_world->rank, abort_all);
     MPI_CHECK(MPI_Barrier(world));
     trace_start_clock();
+    watchdog_start(world);
     return g_world;
 }
 
@@ -96,6 +112,7 @@ Comm *comm_world(void) {
 }
 
 void comm_finalize(void) {
+    watchdog_stop();
     while (g_registered) comm_free(g_registered);
     g_world = NULL;
     /* from here on errors end this process only: MPI_Abort is not allowed
@@ -109,6 +126,15 @@ Comm *comm_split(Comm *parent, int color, int key, const char *name) {
     MPI_CHECK(MPI_Comm_split(parent->mpi, color, key, &sub));
     return comm_new(sub, name);
 }
+
+Comm *comm_split_node(Comm *parent, const char *name) {
+    MPI_Comm sub;
+    MPI_CHECK(MPI_Comm_split_type(parent->mpi, MPI_COMM_TYPE_SHARED, parent->rank, MPI_INFO_NULL,
+                                  &sub));
+    return comm_new(sub, name);
+}
+
+void comm_set_timeout(double seconds) { watchdog_set_timeout(seconds); }
 
 void comm_attach_gpus(Comm *c) {
     CHECK(device_current() == DEVICE_CUDA, "comm_attach_gpus without --device cuda");
@@ -132,11 +158,13 @@ void comm_free(Comm *c) {
             break;
         }
     if (c->scratch) mem_free(c->scratch);
+    free(c->world_ranks);
     MPI_CHECK(MPI_Comm_free(&c->mpi));
     free(c);
 }
 
 void comm_record(Comm *c, CommOp op, size_t bytes, double t_start, double t_end) {
+    if (c->untraced) return;
     c->stats[op].calls++;
     c->stats[op].bytes += bytes;
     c->stats[op].seconds += t_end - t_start;
@@ -187,8 +215,10 @@ static void check_disjoint(const void *a, size_t na, const void *b, size_t nb, c
 
 static void start(CommRequest *req, Comm *c, CommOp op, size_t bytes) {
     memset(req, 0, sizeof *req);
+    req->mpi = req->mpi_second = MPI_REQUEST_NULL;
     req->comm = c;
     req->op = op;
+    req->peer = -1;
     req->bytes = bytes;
     req->t_start = trace_now();
     req->active = 1;
@@ -247,6 +277,20 @@ static int nccl_start(CommRequest *req, const void *send, void *recv, size_t n,
 #endif
 }
 
+/* MPI_Wait under the watchdog: polls, and ends the job past the timeout.
+ * (Open MPI's own MPI_Wait polls the same way; MPI_REQUEST_NULL is done.) */
+static void wait_bounded(const Comm *c, CommOp op, int peer, MPI_Request *r) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(r, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    watchdog_begin(c, op, peer);
+    while (!done) {
+        watchdog_check();
+        MPI_CHECK(MPI_Test(r, &done, MPI_STATUS_IGNORE));
+    }
+    watchdog_end();
+}
+
 /* Is the request's transfer done? (NCCL counts its own ops when they are.) */
 static int transfer_done(CommRequest *req, int wait) {
     int done = 0;
@@ -256,9 +300,15 @@ static int transfer_done(CommRequest *req, int wait) {
         return wait || comm_nccl_test(&req->nccl);
     }
 #endif
-    if (wait) MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
-    else MPI_CHECK(MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
-    return wait || done;
+    if (wait) {
+        wait_bounded(req->comm, req->op, req->peer, &req->mpi);
+        wait_bounded(req->comm, req->op, req->peer, &req->mpi_second);
+        return 1;
+    }
+    MPI_CHECK(MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
+    if (done && req->mpi_second != MPI_REQUEST_NULL)
+        MPI_CHECK(MPI_Test(&req->mpi_second, &done, MPI_STATUS_IGNORE));
+    return done;
 }
 
 static void finish(CommRequest *req) {
@@ -360,6 +410,7 @@ void comm_isend(Comm *c, const void *buf, size_t n, CommDtype dtype, int dst, in
                 CommRequest *req) {
     size_t bytes = n * comm_dtype_size(dtype);
     start(req, c, OP_SEND, bytes);
+    req->peer = dst;
     if (nccl_start(req, buf, NULL, n, dtype, COMM_SUM, dst)) return;
     MPI_CHECK(MPI_Isend(staged_send(req, buf, bytes), mpi_count(n), mpi_type(dtype), dst, tag,
                         c->mpi, &req->mpi));
@@ -369,6 +420,7 @@ void comm_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag,
                 CommRequest *req) {
     size_t bytes = n * comm_dtype_size(dtype);
     start(req, c, OP_RECV, bytes);
+    req->peer = src;
     if (nccl_start(req, NULL, buf, n, dtype, COMM_SUM, src)) return;
     MPI_CHECK(MPI_Irecv(staged_recv(req, buf, bytes, 0), mpi_count(n), mpi_type(dtype), src, tag,
                         c->mpi, &req->mpi));
@@ -421,14 +473,15 @@ void comm_sendrecv(Comm *c, const void *send, size_t send_n, int dst, void *recv
         return;
     }
 #endif
-    CommRequest req;  /* for its staging only: this call completes here */
+    CommRequest req;  /* a receive and a send, both posted before either waits */
     start(&req, c, OP_SENDRECV, send_n * comm_dtype_size(dtype));
+    req.peer = src;
     const void *hsend = staged_send(&req, send, send_n * comm_dtype_size(dtype));
     void *hrecv = staged_recv(&req, recv, recv_n * comm_dtype_size(dtype), 0);
-    MPI_CHECK(MPI_Sendrecv(hsend, mpi_count(send_n), mpi_type(dtype), dst, tag, hrecv,
-                           mpi_count(recv_n), mpi_type(dtype), src, tag, c->mpi,
-                           MPI_STATUS_IGNORE));
-    finish(&req);
+    MPI_CHECK(MPI_Irecv(hrecv, mpi_count(recv_n), mpi_type(dtype), src, tag, c->mpi, &req.mpi));
+    MPI_CHECK(MPI_Isend(hsend, mpi_count(send_n), mpi_type(dtype), dst, tag, c->mpi,
+                        &req.mpi_second));
+    comm_wait(&req);
 }
 
 /* reduce, alltoall and alltoallv work on host buffers (no lab needs them on
@@ -446,20 +499,22 @@ void comm_reduce(Comm *c, const void *send, void *recv, size_t n, CommDtype dtyp
     size_t bytes = n * comm_dtype_size(dtype);
     int in_place = c->rank == root && send == recv;
     if (c->rank == root && !in_place) check_disjoint(send, bytes, recv, bytes, "reduce");
-    double t0 = trace_now();
-    MPI_CHECK(MPI_Reduce(in_place ? MPI_IN_PLACE : send, recv, mpi_count(n), mpi_type(dtype),
-                         mpi_op(redop), root, c->mpi));
-    comm_record(c, OP_REDUCE, bytes, t0, trace_now());
+    CommRequest req;
+    start(&req, c, OP_REDUCE, bytes);
+    MPI_CHECK(MPI_Ireduce(in_place ? MPI_IN_PLACE : send, recv, mpi_count(n), mpi_type(dtype),
+                          mpi_op(redop), root, c->mpi, &req.mpi));
+    comm_wait(&req);
 }
 
 void comm_alltoall(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype) {
     require_host(send, recv, "alltoall");
     size_t bytes = n * (size_t)c->size * comm_dtype_size(dtype);
     if (send != recv) check_disjoint(send, bytes, recv, bytes, "alltoall");
-    double t0 = trace_now();
-    MPI_CHECK(MPI_Alltoall(send == recv ? MPI_IN_PLACE : send, mpi_count(n), mpi_type(dtype), recv,
-                           mpi_count(n), mpi_type(dtype), c->mpi));
-    comm_record(c, OP_ALLTOALL, bytes, t0, trace_now());
+    CommRequest req;
+    start(&req, c, OP_ALLTOALL, bytes);
+    MPI_CHECK(MPI_Ialltoall(send == recv ? MPI_IN_PLACE : send, mpi_count(n), mpi_type(dtype),
+                            recv, mpi_count(n), mpi_type(dtype), c->mpi, &req.mpi));
+    comm_wait(&req);
 }
 
 void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts,
@@ -484,9 +539,11 @@ void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts,
     }
     size_t es = comm_dtype_size(dtype);
     check_disjoint(send, send_extent * es, recv, recv_extent * es, "alltoallv");
-    double t0 = trace_now();
-    MPI_CHECK(MPI_Alltoallv(send, sc, sd, mpi_type(dtype), recv, rc, rd, mpi_type(dtype), c->mpi));
-    comm_record(c, OP_ALLTOALLV, sent * es, t0, trace_now());
+    CommRequest req;
+    start(&req, c, OP_ALLTOALLV, sent * es);
+    MPI_CHECK(MPI_Ialltoallv(send, sc, sd, mpi_type(dtype), recv, rc, rd, mpi_type(dtype), c->mpi,
+                             &req.mpi));
+    comm_wait(&req);
     free(sc);
     free(sd);
     free(rc);
@@ -494,9 +551,10 @@ void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts,
 }
 
 void comm_barrier(Comm *c) {
-    double t0 = trace_now();
-    MPI_CHECK(MPI_Barrier(c->mpi));
-    comm_record(c, OP_BARRIER, 0, t0, trace_now());
+    CommRequest req;
+    start(&req, c, OP_BARRIER, 0);
+    MPI_CHECK(MPI_Ibarrier(c->mpi, &req.mpi));
+    comm_wait(&req);
 }
 
 /* ---- outputs ---- */
@@ -504,7 +562,9 @@ void comm_barrier(Comm *c) {
 char *comm_gather_text(Comm *c, const char *text) {
     int len = mpi_count(strlen(text));
     int *lens = c->rank == 0 ? int_table(c->size) : NULL;
-    MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, c->mpi));
+    MPI_Request r;
+    MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, c->mpi, &r));
+    wait_bounded(c, OP_GATHER, -1, &r);
     int *displs = NULL;
     char *all = NULL;
     if (c->rank == 0) {
@@ -518,7 +578,8 @@ char *comm_gather_text(Comm *c, const char *text) {
         CHECK(all, "out of memory gathering %zu bytes of text", total);
         all[total] = '\0';
     }
-    MPI_CHECK(MPI_Gatherv(text, len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, c->mpi));
+    MPI_CHECK(MPI_Igatherv(text, len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, c->mpi, &r));
+    wait_bounded(c, OP_GATHER, -1, &r);
     free(lens);
     free(displs);
     return all;

@@ -65,6 +65,7 @@ typedef enum { COMM_SUM, COMM_MAX, COMM_MIN, COMM_NUM_REDOPS } CommRedop;
 typedef enum {
     OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST, OP_REDUCE,
     OP_ALLTOALL, OP_ALLTOALLV, OP_SEND, OP_RECV, OP_SENDRECV, OP_BARRIER,
+    OP_GATHER,  /* comm_gather_text: the kit's outputs, not counted */
     OP_NUM
 } CommOp;
 
@@ -84,6 +85,9 @@ typedef struct Comm {
     size_t scratch_bytes;
     int scratch_busy;            /* an in-place reduce-scatter is using scratch */
     void *nccl;                  /* ncclComm_t, set by comm_nccl_attach (comm_nccl.h) */
+    int *world_ranks;            /* world rank of each rank of the group */
+    int untraced;                /* the kit's own bookkeeping (preflight.h): calls are
+                                    neither counted in comm.csv nor traced */
     struct Comm *next_registered;  /* every live Comm, for comm_write_csv */
 } Comm;
 
@@ -100,10 +104,12 @@ typedef struct {
 /* A non-blocking operation in flight. */
 typedef struct {
     MPI_Request mpi;
+    MPI_Request mpi_second;  /* sendrecv: the send beside the receive (or MPI_REQUEST_NULL) */
     NcclRequest nccl;   /* instead of mpi, when on_nccl */
     int on_nccl;
     Comm *comm;
     CommOp op;
+    int peer;           /* send, recv: the peer's rank in comm (-1 for collectives) */
     size_t bytes;
     double t_start;
     int active;
@@ -128,6 +134,8 @@ Comm *comm_world(void);
 
 /* MPI_Comm_split: ranks with the same color form a group, ordered by key. */
 Comm *comm_split(Comm *parent, int color, int key, const char *name);
+/* The ranks of parent on this node (they share its memory), in parent's order. */
+Comm *comm_split_node(Comm *parent, const char *name);
 /* With --device cuda: give c an NCCL communicator when every rank of c has
  * a GPU of its own; when ranks share GPUs, c stages GPU buffers through
  * host memory. Rank 0 of c says which, once. Collective over c. */
@@ -194,6 +202,14 @@ void comm_isend(Comm *c, const void *buf, size_t n, CommDtype dtype, int dst, in
                 CommRequest *req);
 void comm_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag,
                 CommRequest *req);
+/* Every blocking call and every wait is bounded by the communication
+ * watchdog (watchdog.h): past --comm-timeout (default 300 s) the job ends
+ * with one line naming the rank, the group, the operation and the wait. */
+void comm_set_timeout(double seconds);
+/* For a program's own option parser: --comm-timeout's help line. */
+#define COMM_TIMEOUT_HELP \
+    "  --comm-timeout S     end the job when a communication waits over S s; 0 = never (default 300)\n"
+
 /* 1 when done (the request is then finished and counted), 0 otherwise */
 int comm_test(CommRequest *req);
 void comm_wait(CommRequest *req);

@@ -12,6 +12,7 @@
 #include "device.h"
 extern "C" {
 #include "trace.h"
+#include "watchdog.h"
 }
 
 /* NCCL_CHECK(ncclAllReduce(...)): a failed NCCL call dies naming the call,
@@ -143,7 +144,10 @@ int comm_nccl_test(NcclRequest *req) {
 }
 
 void comm_nccl_wait(NcclRequest *req) {
+    if (comm_nccl_test(req)) return;
+    watchdog_begin(req->comm, req->op, -1);  /* a frozen peer ends the job (watchdog.h) */
     while (!comm_nccl_test(req)) {
+        watchdog_check();
         /* MPI_Iprobe runs Open MPI's progress engine (see comm_nccl.h). */
         int flag;
         MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, req->comm->mpi, &flag,
@@ -160,6 +164,7 @@ void comm_nccl_wait(NcclRequest *req) {
         }
         sched_yield();   /* with more ranks than cores, let the others run */
     }
+    watchdog_end();
 }
 
 /* ---- the operations: enqueue, issued(), and for blocking forms wait ----

@@ -46,6 +46,8 @@ void device_synchronize(void);
 /* Bytes of GPU memory in use as the driver counts them (cudaMemGetInfo:
  * total - free, all processes and the CUDA context included); 0 on the CPU. */
 size_t device_driver_used_bytes(void);
+/* Bytes of GPU memory free for this process (cudaMemGetInfo); 0 on the CPU. */
+size_t device_free_bytes(void);
 
 /* Raw memory of the current GPU, zero-filled; NULL when the GPU is out of
  * memory (alloc.c counts it, caches it and says what ran out). */
@@ -67,6 +69,7 @@ void device_cuda_copy(void *dst, const void *src, size_t bytes);
 int device_cuda_is_gpu_pointer(const void *p);
 void device_cuda_synchronize(void);
 size_t device_cuda_driver_used_bytes(void);
+size_t device_cuda_free_bytes(void);
 void *device_cuda_alloc(size_t bytes);
 void device_cuda_free(void *p);
 void device_cuda_zero(void *p, size_t bytes);

@@ -72,6 +72,12 @@ size_t device_cuda_driver_used_bytes(void) {
     return total - free_bytes;
 }
 
+size_t device_cuda_free_bytes(void) {
+    size_t free_bytes = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    return free_bytes;
+}
+
 void *device_cuda_alloc(size_t bytes) {
     void *p = NULL;
     cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 1);

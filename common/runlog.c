@@ -16,11 +16,10 @@ double wall_seconds(void) {
 }
 
 void runlog_open(RunLog *r, const TrainOptions *o) {
-    char path[1024];
     make_dirs(o->out_dir);
-    snprintf(path, sizeof path, "%s/metrics.csv", o->out_dir);
-    r->metrics = fopen(path, "w");
-    IO_CHECK(r->metrics != NULL, "cannot create %s", path);
+    snprintf(r->path, sizeof r->path, "%s/metrics.csv", o->out_dir);
+    r->metrics = fopen(r->path, "w");
+    IO_CHECK(r->metrics != NULL, "cannot create %s", r->path);
     fprintf(r->metrics, "step,loss,val_loss,lr,grad_norm,tokens_per_s,step_ms\n");
     r->tty = isatty(STDOUT_FILENO);
     r->log_every = o->log_every;
@@ -39,7 +38,7 @@ void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, floa
     if (val_loss >= 0) snprintf(val, sizeof val, "%.9g", val_loss);
     IO_CHECK(fprintf(r->metrics, "%d,%.9g,%s,%.9g,%.9g,%.1f,%.3f\n", step, loss, val, lr,
                      grad_norm, tokens_per_s, step_ms) > 0 && fflush(r->metrics) == 0,
-             "cannot write metrics.csv");
+             "cannot write %s", r->path);
 
     int last = step == r->total_steps - 1;
     double elapsed = wall_seconds() - r->t_start;
@@ -60,7 +59,7 @@ void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, floa
 }
 
 void runlog_close(RunLog *r) {
-    IO_CHECK(fclose(r->metrics) == 0, "cannot write metrics.csv");
+    IO_CHECK(fclose(r->metrics) == 0, "cannot write %s", r->path);
     r->metrics = NULL;
 }
 

@@ -18,6 +18,7 @@
 
 typedef struct {
     FILE *metrics;     /* written row by row and flushed: a crashed run keeps its rows */
+    char path[1100];   /* of metrics.csv, for error messages */
     int tty;           /* stdout is a terminal */
     int log_every, total_steps;
     double t_start;    /* seconds, for the ETA */

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "token files store uint16 little-endian; this host is not little-endian"
 #endif
@@ -218,6 +220,11 @@ int tokens_save(const char *path, const uint16_t *tokens, uint64_t count,
         }
     }
 
+    char why[1400];
+    if (output_file_problem(path, why, sizeof why)) {
+        set_err(err, errlen, "cannot save %s: %s", path, why);
+        return -1;
+    }
     /* The temporary file lives next to the destination: rename() is atomic
      * only within one file system. The pid keeps concurrent writers apart. */
     size_t tmp_len = strlen(path) + 32;

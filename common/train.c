@@ -15,6 +15,7 @@
 #include "dataloader.h"
 #include "device.h"
 #include "kernels.h"
+#include "preflight.h"
 #include "runlog.h"
 #include "tokens.h"
 #include "trace.h"
@@ -41,6 +42,7 @@ static const char *const g_usage =
     "  --log-every N        console line every N steps (not on a terminal) (default 10)\n"
     "  --threads N          OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)\n"
     "  --device cpu|cuda    where to compute; cuda needs `make CUDA=1`     (default cpu)\n"
+    COMM_TIMEOUT_HELP
     "  --n-layer L --n-head H --n-embd C --ctx T   override the named config\n"
     "  -h, --help           this text\n";
 
@@ -48,7 +50,7 @@ enum {
     OPT_CONFIG = 1000, OPT_DATA, OPT_OUT, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MIN_LR,
     OPT_WARMUP, OPT_WD, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_CLIP, OPT_SEED, OPT_EVAL_EVERY,
     OPT_EVAL_BATCHES, OPT_VAL_FRACTION, OPT_LOG_EVERY, OPT_THREADS, OPT_DEVICE, OPT_N_LAYER,
-    OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
+    OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_COMM_TIMEOUT, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
 };
 
 void train_options_parse(int argc, char **argv, TrainOptions *o) {
@@ -81,6 +83,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         {"n-embd", required_argument, 0, OPT_N_EMBD}, {"ctx", required_argument, 0, OPT_CTX},
         {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM},
         {"dump-params", required_argument, 0, OPT_DUMP_PARAMS},
+        {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
         {"help", no_argument, 0, 'h'}};
     enum { N_COMMON = sizeof common_opts / sizeof *common_opts, MAX_EXTRA = 16 };
     CHECK(n_extra <= MAX_EXTRA, "too many extra options (%d)", n_extra);
@@ -147,6 +150,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         case OPT_DUMP_PARAMS:
             cli_string(o->dump_params, sizeof o->dump_params, "--dump-params", optarg);
             break;
+        case OPT_COMM_TIMEOUT: comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
         case 'h':
             printf("usage: %s [options]\n%s\n\n%s", g_program_name, what, g_usage);
             for (int i = 0; i < n_extra; i++) printf("  %s\n", extra[i].help);
@@ -184,6 +188,13 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         snprintf(o->out_dir, sizeof o->out_dir, "runs/%s-%s", o->lab, o->config_name);
     if (o->threads == 0) o->threads = omp_get_max_threads();
     device_select(o->device);
+}
+
+int train_micro_batch_rows(const TrainOptions *o, int ranks) {
+    if (o->batch % (ranks * o->grad_accum) != 0)
+        USER_ERROR("--batch %d must be a multiple of ranks x --grad-accum = %d x %d", o->batch,
+                   ranks, o->grad_accum);
+    return o->batch / (ranks * o->grad_accum);
 }
 
 float lr_at_step(const TrainOptions *o, int step) {
@@ -357,13 +368,12 @@ void train_run(const TrainOptions *o) { train_run_parallel(o, NULL); }
 
 void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     const GPTConfig *cfg = &o->model;
+    CHECK(preflight_passed(), "the trainer did not call preflight_run (preflight.h) before "
+          "allocating: bad outputs or a run too big for memory would be found too late");
     omp_set_num_threads(o->threads);
     const int ranks = par ? par->dp->size : 1, rank = par ? par->dp->rank : 0;
     const int is_root = !par || par->world->rank == 0;
-    if (o->batch % (ranks * o->grad_accum) != 0)
-        USER_ERROR("--batch %d must be a multiple of ranks x --grad-accum = %d x %d", o->batch,
-                   ranks, o->grad_accum);
-    BatchSlice slice = {ranks, rank, o->grad_accum, o->batch / (ranks * o->grad_accum)};
+    BatchSlice slice = {ranks, rank, o->grad_accum, train_micro_batch_rows(o, ranks)};
 
     TokenFile tf;
     char err[512];

@@ -44,6 +44,10 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
                               const char *what, const ExtraOption *extra, int n_extra,
                               ExtraOptionFn on_extra, void *ctx);
 
+/* Sequences per micro-batch on one of `ranks` data-parallel ranks:
+ * batch / (ranks x grad_accum), or a user error when that does not divide. */
+int train_micro_batch_rows(const TrainOptions *o, int ranks);
+
 /* Learning rate at step (0-based): warmup from lr/warmup to lr, then cosine
  * down to lr * min_lr_frac at the last step. */
 float lr_at_step(const TrainOptions *o, int step);
@@ -53,7 +57,8 @@ float lr_at_step(const TrainOptions *o, int step);
 float grad_clip_factor(double norm, double max_norm);
 
 /* Train as o says on one device; writes o->out_dir/{metrics.csv,
- * memory.csv, run.json}. */
+ * memory.csv, run.json}. Like train_run_parallel, only after preflight_run
+ * (preflight.h) has passed. */
 void train_run(const TrainOptions *o);
 
 /* Data parallelism (lab 02): how a trainer makes every rank's gradients the

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fileio.h"
 #include "rng.h"
 #include "tokens.h"
 
@@ -180,6 +181,8 @@ int main(int argc, char **argv) {
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s' (see --help)", argv[optind]);
     if (out == NULL || out[0] == '\0') USER_ERROR("--out FILE is required (see --help)");
+    char why[1400];
+    if (output_file_problem(out, why, sizeof why)) USER_ERROR("--out: %s", why);
 
     build_lexicon();
     uint16_t *tokens = malloc((size_t)n_tokens * sizeof *tokens);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fileio.h"
 #include "tokens.h"
 
 /* Read the whole file (any kind: regular, pipe...) into a malloc'd buffer. */
@@ -100,6 +101,8 @@ int main(int argc, char **argv) {
     }
     if (argc - optind != 2) USER_ERROR("expected two arguments IN OUT (see --help)");
     const char *in = argv[optind], *out = argv[optind + 1];
+    char problem[1400];
+    if (output_file_problem(out, problem, sizeof problem)) USER_ERROR("%s", problem);
 
     size_t n;
     unsigned char *text = read_file(in, &n);

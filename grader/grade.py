@@ -117,7 +117,8 @@ def run_case(case, programs, out_dir, extra=()):
     """Run one case into a fresh out_dir (so no stale or planted file can be
     graded); returns (RunResult, failure reason or None)."""
     fresh_dir(out_dir)
-    res = runner.run(case_argv(case, programs, out_dir, list(extra)), case.timeout)
+    res = runner.run(case_argv(case, programs, out_dir, list(extra)), case.timeout,
+                     env=runner.watchdog_env(case.timeout))
     with open(os.path.join(out_dir, "log.txt"), "w") as f:
         f.write(res.output)
     return res, res.failure(case.timeout)
@@ -277,7 +278,11 @@ def main():
             raise ManifestError(f"no case matches {args.case!r}")
         if not os.path.isdir(args.src):
             raise ManifestError(f"no such directory: {args.src}")
-        os.makedirs(args.out, exist_ok=True)
+        for flag, path in (("--out", args.out), ("--reference-out", args.reference_out)):
+            if flag == "--out" or args.make_references:
+                problem = reports.output_dir_problem(path)
+                if problem:
+                    raise ManifestError(f"{flag}: {problem}")
         if args.make_references:
             make_references(args, labs)
             return 0

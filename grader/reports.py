@@ -9,6 +9,7 @@ classname, time) with a <failure message=...> child when it lost points.
 """
 import json
 import os
+import stat
 import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -53,6 +54,38 @@ def table(results):
     return "\n".join(lines), got, best
 
 
+def output_dir_problem(path):
+    """None when the reports can be written into path (made when missing),
+    else why not: the same rules as the kit's programs (common/fileio.h)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"{path} exists and is not a directory"
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".grade-probe.{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        return f"cannot write into {path}: {e.strerror}"
+    return None
+
+
+def write_atomic(path, write):
+    """write(f) into path.tmp.PID, then rename it over path: a report is
+    whole or absent, and a directory, device or FIFO at path is never
+    replaced (fileio.h's rules)."""
+    if os.path.lexists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(f"{path} is not a regular file: not replaced")
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def junit(results, path):
     suites = ET.Element("testsuites")
     for lab, rs in results.items():
@@ -67,7 +100,8 @@ def junit(results, path):
             if not r.passed:
                 fail = ET.SubElement(case, "failure", message="; ".join(r.reasons)[:500])
                 fail.text = r.output[-2000:]
-    ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
+    write_atomic(path, lambda f: ET.ElementTree(suites).write(f, encoding="unicode",
+                                                             xml_declaration=True))
 
 
 def gradescope(results, path, summary):
@@ -80,8 +114,7 @@ def gradescope(results, path, summary):
                           "visibility": "visible"})
     doc = {"score": sum(t["score"] for t in tests), "output": summary,
            "visibility": "visible", "tests": tests}
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=2)
+    write_atomic(path, lambda f: json.dump(doc, f, indent=2))
 
 
 def loss_chart(run_dir, ref_dir, title):
@@ -115,8 +148,7 @@ def write_all(results, out_dir, hidden_seed=None):
     print(text)
     for c in charts:
         print(f"chart: {os.path.relpath(c, ROOT)}")
-    with open(os.path.join(out_dir, "report.txt"), "w") as f:
-        f.write(text + "\n")
+    write_atomic(os.path.join(out_dir, "report.txt"), lambda f: f.write(text + "\n"))
     junit(results, os.path.join(out_dir, "junit.xml"))
     gradescope(results, os.path.join(out_dir, "results.json"), text)
     print(f"grade: wrote {os.path.relpath(out_dir, ROOT)}/{{report.txt,junit.xml,results.json}}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXIT_USER_ERROR = 2        # common/check.h
 EXIT_NOT_IMPLEMENTED = 3   # common/check.h
+EXIT_COMM_TIMEOUT = 4      # common/check.h: the communication watchdog ended the job
 OUTPUT_KEEP = 4000         # characters of a program's output kept for reports
 
 
@@ -40,6 +41,8 @@ class RunResult:
             return f"crashed with signal {sig}"
         if self.status == EXIT_USER_ERROR:
             return "rejected its arguments: " + first_line(self.output, "error:")
+        if self.status == EXIT_COMM_TIMEOUT:
+            return first_line(self.output, "comm timeout:") or "a communication timed out"
         fail = first_line(self.output, "FAIL")
         return f"exited with status {self.status}" + (f": {fail}" if fail else "")
 
@@ -65,6 +68,13 @@ def signal_of(result):
         except ValueError:
             return None
     return None
+
+
+def watchdog_env(timeout):
+    """The communication watchdog's limit for a case (common/watchdog.h):
+    a third of the case's, so that a deadlock is reported with the ranks'
+    states (who waits in what) long before the case is killed."""
+    return {"KIT_COMM_TIMEOUT": f"{max(5.0, timeout / 3):g}"}
 
 
 def mpirun_argv(ranks, argv):

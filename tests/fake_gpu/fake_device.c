@@ -65,6 +65,7 @@ void device_copy(void *dst, const void *src, size_t bytes) {
 
 void device_synchronize(void) {}
 size_t device_driver_used_bytes(void) { return g_device == DEVICE_CUDA ? g_in_use : 0; }
+size_t device_free_bytes(void) { return g_device == DEVICE_CUDA ? ((size_t)1 << 31) - g_in_use : 0; }
 
 void *device_alloc(size_t bytes) {
     CHECK(g_device == DEVICE_CUDA, "device_alloc without a GPU selected");

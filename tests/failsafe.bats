@@ -1,0 +1,220 @@
+#!/usr/bin/env bats
+# Runs that fail safely: output paths checked before any work and never
+# destroyed (common/fileio.h), memory that cannot fit refused up front
+# (common/preflight.h), a frozen, deadlocked or dead rank noticed and named
+# (common/watchdog.h). Every program runs under a timeout; the fault tests
+# also check that no rank is left behind.
+load helpers
+
+TINY=(--config tiny --steps 3 --eval-every 0 --threads 1)
+
+# ranks_of DIR: pids of the ranks (not mpirun, not timeout) whose command
+# line names DIR
+ranks_of() {
+    ps -eo pid=,comm=,args= | awk -v d="$1" '$2 ~ /^train_|^check_/ && index($0, d) { print $1 }'
+}
+
+# wait_for_steps FILE N: until FILE (metrics.csv) has N data rows (30 s at most)
+wait_for_steps() {
+    for _ in $(seq 300); do
+        [ -f "$1" ] && [ "$(($(wc -l < "$1") - 1))" -ge "$2" ] && return 0
+        sleep 0.1
+    done
+    echo "no $2 steps in $1" >&2
+    return 1
+}
+
+# ---- output paths ----
+
+@test "failsafe: --dump-params onto a device, a FIFO or a directory is refused before training and destroys nothing" {
+    cd "$ROOT"
+    local d="$BATS_TEST_TMPDIR"
+    mkfifo "$d/fifo"
+    mkdir "$d/dir"
+    for target in /dev/null "$d/fifo" "$d/dir" "$d/dir/"; do
+        run t 60 "$SOL00/train_gpt" "${TINY[@]}" --out "$d/run" --dump-params "$target"
+        echo "$output"
+        assert_user_error
+        [[ "$output" == *"--dump-params"* ]]
+        [[ "$output" != *"step 1"* ]]   # refused before the first step
+    done
+    [ -c /dev/null ]
+    [ -p "$d/fifo" ]
+    [ -d "$d/dir" ]
+    [ -z "$(find "$d" -name '*.tmp.*')" ]
+}
+
+@test "failsafe: bad --out and --dump-params parents: one error line, exit 2, nothing trained" {
+    cd "$ROOT"
+    local d="$BATS_TEST_TMPDIR"
+    echo "a file" > "$d/file"
+    local cases=("--out $d/file" "--out $d/file/sub" "--out /proc/dtlab-run"
+                 "--dump-params $d/missing/params.bin" "--dump-params $d/file/params.bin"
+                 "--dump-params /sys/params.bin")
+    for c in "${cases[@]}"; do
+        # shellcheck disable=SC2086  # c is a flag and its value
+        run t 60 "$SOL00/train_gpt" "${TINY[@]}" --out "$d/ok" $c
+        echo "$c -> $output"
+        assert_user_error
+        [[ "$output" == *"${c%% *}"* ]]
+    done
+    [ "$(cat "$d/file")" = "a file" ]
+    [ ! -e "$d/ok/metrics.csv" ]
+}
+
+@test "failsafe: under MPI a bad output path is one line from rank 0 and exit 2 on every rank" {
+    cd "$ROOT"
+    run mpirun_t 60 3 "$BUILD/solutions/03_zero/train_zero" "${TINY[@]}" --batch 12 --zero 2 \
+        --out "$BATS_TEST_TMPDIR/run" --dump-params /dev/null
+    echo "$output"
+    assert_user_error
+    run mpirun_t 60 2 "$BUILD/solutions/01_collectives/bench_collectives" --out /dev/null/x \
+        --min-bytes 4 --max-bytes 4
+    echo "$output"
+    assert_user_error
+}
+
+@test "failsafe: --dump-params through a symbolic link replaces the target and keeps the link" {
+    cd "$ROOT"
+    local d="$BATS_TEST_TMPDIR"
+    echo old > "$d/target.bin"
+    ln -s target.bin "$d/link.bin"
+    t 60 "$SOL00/train_gpt" "${TINY[@]}" --out "$d/run" --dump-params "$d/link.bin" > /dev/null
+    [ -L "$d/link.bin" ]
+    [ "$(stat -c %s "$d/target.bin")" -eq $((220544 * 4)) ]
+}
+
+@test "failsafe: a write that fails (file size limit) is one fatal line naming the file; the old file stays, no temporary left" {
+    cd "$ROOT"
+    local d="$BATS_TEST_TMPDIR"
+    mkdir -p "$d/run"
+    head -c 1000 /dev/urandom > "$d/params.bin"
+    cp "$d/params.bin" "$d/before.bin"
+    # 400 KiB per file: the 882 KB dump cannot be written (EFBIG; SIGXFSZ
+    # ignored so that the write fails instead of killing the process)
+    run bash -c "trap '' XFSZ; ulimit -f 400; exec timeout 60 '$SOL00/train_gpt' ${TINY[*]} \
+        --out '$d/run' --dump-params '$d/params.bin'"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [ "$(printf '%s\n' "$output" | grep -c 'fatal')" -eq 1 ]
+    [[ "$output" == *"fatal"*"$d/params.bin"*"File too large"* ]]
+    cmp "$d/params.bin" "$d/before.bin"
+    [ -z "$(find "$d" -name '*.tmp.*')" ]
+}
+
+@test "failsafe: token files never replace a device, and a bad path is refused before generating" {
+    cd "$ROOT"
+    run t 60 "$BUILD/bin/gen_synthetic" --out /dev/null --tokens 1000
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"/dev/null is a character device"* ]]
+    [ -c /dev/null ]
+    run t 60 "$BUILD/bin/gen_synthetic" --out "$BATS_TEST_TMPDIR/no/dir/x.tok" --tokens 1000
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"No such file or directory"* ]]
+}
+
+# ---- memory ----
+
+@test "failsafe: a model that cannot fit is refused up front with the planner's bytes per category" {
+    cd "$ROOT"
+    local start=$SECONDS
+    run t 60 "$SOL00/train_gpt" "${TINY[@]}" --out "$BATS_TEST_TMPDIR/a" --n-embd 16384 --n-head 16
+    echo "$output"
+    assert_user_error
+    [[ "$output" == *"needs 194.7 GiB per rank"*"params 48.0 GiB"*"optimizer 96.0 GiB"*"available on the node"* ]]
+    [ $((SECONDS - start)) -lt 20 ]
+    # 3 ranks: the per-rank need times the ranks sharing the node, one line
+    run mpirun_t 60 3 "$BUILD/solutions/03_zero/train_zero" "${TINY[@]}" --batch 12 --zero 1 \
+        --n-embd 8192 --n-head 16 --out "$BATS_TEST_TMPDIR/b"
+    echo "$output"
+    assert_user_error
+    [[ "$output" == *"3 ranks share one node's memory"* ]]
+}
+
+# ---- frozen, deadlocked and dead ranks ----
+
+@test "failsafe: a rank stopped with SIGSTOP ends the job within the timeout: one line naming it, status 4, no rank left" {
+    cd "$ROOT"
+    local out="$BATS_TEST_TMPDIR/stop"
+    mpirun_t 120 3 "$BUILD/solutions/02_ddp/train_ddp" --config tiny --steps 100000 --batch 12 \
+        --threads 1 --eval-every 0 --comm-timeout 3 --out "$out" > "$out.log" 2>&1 &
+    local job=$!
+    wait_for_steps "$out/metrics.csv" 3
+    local victim
+    victim=$(ranks_of "$out" | sed -n 2p)
+    [ -n "$victim" ]
+    kill -STOP "$victim"
+    local start=$SECONDS
+    local status=0
+    wait "$job" || status=$?
+    local took=$((SECONDS - start))
+    cat "$out.log"
+    echo "status $status after $took s"
+    [ "$status" -eq 4 ]
+    [ "$took" -le 10 ]
+    [ "$(grep -c 'comm timeout' "$out.log")" -eq 1 ]
+    grep -q "comm timeout: rank [0-9] waited 3\.[0-9] s in allreduce on group '[a-z]*' (3 ranks)" "$out.log"
+    grep -q "(pid $victim) is stopped" "$out.log"
+    [ -z "$(ranks_of "$out")" ]
+}
+
+@test "failsafe: a planted deadlock (every rank sends first) is reported as such, not a hang" {
+    cd "$ROOT"
+    local d="$BATS_TEST_TMPDIR/deadlock"
+    mkdir -p "$d"
+    cp solutions/01_collectives/collectives.c "$d/"
+    (cd "$d" && patch -s -p1 < "$ROOT/grader/planted/01-allgather-deadlock.patch")
+    build_variant "$d/collectives.c" solutions/01_collectives "$d" check_collectives
+    local start=$SECONDS
+    run mpirun_t 60 3 "$d/check_collectives" --op allgather --comm-timeout 2
+    echo "$output"
+    [ "$status" -eq 4 ]
+    [ $((SECONDS - start)) -le 15 ]
+    [ "$(printf '%s\n' "$output" | grep -c 'comm timeout')" -eq 1 ]
+    [[ "$output" == *"waited 2."*" s in send to rank "*"waits in send to rank "* ]]
+    # the same through KIT_COMM_TIMEOUT, the environment's default
+    KIT_COMM_TIMEOUT=2 run mpirun_t 60 3 -x KIT_COMM_TIMEOUT "$d/check_collectives" --op allgather
+    [ "$status" -eq 4 ]
+    [[ "$output" == *"over --comm-timeout 2"* ]]
+}
+
+@test "failsafe: a rank killed with SIGKILL is named by the survivors; the job ends at once" {
+    cd "$ROOT"
+    local out="$BATS_TEST_TMPDIR/kill"
+    mpirun_t 120 3 "$BUILD/solutions/03_zero/train_zero" --config tiny --steps 100000 --batch 12 \
+        --threads 1 --eval-every 0 --zero 3 --out "$out" > "$out.log" 2>&1 &
+    local job=$!
+    wait_for_steps "$out/metrics.csv" 3
+    local victim
+    victim=$(ranks_of "$out" | sed -n 3p)
+    kill -KILL "$victim"
+    local start=$SECONDS status=0
+    wait "$job" || status=$?
+    cat "$out.log"
+    [ "$status" -ne 0 ]
+    [ $((SECONDS - start)) -le 5 ]
+    [ "$(grep -c 'died without a message' "$out.log")" -eq 1 ]
+    grep -q "rank [0-9] (pid $victim) died without a message" "$out.log"
+    [ -z "$(ranks_of "$out")" ]
+}
+
+@test "failsafe: ranks that stop on purpose (a user error, the end of a run) are never reported dead" {
+    cd "$ROOT"
+    for _ in 1 2 3; do
+        run mpirun_t 60 3 "$BUILD/solutions/02_ddp/train_ddp" "${TINY[@]}" --batch 8 \
+            --out "$BATS_TEST_TMPDIR/x"
+        assert_user_error
+        [[ "$output" != *"died"* ]]
+    done
+}
+
+@test "failsafe: --comm-timeout and KIT_COMM_TIMEOUT reject bad values" {
+    cd "$ROOT"
+    run mpirun_t 60 2 "$BUILD/solutions/02_ddp/train_ddp" "${TINY[@]}" --comm-timeout -1
+    assert_user_error
+    [[ "$output" == *"--comm-timeout"* ]]
+    KIT_COMM_TIMEOUT=soon run mpirun_t 60 2 -x KIT_COMM_TIMEOUT "$BUILD/solutions/01_collectives/check_collectives"
+    assert_user_error
+    [[ "$output" == *"KIT_COMM_TIMEOUT"* ]]
+}
