@@ -62,6 +62,17 @@ CPPFLAGS += -DKIT_CUDA
 COMMON_OBJ += $(filter $(BUILD)/cuda/common/%,$(CUDA_OBJ))
 LDLIBS += $(CUDA_LDLIBS)
 endif
+
+# `make SANITIZE=1`: AddressSanitizer (out-of-bounds, use after free, leaks
+# through LeakSanitizer) and UndefinedBehaviorSanitizer, every UB report
+# fatal; -O1 keeps the stack traces readable. `make sanitize` builds this
+# flavour in its own directory (tests/sanitize.bats).
+ifeq ($(SANITIZE),1)
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
+CFLAGS := $(filter-out -O3,$(CFLAGS)) -O1 $(SANITIZE_FLAGS)
+LDLIBS += $(SANITIZE_FLAGS)
+FLAVOR := $(FLAVOR)-sanitize
+endif
 $(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/flavor 2>/dev/null)" = $(FLAVOR) ] || echo $(FLAVOR) > $(BUILD)/flavor)
 
 TEST_SRC := $(wildcard tests/c/*.c)
@@ -72,7 +83,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu
+.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -97,6 +108,7 @@ help:
 	@echo "make CUDA=1     build every program with the GPU backend (--device cuda; NCCL, cuBLAS)"
 	@echo "make test-gpu   the GPU suite: kernels, lab 00-03 on the GPU against the CPU (skips without a GPU)"
 	@echo "make bench-gpu  tokens/s and MFU of small and gpt2-124m on the GPU, NCCL busbw"
+	@echo "make sanitize   build the solutions' programs with AddressSanitizer and UBSan into $(BUILD)/sanitize/"
 	@echo "make clean      remove $(BUILD)/ (runs/ is kept)"
 
 deps:
@@ -210,6 +222,20 @@ GPU_BUILD := $(BUILD)/gpu
 gpu-build:
 	@$(MAKE) --no-print-directory CUDA=1 BUILD=$(GPU_BUILD) all $(GPU_BUILD)/cuda/tests/test_kernels $(GPU_BUILD)/cuda/tests/test_nccl
 
+# The sanitizer flavour (SANITIZE=1, above) in its own directory, beside the
+# CPU build: the solutions' programs, the dataset tools, the planner and the C
+# unit tests. tests/sanitize.bats runs them.
+SANITIZE_BUILD := $(BUILD)/sanitize
+# (the outer make passes BUILD=$(SANITIZE_BUILD) and SANITIZE=1 to the inner one)
+SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS)) \
+	$(DATASET_BINS) $(BUILD)/bin/memplan $(TEST_BINS)
+ifeq ($(SANITIZE),1)
+sanitize: $(SANITIZE_BINS)
+else
+sanitize:
+	@$(MAKE) --no-print-directory SANITIZE=1 BUILD=$(SANITIZE_BUILD) sanitize
+endif
+
 bench-gpu: deps
 	@$(MAKE) --no-print-directory data gpu-build
 	bash bench/gpu.sh
@@ -243,11 +269,13 @@ references: deps
 	python3 grader/grade.py --lab $(LAB) --make-references
 
 # how labs are compiled, for the grader's builds of other copies of a lab
+# (SANITIZE_FLAGS: empty but with SANITIZE=1, for tests/sanitize.bats)
 print-flags:
 	@echo "CC=$(CC)"
 	@echo "CPPFLAGS=$(CPPFLAGS)"
 	@echo "CFLAGS=$(CFLAGS) $(LAB_CFLAGS)"
 	@echo "LDLIBS=$(LDLIBS)"
+	@echo "SANITIZE_FLAGS=$(SANITIZE_FLAGS)"
 
 cuda-check: $(CUDA_OBJ)
 cuda-tests: $(CUDA_TEST_BINS)

@@ -113,6 +113,13 @@ static int check_tensors(const char *layer, GradCheck *gc, Checked *t, int nt, d
 /* ---- layers --------------------------------------------------------------- */
 /* buf[0] is r (dL/dy) and buf[1] the output in every layer check. */
 
+/* A layer check ends here: its buffers are freed (unused slots are NULL) and
+ * its failure count passed on. */
+static int layer_done(GradCheck *c, int failures) {
+    for (size_t i = 0; i < sizeof c->buf / sizeof c->buf[0]; i++) mem_free(c->buf[i]);
+    return failures;
+}
+
 static double loss_layernorm(GradCheck *c) {
     float **b = c->buf;
     layernorm_forward(b[1], b[5], b[6], b[2], b[3], b[4], c->N, c->C);
@@ -134,7 +141,7 @@ static int check_layernorm(void) {
     b[3] = randn(c.C, 3); b[4] = randn(c.C, 4); b[5] = zeros(c.N); b[6] = zeros(c.N);
     b[7] = zeros(NC); b[8] = zeros(c.C); b[9] = zeros(c.C);
     Checked t[] = {{"dinp", b[2], b[7], NC}, {"dw", b[3], b[8], c.C}, {"db", b[4], b[9], c.C}};
-    return check_tensors("layernorm", &c, t, 3, H_STEP, TOL, 1000);
+    return layer_done(&c, check_tensors("layernorm", &c, t, 3, H_STEP, TOL, 1000));
 }
 
 static double loss_matmul(GradCheck *c) {
@@ -157,7 +164,7 @@ static int check_matmul(void) {
     b[0] = randn(NO, 0); b[1] = zeros(NO); b[2] = randn(NI, 2); b[3] = randn(W, 3);
     b[4] = randn(c.V, 4); b[5] = zeros(NI); b[6] = zeros(W); b[7] = zeros(c.V);
     Checked t[] = {{"dinp", b[2], b[5], NI}, {"dw", b[3], b[6], W}, {"dbias", b[4], b[7], c.V}};
-    return check_tensors("matmul", &c, t, 3, H_STEP, TOL, 1000);
+    return layer_done(&c, check_tensors("matmul", &c, t, 3, H_STEP, TOL, 1000));
 }
 
 static double loss_attention(GradCheck *c) {
@@ -179,7 +186,7 @@ static int check_attention(void) {
     b[0] = randn(BTC, 0); b[1] = zeros(BTC); b[2] = randn(3 * BTC, 2); b[3] = zeros(ATT);
     b[4] = zeros(3 * BTC); b[5] = zeros(ATT);
     Checked t[] = {{"dqkv", b[2], b[4], 3 * BTC}};
-    return check_tensors("attention", &c, t, 1, H_STEP, TOL, 1000);
+    return layer_done(&c, check_tensors("attention", &c, t, 1, H_STEP, TOL, 1000));
 }
 
 static double loss_gelu(GradCheck *c) {
@@ -195,7 +202,7 @@ static int check_gelu(void) {
     c.buf[0] = randn(c.N, 0); c.buf[1] = zeros(c.N); c.buf[2] = randn(c.N, 2);
     c.buf[3] = zeros(c.N);
     Checked t[] = {{"dinp", c.buf[2], c.buf[3], c.N}};
-    return check_tensors("gelu", &c, t, 1, H_STEP, TOL, 1000);
+    return layer_done(&c, check_tensors("gelu", &c, t, 1, H_STEP, TOL, 1000));
 }
 
 static double loss_residual(GradCheck *c) {
@@ -214,7 +221,7 @@ static int check_residual(void) {
     b[0] = randn(c.N, 0); b[1] = zeros(c.N); b[2] = randn(c.N, 2); b[3] = randn(c.N, 3);
     b[4] = zeros(c.N); b[5] = zeros(c.N);
     Checked t[] = {{"da", b[2], b[4], c.N}, {"db", b[3], b[5], c.N}};
-    return check_tensors("residual", &c, t, 2, H_STEP, TOL, 1000);
+    return layer_done(&c, check_tensors("residual", &c, t, 2, H_STEP, TOL, 1000));
 }
 
 static double loss_encoder(GradCheck *c) {
@@ -237,7 +244,7 @@ static int check_encoder(void) {
     b[3] = randn((size_t)c.T * c.C, 3); b[4] = zeros((size_t)c.V * c.C);
     b[5] = zeros((size_t)c.T * c.C);
     Checked t[] = {{"dwte", b[2], b[4], (size_t)c.V * c.C}, {"dwpe", b[3], b[5], (size_t)c.T * c.C}};
-    return check_tensors("encoder", &c, t, 2, H_STEP, TOL, 1000);
+    return layer_done(&c, check_tensors("encoder", &c, t, 2, H_STEP, TOL, 1000));
 }
 
 /* L = mean cross-entropy, so here dL/d(row loss) = 1/N for every row. */
@@ -255,7 +262,7 @@ static int check_crossentropy(void) {
     size_t NV = (size_t)c.N * c.V;
     c.buf[1] = zeros(c.N); c.buf[2] = randn(NV, 2); c.buf[3] = zeros(NV);
     Checked t[] = {{"dlogits", c.buf[2], c.buf[3], NV}};
-    return check_tensors("crossentropy", &c, t, 1, H_STEP, TOL, 1000);
+    return layer_done(&c, check_tensors("crossentropy", &c, t, 1, H_STEP, TOL, 1000));
 }
 
 /* ---- the whole model ------------------------------------------------------ */
@@ -294,6 +301,11 @@ static int check_model(void) {
     int failures = check_tensors("model", &c, t, nt, H_STEP, TOL, 40);
     free(info);
     free(t);
+    gpt_acts_free(&c.acts, &c.scratch);
+    gpt_params_view_free(&c.p);
+    gpt_params_view_free(&c.g);
+    mem_free(grads);
+    mem_free(params);
     return failures;
 }
 

@@ -47,18 +47,22 @@ csv_col() {
 # bug): build_variant SRC.c INCLUDE_DIR OUTDIR PROG...  ->  OUTDIR/PROG, each
 # linking build/apps/PROG.o, SRC's object and the common library. INCLUDE_DIR
 # holds the lab's headers (SRC may live in a temporary directory).
+# VARIANT_BUILD=DIR links DIR's apps and library instead of build/'s, and
+# VARIANT_FLAGS adds compile and link flags (the sanitizers': sanitize.bats).
 build_variant() {
-    local src=$1 inc=$2 out=$3 arch obj
+    local src=$1 inc=$2 out=$3 build=${VARIANT_BUILD:-$BUILD} arch obj
+    local -a extra
+    read -ra extra <<< "${VARIANT_FLAGS:-}"
     shift 3
     arch=$(gcc -print-multiarch)
     obj="$out/$(basename "${src%.c}").o"
     mkdir -p "$out"
-    mpicc -std=gnu11 -O2 -fopenmp -I"$ROOT/common" -I"$inc" -I"/usr/include/$arch/openblas-openmp" \
-        -c "$src" -o "$obj"
+    mpicc -std=gnu11 -O2 -fopenmp "${extra[@]}" -I"$ROOT/common" -I"$inc" \
+        -I"/usr/include/$arch/openblas-openmp" -c "$src" -o "$obj"
     for prog in "$@"; do
-        mpicc "$BUILD/apps/$prog.o" "$obj" "$BUILD/libcommon.a" \
+        mpicc "$build/apps/$prog.o" "$obj" "$build/libcommon.a" \
             -L"/usr/lib/$arch/openblas-openmp" -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" \
-            -lopenblas -lm -fopenmp -o "$out/$prog"
+            -lopenblas -lm -fopenmp "${extra[@]}" -o "$out/$prog"
     done
 }
 

@@ -1,0 +1,154 @@
+#!/usr/bin/env bats
+# The kit under AddressSanitizer (out-of-bounds accesses, use after free,
+# and at exit LeakSanitizer's leaks) and UndefinedBehaviorSanitizer: the
+# programs `make sanitize` builds into build/sanitize/ run lab 00, the
+# gradient checker, the collectives, every DDP mode and every ZeRO stage on
+# 3 ranks, and must exit 0 without a single report. Leaks inside Open MPI
+# and the libraries under it are suppressed by library (sanitize/lsan.supp);
+# the kit's own never are. The sanitizer options are in sanitize/env.sh.
+# The last tests plant bugs, to show that a report does fail a run.
+load helpers
+# shellcheck source=tests/sanitize/env.sh
+source "$BATS_TEST_DIRNAME/sanitize/env.sh"
+
+SAN="$BUILD/sanitize"
+SHORT=(--config tiny --steps 3 --eval-every 2 --threads 1 --data "$SYNTH")
+
+setup_file() {
+    t 900 make -s -C "$ROOT" all data sanitize
+}
+
+# The last `run` exited 0 and printed no sanitizer report.
+no_reports() {
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" != *"ERROR: AddressSanitizer"* ]]
+    [[ "$output" != *"ERROR: LeakSanitizer"* ]]
+    [[ "$output" != *"runtime error:"* ]]
+}
+
+# The sanitizer flags as the Makefile has them (for planted-bug builds)
+san_flags() {
+    make -s --no-print-directory -C "$ROOT" print-flags SANITIZE=1 BUILD=build/sanitize |
+        sed -n 's/^SANITIZE_FLAGS=//p'
+}
+
+@test "sanitize: its own build directory; the normal build stays up to date" {
+    [ "$(cat "$SAN/flavor")" = cpu-sanitize ]
+    [ "$(cat "$BUILD/flavor")" = cpu ]
+    run make -n -C "$ROOT" all
+    echo "$output"
+    [[ "$output" != *mpicc* ]]
+}
+
+@test "sanitize: lab 00 trains tiny (accumulation, evaluation, parameter dump)" {
+    run t 120 "$SAN/solutions/00_single_device/train_gpt" "${SHORT[@]}" --grad-accum 2 \
+        --out "$BATS_TEST_TMPDIR/run" --dump-params "$BATS_TEST_TMPDIR/run/params.bin"
+    no_reports
+    [ "$(wc -l < "$BATS_TEST_TMPDIR/run/metrics.csv")" -eq 4 ]
+}
+
+@test "sanitize: gradcheck frees what it allocates, every layer and the model" {
+    run t 120 "$SAN/solutions/00_single_device/gradcheck"
+    no_reports
+    [[ "$output" == *"all gradients match"* ]]
+}
+
+@test "sanitize: collectives checker and benchmark on 3 ranks" {
+    run mpirun_t 120 3 "$SAN/solutions/01_collectives/check_collectives"
+    no_reports
+    run mpirun_t 120 3 "$SAN/solutions/01_collectives/bench_collectives" --min-bytes 4 \
+        --max-bytes 16K --iters 2 --warmup 1 --out "$BATS_TEST_TMPDIR/bench"
+    no_reports
+}
+
+@test "sanitize: DDP naive, bucketed, overlapped on 3 ranks" {
+    for mode in naive bucketed overlapped; do
+        run mpirun_t 120 3 "$SAN/solutions/02_ddp/train_ddp" "${SHORT[@]}" --ddp "$mode" \
+            --bucket-mb 0.1 --batch 12 --grad-accum 2 --check-consistency 2 \
+            --out "$BATS_TEST_TMPDIR/$mode"
+        no_reports
+    done
+}
+
+@test "sanitize: ZeRO-1, 2, 3 (and 3 without prefetch) on 3 ranks" {
+    for flags in "--zero 1" "--zero 2" "--zero 3" "--zero 3 --no-prefetch"; do
+        # shellcheck disable=SC2086  # flags is a list
+        run mpirun_t 120 3 "$SAN/solutions/03_zero/train_zero" "${SHORT[@]}" $flags \
+            --batch 12 --grad-accum 2 --out "$BATS_TEST_TMPDIR/${flags// /}"
+        no_reports
+    done
+}
+
+@test "sanitize: token-file tools, memory planner, C unit tests" {
+    local d=$BATS_TEST_TMPDIR
+    run t 60 "$SAN/bin/gen_synthetic" --out "$d/s.tok" --tokens 20000
+    no_reports
+    run t 60 "$SAN/bin/tokens_info" --head 20 "$d/s.tok"
+    no_reports
+    printf 'h\303\251llo\n' > "$d/a.txt"
+    run t 60 "$SAN/bin/text_to_tokens" "$d/a.txt" "$d/a.tok"
+    no_reports
+    run t 60 "$SAN/bin/memplan" --config small --ranks 4
+    no_reports
+    for test in test_alloc test_kernels test_model test_rng test_mesh; do
+        run t 60 "$SAN/tests/$test"
+        no_reports
+    done
+    run mpirun_t 60 3 "$SAN/tests/test_comm" "$BATS_TEST_TMPDIR"
+    no_reports
+}
+
+# Planted bugs: the sanitizers must report them and fail the run.
+# planted LAB FILE SED_EXPR PROG: $BATS_TEST_TMPDIR/mutant/PROG, built with the
+# sanitizers from solutions/LAB/FILE edited by SED_EXPR (into $BATS_TEST_TMPDIR/FILE)
+planted() {
+    local lab=$1 file=$2 expr=$3 prog=$4 src="$BATS_TEST_TMPDIR/$2"
+    sed "$expr" "$ROOT/solutions/$lab/$file" > "$src"
+    run cmp -s "$src" "$ROOT/solutions/$lab/$file"
+    [ "$status" -eq 1 ]  # the edit applied
+    VARIANT_BUILD=$SAN VARIANT_FLAGS=$(san_flags) build_variant "$src" "$ROOT/solutions/$lab" \
+        "$BATS_TEST_TMPDIR/mutant" "$prog"
+}
+
+@test "sanitize catches a heap overflow planted in lab 00's layernorm backward" {
+    planted 00_single_device backprop.c 's/for (int i = 0; i < C; i++)/for (int i = 0; i <= C; i++)/' \
+        gradcheck
+    run t 60 "$BATS_TEST_TMPDIR/mutant/gradcheck" --layer layernorm
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"ERROR: AddressSanitizer: heap-buffer-overflow"* ]]
+    [[ "$output" == *"in layernorm_backward_cpu $BATS_TEST_TMPDIR/backprop.c:"* ]]
+}
+
+@test "sanitize catches a leak planted in lab 01 on 3 ranks (lsan.supp hides only Open MPI's)" {
+    # the scratch buffer grows without freeing the old one: silent without LeakSanitizer
+    planted 01_collectives collectives.c 's/^        mem_free(buf);$//' check_collectives
+    run mpirun_t 60 3 "$BATS_TEST_TMPDIR/mutant/check_collectives" --op reduce_scatter
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"ERROR: LeakSanitizer: detected memory leaks"* ]]
+    [[ "$output" == *"in scratch_floats $BATS_TEST_TMPDIR/collectives.c:"* ]]
+}
+
+@test "sanitize: undefined behaviour is fatal (a signed overflow)" {
+    local src="$BATS_TEST_TMPDIR/overflow.c"
+    cat > "$src" <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 1;
+    printf("%d\n", 2 * n);  /* overflows for n > INT_MAX / 2 */
+    return 0;
+}
+EOF
+    # shellcheck disable=SC2046  # the flags are a list
+    gcc $(san_flags) "$src" -o "$BATS_TEST_TMPDIR/overflow"
+    run t 10 "$BATS_TEST_TMPDIR/overflow" 5
+    no_reports
+    run t 10 "$BATS_TEST_TMPDIR/overflow" 2000000000
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"runtime error: signed integer overflow"* ]]
+    [[ "$output" != *"-294967296"* ]]  # stopped before printing the wrapped value
+}
