@@ -36,6 +36,7 @@ void device_select(const char *name) {
 #define device_cuda_is_gpu_pointer(p) ((void)(p), 0)
 #define device_cuda_synchronize() ((void)0)
 #define device_cuda_driver_used_bytes() ((size_t)0)
+#define device_cuda_free_bytes() ((size_t)0)
 #define device_cuda_alloc(bytes) ((void)(bytes), (void *)NULL)
 #define device_cuda_free(p) ((void)(p))
 #define device_cuda_zero(p, bytes) ((void)(p), (void)(bytes))
@@ -54,6 +55,7 @@ void device_copy(void *dst, const void *src, size_t bytes) {
 int device_is_gpu_pointer(const void *p) { return ON_GPU && device_cuda_is_gpu_pointer(p); }
 void device_synchronize(void) { if (ON_GPU) device_cuda_synchronize(); }
 size_t device_driver_used_bytes(void) { return ON_GPU ? device_cuda_driver_used_bytes() : 0; }
+size_t device_free_bytes(void) { return ON_GPU ? device_cuda_free_bytes() : 0; }
 
 void *device_alloc(size_t bytes) {
     CHECK(ON_GPU, "device_alloc without a GPU selected");
@@ -72,3 +74,7 @@ void device_zero(void *p, size_t bytes) {
 
 void *device_comm_stream(void) { return ON_GPU ? device_cuda_comm_stream() : NULL; }
 void device_comm_after_compute(void) { if (ON_GPU) device_cuda_comm_after_compute(); }
+
+/* nothing to open: see device.h (tests/fake_gpu/fake_device.c has the real ones) */
+void device_kernel_begin(void) {}
+void device_kernel_end(void) {}

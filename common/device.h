@@ -46,6 +46,9 @@ void device_synchronize(void);
 /* Bytes of GPU memory in use as the driver counts them (cudaMemGetInfo:
  * total - free, all processes and the CUDA context included); 0 on the CPU. */
 size_t device_driver_used_bytes(void);
+/* Bytes of the current GPU's memory still free (cudaMemGetInfo's free, all
+ * processes counted); 0 on the CPU. */
+size_t device_free_bytes(void);
 
 /* Raw memory of the current GPU, zero-filled; NULL when the GPU is out of
  * memory (alloc.c counts it, caches it and says what ran out). */
@@ -59,6 +62,15 @@ void device_zero(void *p, size_t bytes);
 void *device_comm_stream(void);
 void device_comm_after_compute(void);
 
+/* kernels.c calls these around every kernel of kernels.h. device.c's are
+ * empty (a GPU kernel runs on the GPU; on the CPU all memory is the
+ * host's). The pretend GPU of tests/fake_gpu opens its memory to the host
+ * between them and keeps it locked otherwise, so that host code touching
+ * device memory outside a kernel or a copy crashes there as it would on a
+ * real GPU. Pairs may nest. */
+void device_kernel_begin(void);
+void device_kernel_end(void);
+
 #ifdef KIT_CUDA
 /* The GPU half, in device_cuda.cu. */
 int device_cuda_bind(void);  /* select this process's GPU, return its index */
@@ -67,6 +79,7 @@ void device_cuda_copy(void *dst, const void *src, size_t bytes);
 int device_cuda_is_gpu_pointer(const void *p);
 void device_cuda_synchronize(void);
 size_t device_cuda_driver_used_bytes(void);
+size_t device_cuda_free_bytes(void);
 void *device_cuda_alloc(size_t bytes);
 void device_cuda_free(void *p);
 void device_cuda_zero(void *p, size_t bytes);
