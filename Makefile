@@ -179,16 +179,21 @@ $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(BUILD)/solutions/00_single_device/backp
 
 # The trainers and the collectives benchmark with a pretend GPU made of host
 # memory in place of common/device.c (tests/fake_gpu.bats): --device cuda
-# then runs the GPU path's transfers, staging and allocator on the CPU.
-FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero bench_collectives)
+# then runs the GPU path's transfers, staging and allocator on the CPU, and
+# host code touching GPU memory outside a kernel or a copy crashes, as on a
+# GPU. selftest checks the pretend GPU itself. -rdynamic: the crash report's
+# backtrace names the programs' functions.
+FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero bench_collectives selftest)
+FAKE_GPU_LDFLAGS := -rdynamic
 fake-gpu: $(FAKE_GPU_BINS)
 $(BUILD)/fake_gpu/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
+$(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o $(BUILD)/solutions/00_single_device/backprop.o
 $(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(LIBCOMMON)
 	@mkdir -p $(@D)
-	$(CC) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
+	$(CC) $(FAKE_GPU_LDFLAGS) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
 
 $(BUILD)/data/synth.tok: $(BUILD)/bin/gen_synthetic
 	@mkdir -p $(@D)

@@ -10,6 +10,7 @@
 #include "check.h"
 #include "cli.h"
 #include "comm.h"
+#include "kernels.h"
 #include "memplan.h"
 #include "preflight.h"
 #include "train.h"
@@ -39,8 +40,9 @@ static void on_zero_option(void *ctx, int index, const char *arg) {
 /* ModelStates and ModelHooks (train.h, model.h) on top of the lab's functions */
 static void begin_step(void *ctx) {
     Zero *z = ctx;
-    memset(z->stage == 1 ? z->grads_full : z->grads_shard, 0,
-           (z->stage == 1 ? z->padded_total : z->shard_total) * sizeof(float));
+    /* a kernel: with --device cuda the gradients are GPU memory */
+    if (z->stage == 1) set_zero(z->grads_full, z->padded_total);
+    else set_zero(z->grads_shard, z->shard_total);
 }
 static void begin_backward(void *ctx, int last) { (void)ctx; (void)last; }
 static double finish_grads(void *ctx, int micro) { return zero_finish_grads(ctx, micro); }

@@ -74,3 +74,7 @@ void device_zero(void *p, size_t bytes) {
 
 void *device_comm_stream(void) { return ON_GPU ? device_cuda_comm_stream() : NULL; }
 void device_comm_after_compute(void) { if (ON_GPU) device_cuda_comm_after_compute(); }
+
+/* nothing to open: see device.h (tests/fake_gpu/fake_device.c has the real ones) */
+void device_kernel_begin(void) {}
+void device_kernel_end(void) {}

@@ -46,7 +46,8 @@ void device_synchronize(void);
 /* Bytes of GPU memory in use as the driver counts them (cudaMemGetInfo:
  * total - free, all processes and the CUDA context included); 0 on the CPU. */
 size_t device_driver_used_bytes(void);
-/* Bytes of GPU memory free for this process (cudaMemGetInfo); 0 on the CPU. */
+/* Bytes of the current GPU's memory still free (cudaMemGetInfo's free, all
+ * processes counted); 0 on the CPU. */
 size_t device_free_bytes(void);
 
 /* Raw memory of the current GPU, zero-filled; NULL when the GPU is out of
@@ -60,6 +61,15 @@ void device_zero(void *p, size_t bytes);
  * wait for the kernels queued so far on the compute stream. */
 void *device_comm_stream(void);
 void device_comm_after_compute(void);
+
+/* kernels.c calls these around every kernel of kernels.h. device.c's are
+ * empty (a GPU kernel runs on the GPU; on the CPU all memory is the
+ * host's). The pretend GPU of tests/fake_gpu opens its memory to the host
+ * between them and keeps it locked otherwise, so that host code touching
+ * device memory outside a kernel or a copy crashes there as it would on a
+ * real GPU. Pairs may nest. */
+void device_kernel_begin(void);
+void device_kernel_end(void);
 
 #ifdef KIT_CUDA
 /* The GPU half, in device_cuda.cu. */

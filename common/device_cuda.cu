@@ -66,16 +66,21 @@ int device_cuda_is_gpu_pointer(const void *p) {
 
 void device_cuda_synchronize(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 
+/* cudaMemGetInfo: the current GPU's free bytes, and its total in *total */
+static size_t free_and_total(size_t *total) {
+    size_t free_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, total));
+    return free_bytes;
+}
+
 size_t device_cuda_driver_used_bytes(void) {
-    size_t free_bytes = 0, total = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    size_t total = 0, free_bytes = free_and_total(&total);
     return total - free_bytes;
 }
 
 size_t device_cuda_free_bytes(void) {
-    size_t free_bytes = 0, total = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-    return free_bytes;
+    size_t total = 0;
+    return free_and_total(&total);
 }
 
 void *device_cuda_alloc(size_t bytes) {

@@ -7,6 +7,10 @@
 # communicator stages GPU buffers through host copies (MPI's path when ranks
 # share a GPU). The kernels are the CPU's, so every run must equal the CPU
 # run bit for bit: a transfer that is missing, misplaced or short shows.
+# The pretend GPU's memory is locked (PROT_NONE) except inside its kernels,
+# copies and zero fills, so host code that touches GPU memory (a crash on a
+# real GPU) crashes here too, with one line and a backtrace: every run below
+# passes with that on, and a planted host memset shows it is caught.
 # What this cannot see is the CUDA code itself (tests/gpu.bats, on a GPU).
 load helpers
 
@@ -15,6 +19,25 @@ COMMON=(--config tiny --steps 8 --eval-every 4 --threads 1)
 
 setup_file() {
     t 600 make -s -C "$ROOT" fake-gpu
+}
+
+setup() {
+    ulimit -c 0  # the crashes below are expected: no core files
+}
+
+# build_fake_zero SRC OUT: lab 03's trainer from SRC (a copy of
+# apps/train_zero.c) linked with the pretend GPU, like the fake-gpu target
+# but -O0 -g: no call is optimised away (a function whose last act is the
+# bad access would leave no frame in the backtrace) and addr2line names lines
+build_fake_zero() {
+    local src=$1 out=$2 arch
+    arch=$(gcc -print-multiarch)
+    mpicc -std=gnu11 -O0 -g -fopenmp -I"$ROOT/common" -I"$ROOT/solutions/03_zero" -c "$src" \
+        -o "$out.o"
+    mpicc -rdynamic "$out.o" "$BUILD/solutions/03_zero/zero.o" \
+        "$BUILD/solutions/00_single_device/backprop.o" "$BUILD/tests/fake_gpu/fake_device.o" \
+        "$BUILD/libcommon.a" -L"/usr/lib/$arch/openblas-openmp" \
+        -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -lm -fopenmp -o "$out"
 }
 
 # same_bits DIR_A DIR_B: equal parameters, memory.csv, metrics (all but the
@@ -85,4 +108,68 @@ same_bits() {
     run mpirun_t 60 2 "$FAKE/bench_collectives" --device cuda
     assert_user_error
     [[ "$output" == *"add --impl library"* ]]
+}
+
+@test "fake gpu: copies, kernels and the allocator work on the pretend GPU; a host read of its memory outside a kernel is caught" {
+    run t 60 env FAKE_GPU_MEMORY_MB=4 "$FAKE/selftest"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$output" = "selftest: ok" ]
+    run t 60 env FAKE_GPU_MEMORY_MB=4 "$FAKE/selftest" touch
+    echo "$output"
+    [ "$status" -eq 139 ]  # killed by SIGSEGV, as on a GPU (not a timeout, not a clean exit)
+    [[ "$output" == *"selftest: fatal: host code touched pretend-GPU memory at 0x"*" (offset 4 of a 4000-byte GPU block): on a real GPU this is an illegal host access to device memory"* ]]
+    [ "$(printf '%s\n' "$output" | grep -c 'touched pretend-GPU memory')" -eq 1 ]
+    # the backtrace starts at the guilty function
+    [[ "$(printf '%s\n' "$output" | grep -A1 '^selftest: backtrace' | tail -n1)" == *"selftest(host_reads_gpu_memory+"* ]]
+    [[ "$output" != *"not caught"* ]]
+}
+
+@test "fake gpu: the old host memset of train_zero's begin_step is caught on 2 ranks, naming begin_step; on the CPU it runs" {
+    cd "$ROOT"
+    local dir=$BATS_TEST_TMPDIR offset
+    # planted: begin_step clears the gradients with memset, as it once did
+    sed '/^static void begin_step/,/^}/ s/^    Zero \*z = ctx;$/&\n    memset(z->stage == 1 ? z->grads_full : z->grads_shard, 0, sizeof(float)); \/* planted *\//' \
+        apps/train_zero.c > "$dir/train_zero.c"
+    grep -q 'planted' "$dir/train_zero.c"
+    build_fake_zero "$dir/train_zero.c" "$dir/train_zero"
+    run mpirun_t 120 2 "$dir/train_zero" "${COMMON[@]}" --steps 2 --device cuda --out "$dir/gpu"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [ "$status" -ne 124 ]  # not the timeout
+    [ "$status" -ne 137 ]
+    [[ "$output" == *"train_zero: fatal: host code touched pretend-GPU memory at 0x"*" (offset 0 of a 882176-byte GPU block): on a real GPU this is an illegal host access to device memory"* ]]
+    # begin_step is static: its frame is PROGRAM(+0xOFFSET), which addr2line
+    # names (as the report says); its caller is named in the backtrace itself
+    offset=$(printf '%s\n' "$output" | sed -n "s|^$dir/train_zero(+\(0x[0-9a-f]*\)).*|\1|p" | head -n1)
+    [ -n "$offset" ]
+    [ "$(addr2line -f -e "$dir/train_zero" "$offset" | head -n1)" = begin_step ]
+    [[ "$output" == *"$dir/train_zero(train_run_parallel+"* ]]
+    # the same program on the CPU: host memory, nothing wrong
+    run mpirun_t 120 2 "$dir/train_zero" "${COMMON[@]}" --steps 2 --out "$dir/cpu"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "fake gpu: a run bigger than the GPU's free memory is refused up front (preflight.h), counting the ranks that share it" {
+    cd "$ROOT"
+    # tiny on one rank needs 16.8 MiB (memplan): 16 MiB of GPU is too little, 24 is enough
+    run t 60 env FAKE_GPU_MEMORY_MB=16 "$FAKE/train_gpt" "${COMMON[@]}" --steps 2 --device cuda \
+        --out "$BATS_TEST_TMPDIR/small"
+    echo "$output"
+    assert_user_error
+    [[ "$output" == *"needs 16.8 MiB per rank"*"but 16.0 MiB is available on the GPU"* ]]
+    run t 60 env FAKE_GPU_MEMORY_MB=24 "$FAKE/train_gpt" "${COMMON[@]}" --steps 2 --device cuda \
+        --out "$BATS_TEST_TMPDIR/fits"
+    [ "$status" -eq 0 ]
+    # three ranks on one (pretend) GPU: three times the per-rank bytes
+    run mpirun_t 60 3 env FAKE_GPU_MEMORY_MB=24 "$FAKE/train_zero" "${COMMON[@]}" --zero 3 \
+        --batch 12 --device cuda --out "$BATS_TEST_TMPDIR/shared"
+    echo "$output"
+    assert_user_error
+    [[ "$output" == *"3 ranks share one GPU"*"available on the GPU"* ]]
+    run t 60 env FAKE_GPU_MEMORY_MB=lots "$FAKE/train_gpt" "${COMMON[@]}" --device cuda \
+        --out "$BATS_TEST_TMPDIR/oom"
+    assert_user_error
+    [[ "$output" == *"FAKE_GPU_MEMORY_MB expects an integer"* ]]
 }
