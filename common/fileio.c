@@ -18,7 +18,8 @@ static const char *kind_of(mode_t mode) {
     if (S_ISBLK(mode)) return "a block device";
     if (S_ISFIFO(mode)) return "a FIFO";
     if (S_ISSOCK(mode)) return "a socket";
-    return "not a regular file";
+    if (S_ISREG(mode)) return "a regular file";
+    return "of an unknown kind";
 }
 
 /* Can files be created in dir? Creating one is the only reliable test: the

@@ -107,13 +107,26 @@ static void judge_memory(const GPTConfig *cfg, const MemLayout *layout, const Me
              on_gpu ? "on the GPU" : "on the node", on_gpu ? "GPU" : "node");
 }
 
-/* The verdict on the output paths: "" when they are fine. */
+/* The verdict on the output paths: "" when they are fine. The run
+ * directory's files must be replaceable too (a FIFO named metrics.csv
+ * would block the run, a directory named run.json would end it). */
 static void judge_outputs(const TrainOptions *o, char *msg, size_t size) {
-    char why[1400];
+    static const char *const run_files[] = {"metrics.csv", "memory.csv", "run.json",
+                                            "comm.csv",    "trace.json", "trace.csv"};
+    char why[1400], path[1100];
     msg[0] = '\0';
-    if (output_dir_problem(o->out_dir, why, sizeof why))
+    if (output_dir_problem(o->out_dir, why, sizeof why)) {
         snprintf(msg, size, "--out: %s", why);
-    else if (o->dump_params[0] && output_file_problem(o->dump_params, why, sizeof why))
+        return;
+    }
+    for (size_t i = 0; i < sizeof run_files / sizeof *run_files; i++) {
+        snprintf(path, sizeof path, "%s/%s", o->out_dir, run_files[i]);
+        if (output_file_problem(path, why, sizeof why)) {
+            snprintf(msg, size, "--out: %s", why);
+            return;
+        }
+    }
+    if (o->dump_params[0] && output_file_problem(o->dump_params, why, sizeof why))
         snprintf(msg, size, "--dump-params: %s", why);
 }
 

@@ -166,7 +166,7 @@ static void describe_rank(char *buf, size_t n, int w, double now) {
     else if (s->op >= 0) {
         char what[96];
         describe_op(what, sizeof what, s->op, s->peer);
-        snprintf(buf, n, "rank %d waits in %s on group '%s' since %.1f s", w, what, s->group,
+        snprintf(buf, n, "rank %d waits in %s on group '%s' for %.1f s", w, what, s->group,
                  now - s->since);
     } else
         snprintf(buf, n, "rank %d is running, not in a communication call", w);

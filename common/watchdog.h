@@ -10,7 +10,7 @@
  * waited, and what the other ranks of the group on this node are doing:
  *   train_ddp: comm timeout: rank 0 waited 10.0 s in allreduce on group 'dp'
  *   (3 ranks), over --comm-timeout 10; rank 1 (pid 4242) is stopped; rank 2
- *   waits in allreduce on group 'dp' since 10.1 s
+ *   waits in allreduce on group 'dp' for 10.1 s
  * Ranks that wait on the same frozen peer time out together; rank r waits
  * 0.25 min(r, 8) s longer than the timeout, so the lowest one reports
  * alone and the others are ended before they do.

@@ -60,6 +60,16 @@ wait_for_steps() {
     done
     [ "$(cat "$d/file")" = "a file" ]
     [ ! -e "$d/ok/metrics.csv" ]
+    # a run directory holding a FIFO or a directory where a run file goes
+    mkdir -p "$d/fifo-run" "$d/dir-run/run.json"
+    mkfifo "$d/fifo-run/metrics.csv"
+    for run_dir in fifo-run dir-run; do
+        run t 60 "$SOL00/train_gpt" "${TINY[@]}" --out "$d/$run_dir"
+        echo "$output"
+        assert_user_error
+    done
+    [ -p "$d/fifo-run/metrics.csv" ]
+    [ -d "$d/dir-run/run.json" ]
 }
 
 @test "failsafe: under MPI a bad output path is one line from rank 0 and exit 2 on every rank" {
