@@ -42,10 +42,20 @@ static void let_rank0_report_first(void) {
     if (g_abort_job && g_world_rank != 0) sleep(CHECK_GRACE_SECONDS);
 }
 
+static int g_open_line;  /* stdout ends in a progress line without its newline */
+
+void check_set_open_line(int open) { g_open_line = open; }
+
 /* "<program>: <kind>: <message>[: <strerror>]" in a single write, so the
- * lines of several ranks sharing one terminal never interleave mid-line. */
+ * lines of several ranks sharing one terminal never interleave mid-line;
+ * on a line of its own, after a progress line left open on the terminal. */
 static void print_line(const char *kind, int errnum, const char *fmt, va_list ap) {
     char msg[2048];
+    if (g_open_line) {
+        fputc('\n', stdout);
+        fflush(stdout);
+        g_open_line = 0;
+    }
     vsnprintf(msg, sizeof msg, fmt, ap);
     fprintf(stderr, "%s: %s: %s%s%s\n", g_program_name, kind, msg, errnum ? ": " : "",
             errnum ? strerror(errnum) : "");

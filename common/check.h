@@ -44,6 +44,10 @@ void not_implemented_at(const char *func, const char *file, int line);
 __attribute__((noreturn, format(printf, 3, 4)))
 void die_job(int status, const char *kind, const char *fmt, ...);
 
+/* The console's progress line (runlog.h) is open: an error line starts on
+ * a new line instead of running on after it. */
+void check_set_open_line(int open);
+
 /* Work to do before any exit through these paths (fatal, user error, not
  * implemented), such as removing the temporary file of an atomic write
  * (fileio.h) or telling the other ranks this one leaves on purpose

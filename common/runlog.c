@@ -51,6 +51,7 @@ void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, floa
                r->total_steps, loss, valtxt, lr, tokens_per_s / 1000, eta);
         if (last) printf("\n");
         fflush(stdout);
+        check_set_open_line(!last);
     } else if (step % r->log_every == 0 || last || val_loss >= 0) {
         printf("step %d/%d | loss %.4f%s | lr %.2e | %.1fk tok/s | %.1f ms\n", step + 1,
                r->total_steps, loss, valtxt, lr, tokens_per_s / 1000, step_ms);
