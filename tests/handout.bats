@@ -103,6 +103,7 @@ expected_files() {
     [ "$(ls -A "$d/full")" = x ]
     refused "$ROOT" "handout: error: DEST $d/file exists and is not a directory" handout DEST="$d/file"
     refused "$ROOT" "handout: error: no DEST: make handout DEST=dir" handout
+    refused "$ROOT" "handout: error: DEST $ROOT/labs/new is inside this checkout" handout DEST=labs/new
     for bad in 7 abc '*' 00,all; do
         refused "$ROOT" "handout: error: RELEASED must list lab numbers" handout DEST="$d/new" RELEASED="$bad"
     done

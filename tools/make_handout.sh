@@ -63,6 +63,10 @@ esac
 
 # ---- DEST ------------------------------------------------------------------
 dest=$(realpath -m -- "$dest")
+case $dest/ in
+    "$top"/*) git check-ignore -q "$dest" \
+        || die "DEST $dest is inside this checkout: choose a directory outside it (or one git ignores, under build/)" ;;
+esac
 if [ -e "$dest" ] || [ -L "$dest" ]; then
     [ -d "$dest" ] && [ ! -L "$dest" ] || die "DEST $dest exists and is not a directory"
     [ -z "$(ls -A "$dest")" ] || die "DEST $dest exists and is not empty"
