@@ -21,16 +21,38 @@ LIBCOMMON := $(BUILD)/libcommon.a
 DATASET_TOOLS := gen_synthetic text_to_tokens tokens_info
 DATASET_BINS := $(DATASET_TOOLS:%=$(BUILD)/bin/%)
 
-# Each lab builds twice: from labs/ (the student's copy) and from solutions/.
+# ---- Which copies of the labs this tree has --------------------------------
+# The instructor's tree has every lab's solution; a student handout (`make
+# handout`, below) has only the released ones (solutions/NN_name/ present)
+# and a file .handout. So:
+# - each lab builds from labs/ (the student's copy) into build/labs/NN_name/,
+#   and from solutions/ into build/solutions/NN_name/ when its solution is here;
+# - a later lab links an earlier lab's object through build/earlier/NN_name/:
+#   a copy of the solution's object when that solution is here, else of the
+#   student's own (build/labs/NN_name/). So lab 02 runs on lab 00's solution
+#   once it is released, and on the student's own lab 00 before. The grader
+#   links the same files (grader/cases/*.toml: link), and so do the planner
+#   and the C unit tests (which test the library; the ones that run lab 00's
+#   backward passes skip in a handout without lab 00's solution).
+LAB_NAMES := $(patsubst labs/%/,%,$(wildcard labs/[0-9][0-9]_*/))
+SOLVED := $(patsubst solutions/%/,%,$(wildcard solutions/[0-9][0-9]_*/))
+# $(call copy_of,NN_name): solutions when that lab's solution is here, else labs
+copy_of = $(if $(filter $(1),$(SOLVED)),solutions,labs)
+# $(call copies_of,NN_name): the copies of a lab to build
+copies_of = labs $(if $(filter $(1),$(SOLVED)),solutions)
+
 LAB00_PROGS := train_gpt gradcheck
-LAB00_BINS := $(foreach v,labs solutions,$(LAB00_PROGS:%=$(BUILD)/$(v)/00_single_device/%))
+LAB00_BINS := $(foreach v,$(call copies_of,00_single_device),$(LAB00_PROGS:%=$(BUILD)/$(v)/00_single_device/%))
 
 LAB01_PROGS := check_collectives bench_collectives
-LAB01_BINS := $(foreach v,labs solutions,$(LAB01_PROGS:%=$(BUILD)/$(v)/01_collectives/%))
+LAB01_BINS := $(foreach v,$(call copies_of,01_collectives),$(LAB01_PROGS:%=$(BUILD)/$(v)/01_collectives/%))
 
-LAB02_BINS := $(foreach v,labs solutions,$(BUILD)/$(v)/02_ddp/train_ddp)
+LAB02_BINS := $(foreach v,$(call copies_of,02_ddp),$(BUILD)/$(v)/02_ddp/train_ddp)
 
-LAB03_BINS := $(foreach v,labs solutions,$(BUILD)/$(v)/03_zero/train_zero)
+LAB03_BINS := $(foreach v,$(call copies_of,03_zero),$(BUILD)/$(v)/03_zero/train_zero)
+
+# Earlier labs' objects that later labs, the planner and the tests link.
+EARLIER_OBJ := $(BUILD)/earlier/00_single_device/backprop.o
 
 # ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has
 # nvcc but no GPU), `make cuda-tests` links the GPU tests (they skip, exit
@@ -83,11 +105,11 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize
+.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(BUILD)/bin/memplan $(TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -98,7 +120,8 @@ help:
 	@echo "make grade      grade labs/ against the reference runs (LAB=01 for one lab)"
 	@echo "make references rerun the solutions and rewrite grader/reference/"
 	@echo "make skeletons  regenerate the student files in labs/ from solutions/"
-	@echo "make bench      tokens/s and GFLOP/s of the 'small' config (vs PyTorch if installed)"
+	@echo "make handout DEST=dir [RELEASED=00,01] [HINTS=no]  write the tree students get (README: Handing out the labs)"
+	@echo "make bench      lab 00: tokens/s and GFLOP/s of the 'small' config (vs PyTorch if installed)"
 	@echo "make bench-collectives  lab 01's ring all-reduce vs the library on 2 and 4 ranks, busbw chart"
 	@echo "make bench-ddp  lab 02: naive/bucketed/overlapped step and wait times, bucket sweep, timelines"
 	@echo "make bench-zero lab 03: memory per rank vs the planner, bytes per step, step times (DDP, ZeRO-1/2/3)"
@@ -149,31 +172,37 @@ $(BUILD)/%/00_single_device/gradcheck: $(BUILD)/apps/gradcheck.o $(BUILD)/%/00_s
 
 # lab 01: the programs link the student's (or the solution's) collectives.o;
 # collectives.h has no solution region, so both copies are the same file.
-$(BUILD)/apps/%_collectives.o: CPPFLAGS += -Isolutions/01_collectives
+$(BUILD)/apps/%_collectives.o: CPPFLAGS += -I$(call copy_of,01_collectives)/01_collectives
 $(BUILD)/%/01_collectives/check_collectives: $(BUILD)/apps/check_collectives.o $(BUILD)/%/01_collectives/collectives.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 $(BUILD)/%/01_collectives/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/%/01_collectives/collectives.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 02: train_ddp links the student's (or the solution's) ddp.o
-$(BUILD)/apps/train_ddp.o: CPPFLAGS += -Isolutions/02_ddp
-# (and, like every later lab, the solution of lab 00: a student stuck on one
-# lab can still do the next)
-$(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/%/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
+$(BUILD)/apps/train_ddp.o: CPPFLAGS += -I$(call copy_of,02_ddp)/02_ddp
+# (and, like every later lab, lab 00 through build/earlier/: its solution when
+# here, so that a student stuck on one lab can still do the next)
+$(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/%/02_ddp/ddp.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 03: train_zero links the student's (or the solution's) zero.o
-$(BUILD)/apps/train_zero.o: CPPFLAGS += -Isolutions/03_zero
-$(BUILD)/%/03_zero/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
+$(BUILD)/apps/train_zero.o: CPPFLAGS += -I$(call copy_of,03_zero)/03_zero
+$(BUILD)/%/03_zero/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/03_zero/zero.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
+# build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
+$(BUILD)/earlier/00_single_device/backprop.o: $(BUILD)/$(call copy_of,00_single_device)/00_single_device/backprop.o
+$(EARLIER_OBJ):
+	@mkdir -p $(@D)
+	cp $< $@
+
 # the memory planner's command line (common/memplan.h)
-$(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
+$(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(EARLIER_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
-# C unit tests link the solution of lab 00 (they test the library, not the student)
-$(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
+# C unit tests link lab 00 through build/earlier/ (they test the library, not the student)
+$(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(EARLIER_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
@@ -185,7 +214,13 @@ $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(BUILD)/solutions/00_single_device/backp
 # backtrace names the programs' functions.
 FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero bench_collectives selftest)
 FAKE_GPU_LDFLAGS := -rdynamic
+# It runs every lab's solution: in a handout without them all it skips.
+ifeq ($(filter-out $(SOLVED),$(LAB_NAMES)),)
 fake-gpu: $(FAKE_GPU_BINS)
+else
+fake-gpu:
+	@echo "fake-gpu: skipped: it builds every lab's solution, and this handout has none for $(filter-out $(SOLVED),$(LAB_NAMES))"
+endif
 $(BUILD)/fake_gpu/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
@@ -212,8 +247,20 @@ test: deps
 	@$(MAKE) --no-print-directory all data
 	bash tests/run.sh
 
+# Instructors' targets refuse to run in a handout, with one line.
+not_in_handout = @if [ -f .handout ]; then echo "$@: error: $(1)" >&2; exit 2; fi
+
 skeletons:
+	$(call not_in_handout,this is a student handout: make skeletons would overwrite your labs/ (instructors only))
 	bash tools/make_skeletons.sh solutions labs
+
+# The tree students get (README: "Handing out the labs"): tracked files but
+# the solutions of the labs not in RELEASED (lab numbers: RELEASED=00,01;
+# default none), grader/planted/ and, with HINTS=no, labs/*/HINTS.md; plus
+# START.md and .handout; a fresh git repository of one commit.
+handout:
+	$(call not_in_handout,this tree is a handout already: make handouts in the instructor's tree)
+	@bash tools/make_handout.sh "$(DEST)" "$(RELEASED)" "$(HINTS)"
 
 bench: deps
 	@$(MAKE) --no-print-directory all data
@@ -250,16 +297,20 @@ test-gpu: deps
 	@$(MAKE) --no-print-directory all data gpu-build
 	bash tests/run.sh tests/gpu.bats
 
+# Each lab's benchmark (bench: lab 00, bench-collectives: 01, bench-ddp: 02,
+# bench-zero: 03) runs the solution's program in the instructor's tree and
+# the student's (build/labs/) in a handout; BENCH_COPY=labs or
+# BENCH_COPY=solutions chooses (bench/common.sh).
 bench-collectives:
-	@$(MAKE) --no-print-directory $(BUILD)/solutions/01_collectives/bench_collectives
+	@$(MAKE) --no-print-directory all
 	bash bench/collectives.sh
 
 bench-ddp:
-	@$(MAKE) --no-print-directory $(BUILD)/solutions/02_ddp/train_ddp data
+	@$(MAKE) --no-print-directory all data
 	bash bench/ddp.sh
 
 bench-zero:
-	@$(MAKE) --no-print-directory $(BUILD)/solutions/02_ddp/train_ddp $(BUILD)/solutions/03_zero/train_zero $(BUILD)/bin/memplan data
+	@$(MAKE) --no-print-directory all data
 	bash bench/zero.sh
 
 # The autograder (grader/README.md): LAB=01 grades one lab, GRADE_FLAGS adds
@@ -270,6 +321,7 @@ grade: deps
 	python3 grader/grade.py --lab $(LAB) $(GRADE_FLAGS)
 
 references: deps
+	$(call not_in_handout,this is a student handout: the references are the instructor's)
 	@$(MAKE) --no-print-directory all data
 	python3 grader/grade.py --lab $(LAB) --make-references
 
@@ -296,7 +348,7 @@ $(CUDA_LIB): $(filter $(BUILD)/cuda/common/%,$(CUDA_OBJ))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(BUILD)/solutions/00_single_device/backprop.o $(LIBCOMMON)
+$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(CUDA_LDLIBS) $(LDLIBS) -o $@
 
 clean:

@@ -7,6 +7,7 @@
 #                 over the steps after the first 5
 #   THREADS       OpenMP/BLAS threads, and torch's (default: nproc)
 #   BENCH_TIMEOUT seconds allowed to each program (default 1200)
+#   BENCH_COPY    labs or solutions: whose train_gpt (bench/common.sh)
 #
 # Prints a summary block of key=value lines at the end:
 #   ours_tokens_per_s, ours_gflops, torch_tokens_per_s, ratio (ours/torch;
@@ -14,21 +15,18 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BENCH_NAME=bench
+source bench/common.sh
 
 CONFIG=small
 STEPS=${BENCH_STEPS:-40}
 THREADS=${THREADS:-$(nproc)}
 LIMIT=${BENCH_TIMEOUT:-1200}
 SKIP=5   # steps left out of the median: first-touch page faults, BLAS warm-up
-TRAIN=build/solutions/00_single_device/train_gpt
+TRAIN=$(bench_program 00_single_device train_gpt)
 DATA=build/data/synth.tok
 OUT=build/bench/$CONFIG
 PY=/usr/bin/python3
-
-die() {
-    echo "bench: error: $*" >&2
-    exit 2
-}
 
 # int_at_least VALUE MIN: VALUE is a decimal integer >= MIN.
 int_at_least() { [[ "$1" =~ ^[0-9]{1,9}$ ]] && [ "$1" -ge "$2" ]; }

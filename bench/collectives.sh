@@ -7,6 +7,7 @@
 #                  are oversubscribed)
 #   BENCH_MAX      largest buffer (default 64M)
 #   BENCH_TIMEOUT  seconds allowed to each run (default 600)
+#   BENCH_COPY     labs or solutions: whose bench_collectives (bench/common.sh)
 #
 # Writes runs/01_collectives-allreduce-npP/{busbw.csv,run.json,busbw.png}
 # and ends with a summary block of key=value lines per rank count P:
@@ -16,16 +17,13 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BENCH_NAME=bench-collectives
+source bench/common.sh
 
 RANKS=${BENCH_RANKS:-2 4}
 MAX=${BENCH_MAX:-64M}
 LIMIT=${BENCH_TIMEOUT:-600}
-BENCH=build/solutions/01_collectives/bench_collectives
-
-die() {
-    echo "bench-collectives: error: $*" >&2
-    exit 2
-}
+BENCH=$(bench_program 01_collectives bench_collectives)
 
 [ -x "$BENCH" ] || die "$BENCH is missing: run 'make all' (or 'make bench-collectives')"
 for np in $RANKS; do

@@ -7,6 +7,30 @@ die() {
     exit 2
 }
 
+# Which copy of a lab a benchmark runs: BENCH_COPY=solutions (the default in
+# the instructor's tree) or labs (the student's own program, build/labs/: the
+# default in a handout, which `make handout` marks with .handout). Run from
+# the kit's top directory.
+BENCH_COPY=${BENCH_COPY:-$([ -f .handout ] && echo labs || echo solutions)}
+[[ "$BENCH_COPY" =~ ^(labs|solutions)$ ]] || die "BENCH_COPY must be labs or solutions, got '$BENCH_COPY'"
+
+# bench_program NN_name PROG [BUILD_DIR]: the path of lab NN's program PROG in
+# the BENCH_COPY copy (say which, once, on stderr)
+bench_program() {
+    local build=${3:-build}
+    [ "$BENCH_COPY" = labs ] || [ -d "solutions/$1" ] \
+        || die "the solution of lab ${1%%_*} is not in this handout: BENCH_COPY=labs runs your program"
+    echo "$BENCH_NAME: runs $build/$BENCH_COPY/$1/$2 ($([ "$BENCH_COPY" = labs ] && echo "the student's program, labs/$1" || echo "the solution"))" >&2
+    echo "$build/$BENCH_COPY/$1/$2"
+}
+
+# earlier_program NN_name PROG: an earlier lab's program that a benchmark
+# compares with: the solution's when it is here, else the student's (the
+# Makefile's rule for earlier labs)
+earlier_program() {
+    if [ -d "solutions/$1" ]; then echo "build/solutions/$1/$2"; else echo "build/labs/$1/$2"; fi
+}
+
 # The median of the numbers on stdin (one a line), to 2 decimals; fails on
 # none.
 middle_value() {

@@ -9,6 +9,7 @@
 #                  "0.0001 0.01 0.05 0.25 1 64": one tensor per bucket up to
 #                  the whole model in one bucket)
 #   BENCH_TIMEOUT  seconds allowed to each run (default 300)
+#   BENCH_COPY     labs or solutions: whose train_ddp (bench/common.sh)
 #
 # Two waits, because on a shared machine they differ a lot:
 #   wait     what train_ddp's summary line prints: rank 0's mean time in the
@@ -37,7 +38,7 @@ LIMIT=${BENCH_TIMEOUT:-300}
 SKIP=3      # warm-up steps left out of the medians (page faults, first MPI calls)
 MAIN_MB=0.25
 NP=2
-TRAIN=build/solutions/02_ddp/train_ddp
+TRAIN=$(bench_program 02_ddp train_ddp)
 DATA=build/data/synth.tok
 OUT=runs/02_ddp-bench
 CSV=$OUT/bucket_sweep.csv

@@ -26,8 +26,8 @@ CONFIGS=${BENCH_CONFIGS:-"small gpt2-124m"}
 LIMIT=${BENCH_TIMEOUT:-1200}
 export KIT_TF32=${KIT_TF32:-1}
 GPU_BUILD=build/gpu
-TRAIN=$GPU_BUILD/solutions/00_single_device/train_gpt
-BUSBW=$GPU_BUILD/solutions/01_collectives/bench_collectives
+TRAIN=$(bench_program 00_single_device train_gpt "$GPU_BUILD")
+BUSBW=$(bench_program 01_collectives bench_collectives "$GPU_BUILD")
 DATA=build/data/synth.tok
 OUT=build/bench/gpu
 

@@ -19,6 +19,8 @@
 #   BENCH_TIMEOUT  seconds allowed to each run (default 300)
 #   BENCH_CONFIG   tiny | small (default small)
 #   BENCH_OUT      output directory (default runs/03_zero-bench)
+#   BENCH_COPY     labs or solutions: whose train_zero (bench/common.sh);
+#                  DDP is lab 02's solution when present, else the student's
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,8 +31,8 @@ source bench/common.sh
 STEPS=${BENCH_STEPS:-30}
 LIMIT=${BENCH_TIMEOUT:-300}
 CONFIG=${BENCH_CONFIG:-small}
-ZERO=build/solutions/03_zero/train_zero
-DDP=build/solutions/02_ddp/train_ddp
+ZERO=$(bench_program 03_zero train_zero)
+DDP=$(earlier_program 02_ddp train_ddp)   # lab 02's: the solution when it is here
 PLAN=build/bin/memplan
 DATA=build/data/synth.tok
 OUT=${BENCH_OUT:-runs/03_zero-bench}

@@ -2,6 +2,11 @@
 # Bad input to the trainer: one clear line, exit status 2, no crash, no hang.
 load helpers
 
+# every test here runs lab 00's solution
+setup() {
+    require_solution 00
+}
+
 trainer() {
     run t 30 "$SOL00/train_gpt" --data "$SYNTH" --steps 2 --out "$BATS_TEST_TMPDIR/run" "$@"
     echo "$output"

@@ -10,6 +10,7 @@ LAB01="$BUILD/labs/01_collectives"
 
 # checker_passes IMPL NP: every op and case ok on NP ranks
 checker_passes() {
+    require_solution 01
     run mpirun_t 300 "$2" "$SOL01/check_collectives" --impl "$1"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -31,6 +32,7 @@ checker_passes() {
 @test "collectives: the library passes the same checker on 4 ranks" { checker_passes library 4; }
 
 @test "collectives: --op runs one op's cases, in place and out of place" {
+    require_solution 01
     run mpirun_t 120 3 "$SOL01/check_collectives" --op allgather
     echo "$output"
     [ "$status" -eq 0 ]
@@ -39,6 +41,7 @@ checker_passes() {
 }
 
 @test "collectives: the untouched skeleton says not implemented (exit 3) without hanging" {
+    require_untouched 01
     run mpirun_t 60 2 "$LAB01/check_collectives"
     echo "$output"
     [ "$status" -eq 3 ]
@@ -55,6 +58,7 @@ checker_passes() {
 # solution edited by SED_EXPR and expects OP to fail on NP ranks.
 mutant_fails() {
     local expr=$1 op=$2 np=$3 src="$BATS_TEST_TMPDIR/collectives.c" dir="$BATS_TEST_TMPDIR/mutant"
+    require_solution 01
     sed "$expr" "$ROOT/solutions/01_collectives/collectives.c" > "$src"
     ! cmp -s "$src" "$ROOT/solutions/01_collectives/collectives.c"
     build_variant "$src" "$ROOT/solutions/01_collectives" "$dir" check_collectives
@@ -93,6 +97,7 @@ mutant_fails() {
 }
 
 @test "bench: a tiny sweep on 2 ranks prints the columns, writes busbw.csv, run.json and the chart" {
+    require_solution 01
     local out="$BATS_TEST_TMPDIR/bench"
     run mpirun_t 120 2 "$SOL01/bench_collectives" --op allreduce --impl both --min-bytes 1K \
         --max-bytes 8K --warmup 1 --iters 3 --out "$out"
@@ -119,6 +124,7 @@ mutant_fails() {
 }
 
 @test "bench: busbw factors of reduce-scatter and broadcast on 4 ranks" {
+    require_solution 01
     local out="$BATS_TEST_TMPDIR/rs"
     run mpirun_t 120 4 "$SOL01/bench_collectives" --op reduce_scatter --impl student \
         --min-bytes 4K --max-bytes 4K --iters 2 --out "$out"
@@ -132,6 +138,7 @@ mutant_fails() {
 }
 
 @test "collectives: bad flags are one clear error, exit 2" {
+    require_solution 01
     run mpirun_t 60 2 "$SOL01/check_collectives" --op allreduse
     assert_user_error
     run mpirun_t 60 2 "$SOL01/check_collectives" --impl nccl

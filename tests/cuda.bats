@@ -60,6 +60,7 @@ gpu_count() {
 }
 
 @test "cuda: make CUDA=1 builds every program without warnings; they run on the CPU as before" {
+    require_solution 00 01 02 03  # it checks each lab's solution is built
     run t 1800 make -s -C "$ROOT" gpu-build NVCC="$NVCC"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -79,6 +80,7 @@ gpu_count() {
 }
 
 @test "cuda: --device cuda without a GPU is one clear error (CUDA build), a rebuild hint (CPU build)" {
+    require_solution 00 03
     run t 60 "$SOL00/train_gpt" --config tiny --steps 1 --device cuda
     assert_user_error
     [[ "$output" == *"rebuild with \`make CUDA=1\`"* ]]

@@ -11,11 +11,13 @@ COMMON=(--config tiny --steps 12 --eval-every 4 --threads 1)
 # the baseline once per file: lab 00's trainer, same seed and global batch
 setup_file() {
     export BASE="$BATS_FILE_TMPDIR/base"
+    have_solution 00 || return 0   # a handout without it: the tests that need it skip
     t 120 "$BUILD/solutions/00_single_device/train_gpt" "${COMMON[@]}" --out "$BASE" \
         --dump-params "$BASE/params.bin" > /dev/null
 }
 
 @test "ddp: naive, bucketed and overlapped on 1, 2 and 4 ranks follow the single-device run" {
+    require_solution 00 02
     cd "$ROOT"
     for mode in naive bucketed overlapped; do
         for np in 1 2 4; do
@@ -33,6 +35,7 @@ setup_file() {
 }
 
 @test "ddp: gradient accumulation (2 micro-batches on 2 ranks) follows the single-device run" {
+    require_solution 00 02
     cd "$ROOT"
     out="$BATS_TEST_TMPDIR/accum"
     run mpirun_t 180 2 "$DDP" --ddp overlapped --grad-accum 2 "${COMMON[@]}" --out "$out" \
@@ -47,6 +50,7 @@ setup_file() {
 dp_row() { awk -F, -v r="$2" '$1 == r && $2 == "dp" && $3 == "allreduce" { print $4 "," $5 }' "$1"; }
 
 @test "ddp: per step, each rank all-reduces exactly the gradient bytes (4 Phi), in the expected number of calls" {
+    require_solution 02
     local phi=220544 steps=12 tensors=$((2 + 12 * 4 + 2))
     for mode in naive bucketed overlapped; do
         out="$BATS_TEST_TMPDIR/$mode"
@@ -75,6 +79,7 @@ dp_row() { awk -F, -v r="$2" '$1 == r && $2 == "dp" && $3 == "allreduce" { print
 }
 
 @test "ddp: the outputs of every rank (memory.csv rows per rank, comm.csv, traces)" {
+    require_solution 02
     out="$BATS_TEST_TMPDIR/o"
     run mpirun_t 180 2 "$DDP" "${COMMON[@]}" --steps 2 --out "$out"
     [ "$status" -eq 0 ]
@@ -87,6 +92,8 @@ dp_row() { awk -F, -v r="$2" '$1 == r && $2 == "dp" && $3 == "allreduce" { print
 }
 
 @test "ddp: the untouched skeleton stops cleanly at the first TODO of each mode" {
+    require_solution 00  # the skeleton runs on lab 00's solution
+    require_untouched 02
     for mode in naive bucketed overlapped; do
         run mpirun_t 120 2 "$BUILD/labs/02_ddp/train_ddp" --ddp "$mode" "${COMMON[@]}" --steps 2 \
             --out "$BATS_TEST_TMPDIR/sk-$mode"
@@ -98,6 +105,7 @@ dp_row() { awk -F, -v r="$2" '$1 == r && $2 == "dp" && $3 == "allreduce" { print
 }
 
 @test "ddp: bad flags are one clear error from rank 0" {
+    require_solution 02
     local bad
     for bad in "--bucket-mb 0" "--bucket-mb -1" "--ddp fast" "--batch 8 --grad-accum 3" \
                "--check-consistency 0" "--batch 6"; do

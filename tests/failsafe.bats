@@ -27,6 +27,7 @@ wait_for_steps() {
 # ---- output paths ----
 
 @test "failsafe: --dump-params onto a device, a FIFO or a directory is refused before training and destroys nothing" {
+    require_solution 00
     cd "$ROOT"
     local d="$BATS_TEST_TMPDIR"
     mkfifo "$d/fifo"
@@ -45,6 +46,7 @@ wait_for_steps() {
 }
 
 @test "failsafe: bad --out and --dump-params parents: one error line, exit 2, nothing trained" {
+    require_solution 00
     cd "$ROOT"
     local d="$BATS_TEST_TMPDIR"
     echo "a file" > "$d/file"
@@ -73,6 +75,7 @@ wait_for_steps() {
 }
 
 @test "failsafe: under MPI a bad output path is one line from rank 0 and exit 2 on every rank" {
+    require_solution 01 03
     cd "$ROOT"
     run mpirun_t 60 3 "$BUILD/solutions/03_zero/train_zero" "${TINY[@]}" --batch 12 --zero 2 \
         --out "$BATS_TEST_TMPDIR/run" --dump-params /dev/null
@@ -85,6 +88,7 @@ wait_for_steps() {
 }
 
 @test "failsafe: --dump-params through a symbolic link replaces the target and keeps the link" {
+    require_solution 00
     cd "$ROOT"
     local d="$BATS_TEST_TMPDIR"
     echo old > "$d/target.bin"
@@ -95,6 +99,7 @@ wait_for_steps() {
 }
 
 @test "failsafe: a write that fails (file size limit) is one fatal line naming the file; the old file stays, no temporary left" {
+    require_solution 00
     cd "$ROOT"
     local d="$BATS_TEST_TMPDIR"
     mkdir -p "$d/run"
@@ -127,6 +132,7 @@ wait_for_steps() {
 # ---- memory ----
 
 @test "failsafe: a model that cannot fit is refused up front with the planner's bytes per category" {
+    require_solution 00 03
     cd "$ROOT"
     local start=$SECONDS
     run t 60 "$SOL00/train_gpt" "${TINY[@]}" --out "$BATS_TEST_TMPDIR/a" --n-embd 16384 --n-head 16
@@ -145,6 +151,7 @@ wait_for_steps() {
 # ---- frozen, deadlocked and dead ranks ----
 
 @test "failsafe: a rank stopped with SIGSTOP ends the job within the timeout: one line naming it, status 4, no rank left" {
+    require_solution 02
     cd "$ROOT"
     local out="$BATS_TEST_TMPDIR/stop"
     mpirun_t 120 3 "$BUILD/solutions/02_ddp/train_ddp" --config tiny --steps 100000 --batch 12 \
@@ -170,6 +177,7 @@ wait_for_steps() {
 }
 
 @test "failsafe: a planted deadlock (every rank sends first) is reported as such, not a hang" {
+    require_instructor "grader/planted/ is not in a handout"
     cd "$ROOT"
     local d="$BATS_TEST_TMPDIR/deadlock"
     mkdir -p "$d"
@@ -190,6 +198,7 @@ wait_for_steps() {
 }
 
 @test "failsafe: a rank killed with SIGKILL is named by the survivors; the job ends at once" {
+    require_solution 03
     cd "$ROOT"
     local out="$BATS_TEST_TMPDIR/kill"
     mpirun_t 120 3 "$BUILD/solutions/03_zero/train_zero" --config tiny --steps 100000 --batch 12 \
@@ -210,6 +219,7 @@ wait_for_steps() {
 }
 
 @test "failsafe: ranks that stop on purpose (a user error, the end of a run) are never reported dead" {
+    require_solution 02
     cd "$ROOT"
     for _ in 1 2 3; do
         run mpirun_t 60 3 "$BUILD/solutions/02_ddp/train_ddp" "${TINY[@]}" --batch 8 \
@@ -220,6 +230,7 @@ wait_for_steps() {
 }
 
 @test "failsafe: --comm-timeout and KIT_COMM_TIMEOUT reject bad values" {
+    require_solution 01 02
     cd "$ROOT"
     run mpirun_t 60 2 "$BUILD/solutions/02_ddp/train_ddp" "${TINY[@]}" --comm-timeout -1
     assert_user_error

@@ -4,6 +4,11 @@
 # that the checker catches wrong backward passes.
 load helpers
 
+# every test here runs lab 00's solution
+setup() {
+    require_solution 00
+}
+
 @test "gradcheck: every layer and the whole model match finite differences" {
     run t 120 "$SOL00/gradcheck"
     echo "$output"

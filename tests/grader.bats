@@ -10,6 +10,7 @@ GRADE="python3 $ROOT/grader/grade.py"
 total_of() { sed -n 's/^total: //p' "$1"; }
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
+    require_solution 00 01 02 03
     run t 900 $GRADE --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -20,6 +21,7 @@ total_of() { sed -n 's/^total: //p' "$1"; }
 }
 
 @test "grader: untouched skeletons score zero, each case saying not implemented" {
+    require_untouched 00 01 02 03
     run t 900 $GRADE --src "$ROOT/labs" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -30,6 +32,7 @@ total_of() { sed -n 's/^total: //p' "$1"; }
 }
 
 @test "grader: JUnit XML and results.json are valid and their totals match the table" {
+    require_untouched 00
     run t 600 $GRADE --lab 00 --out "$BATS_TEST_TMPDIR/g"
     [ "$status" -eq 0 ]
     xmllint --noout "$BATS_TEST_TMPDIR/g/junit.xml"
@@ -57,6 +60,7 @@ PY
 # Apply each planted bug (grader/planted/NN-*.patch, with an "Expect: CASE |
 # REASON" line) to a scratch copy of the solutions and grade that one case.
 @test "grader: every planted bug loses the points of its case, with the expected reason" {
+    require_instructor "grader/planted/ is not in a handout"
     local n=0
     for patch in "$ROOT"/grader/planted/*.patch; do
         lab=$(basename "$patch" | cut -c1-2)
@@ -83,6 +87,7 @@ PY
 }
 
 @test "grader: --hidden compares live with the solutions on randomized cases" {
+    require_instructor "grader/planted/ is not in a handout"
     run t 600 $GRADE --lab 00 --hidden --hidden-seed 7 --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -100,6 +105,7 @@ PY
 }
 
 @test "grader: regenerating the references reproduces the committed ones" {
+    require_solution 00 01 02 03
     run t 600 $GRADE --make-references --reference-out "$BATS_TEST_TMPDIR/ref" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -136,6 +142,7 @@ PY
 }
 
 @test "grader: Gradescope's run_autograder grades a submission of single files into results.json" {
+    require_solution 00
     local ag="$BATS_TEST_TMPDIR/ag"
     mkdir -p "$ag/submission"
     ln -s "$ROOT" "$ag/source"

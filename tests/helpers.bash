@@ -7,6 +7,68 @@ LAB00="$BUILD/labs/00_single_device"
 SYNTH="$BUILD/data/synth.tok"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
+# ---- handouts (make handout) ----------------------------------------------
+# The instructor's tree has every lab's solution. A student handout has only
+# the released ones, no grader/planted/, and a file .handout listing the
+# checksums of labs/ as handed out. Tests that need what a handout lacks skip,
+# saying why; in the instructor's tree nothing is skipped this way.
+in_handout() { [ -f "$ROOT/.handout" ]; }
+
+# lab_name NN: the lab's directory name (00 -> 00_single_device)
+lab_name() {
+    local d
+    for d in "$ROOT"/labs/"$1"_*/; do [ -d "$d" ] && basename "$d" && return 0; done
+    echo "no lab $1 under labs/" >&2
+    return 1
+}
+
+# have_solution NN...: every given lab's solution is in this tree
+have_solution() {
+    local n lab
+    for n in "$@"; do
+        lab=$(lab_name "$n") && [ -d "$ROOT/solutions/$lab" ] || return 1
+    done
+}
+
+# require_solution NN...: skip the test when one of these labs' solutions is
+# not in this handout (setup_file cannot skip: guard its work with
+# have_solution). In the instructor's tree a missing solution fails instead.
+require_solution() {
+    local n
+    for n in "$@"; do
+        have_solution "$n" && continue
+        in_handout && skip "solution of lab $n not released in this handout"
+        echo "solutions/$(lab_name "$n") is missing" >&2
+        return 1
+    done
+}
+
+# untouched NN: the lab's sources are still those handed out (checked
+# against .handout); always true outside a handout
+untouched() {
+    local lab
+    in_handout || return 0
+    lab=$(lab_name "$1") || return 1
+    grep "  labs/$lab/" "$ROOT/.handout" | (cd "$ROOT" && sha256sum --check --status) || return 1
+    [ "$(grep -c "  labs/$lab/" "$ROOT/.handout")" -eq \
+      "$(find "$ROOT/labs/$lab" -type f \( -name '*.c' -o -name '*.h' \) | wc -l)" ]
+}
+
+# require_untouched NN...: skip the test when the student has changed one of
+# these labs' sources (it checks the skeletons as handed out)
+require_untouched() {
+    local n
+    for n in "$@"; do
+        untouched "$n" || skip "labs/$(lab_name "$n") is no longer the untouched skeleton (this test checks the handout's)"
+    done
+}
+
+# require_instructor WHY: skip in a handout ("instructors only: WHY")
+require_instructor() {
+    in_handout && skip "instructors only: $1"
+    return 0
+}
+
 # t SECONDS CMD...: run CMD, killed after SECONDS (exit status 124 then).
 t() {
     local secs=$1

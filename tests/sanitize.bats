@@ -42,6 +42,7 @@ san_flags() {
 }
 
 @test "sanitize: lab 00 trains tiny (accumulation, evaluation, parameter dump)" {
+    require_solution 00
     run t 120 "$SAN/solutions/00_single_device/train_gpt" "${SHORT[@]}" --grad-accum 2 \
         --out "$BATS_TEST_TMPDIR/run" --dump-params "$BATS_TEST_TMPDIR/run/params.bin"
     no_reports
@@ -49,12 +50,14 @@ san_flags() {
 }
 
 @test "sanitize: gradcheck frees what it allocates, every layer and the model" {
+    require_solution 00
     run t 120 "$SAN/solutions/00_single_device/gradcheck"
     no_reports
     [[ "$output" == *"all gradients match"* ]]
 }
 
 @test "sanitize: collectives checker and benchmark on 3 ranks" {
+    require_solution 01
     run mpirun_t 120 3 "$SAN/solutions/01_collectives/check_collectives"
     no_reports
     run mpirun_t 120 3 "$SAN/solutions/01_collectives/bench_collectives" --min-bytes 4 \
@@ -63,6 +66,7 @@ san_flags() {
 }
 
 @test "sanitize: DDP naive, bucketed, overlapped on 3 ranks" {
+    require_solution 02
     for mode in naive bucketed overlapped; do
         run mpirun_t 120 3 "$SAN/solutions/02_ddp/train_ddp" "${SHORT[@]}" --ddp "$mode" \
             --bucket-mb 0.1 --batch 12 --grad-accum 2 --check-consistency 2 \
@@ -72,6 +76,7 @@ san_flags() {
 }
 
 @test "sanitize: ZeRO-1, 2, 3 (and 3 without prefetch) on 3 ranks" {
+    require_solution 03
     for flags in "--zero 1" "--zero 2" "--zero 3" "--zero 3 --no-prefetch"; do
         # shellcheck disable=SC2086  # flags is a list
         run mpirun_t 120 3 "$SAN/solutions/03_zero/train_zero" "${SHORT[@]}" $flags \
@@ -91,11 +96,17 @@ san_flags() {
     no_reports
     run t 60 "$SAN/bin/memplan" --config small --ranks 4
     no_reports
-    for test in test_alloc test_kernels test_model test_rng test_mesh; do
+    for test in test_alloc test_kernels test_rng test_mesh; do
         run t 60 "$SAN/tests/$test"
         no_reports
     done
     run mpirun_t 60 3 "$SAN/tests/test_comm" "$BATS_TEST_TMPDIR"
+    no_reports
+}
+
+@test "sanitize: the model's unit test (lab 00's backward passes)" {
+    require_solution 00
+    run t 60 "$SAN/tests/test_model"
     no_reports
 }
 
@@ -112,6 +123,7 @@ planted() {
 }
 
 @test "sanitize catches a heap overflow planted in lab 00's layernorm backward" {
+    require_solution 00
     planted 00_single_device backprop.c 's/for (int i = 0; i < C; i++)/for (int i = 0; i <= C; i++)/' \
         gradcheck
     run t 60 "$BATS_TEST_TMPDIR/mutant/gradcheck" --layer layernorm
@@ -122,6 +134,7 @@ planted() {
 }
 
 @test "sanitize catches a leak planted in lab 01 on 3 ranks (lsan.supp hides only Open MPI's)" {
+    require_solution 01
     # the scratch buffer grows without freeing the old one: silent without LeakSanitizer
     planted 01_collectives collectives.c 's/^        mem_free(buf);$//' check_collectives
     run mpirun_t 60 3 "$BATS_TEST_TMPDIR/mutant/check_collectives" --op reduce_scatter

@@ -6,6 +6,7 @@
 # Skipped when the system python has no torch (Debian: python3-torch).
 
 bats_require_minimum_version 1.5.0   # run -N
+load helpers
 
 setup_file() {
     if /usr/bin/python3 -c "import torch" > /dev/null 2>&1; then
@@ -41,7 +42,9 @@ all_tensors() {
     echo lnfw lnfb
 }
 
+# dump FILE (it runs lab 00's backward passes: skips without its solution)
 dump() {
+    require_solution 00
     timeout 60 "$DUMP_BIN" "$1" > /dev/null
 }
 

@@ -4,6 +4,11 @@
 # schedule.
 load helpers
 
+# every test here runs lab 00's solution
+setup() {
+    require_solution 00
+}
+
 train() {
     t 300 "$SOL00/train_gpt" --data "$SYNTH" --threads 2 "$@"
 }

@@ -18,6 +18,7 @@ load helpers
     [ "$status" -eq 0 ]
 }
 @test "unit: model hooks: order, gradient ranges once and final, private unit buffers give identical results" {
+    require_solution 00  # it runs the backward passes
     run t 60 "$BUILD/tests/test_model"
     echo "$output"
     [ "$status" -eq 0 ]

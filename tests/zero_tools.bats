@@ -5,8 +5,9 @@
 load helpers
 
 @test "bench-zero (tiny): measured memory equals the prediction, traffic equals 2 or 3 Phi (N-1)/N, charts drawn" {
+    require_solution 02 03  # it benchmarks the solutions (BENCH_COPY below)
     out="$BATS_TEST_TMPDIR/bench"
-    BENCH_CONFIG=tiny BENCH_STEPS=5 BENCH_OUT="$out" run t 600 bash "$ROOT/bench/zero.sh"
+    BENCH_COPY=solutions BENCH_CONFIG=tiny BENCH_STEPS=5 BENCH_OUT="$out" run t 600 bash "$ROOT/bench/zero.sh"
     echo "$output" | tail -40
     [ "$status" -eq 0 ]
     # 12 layouts x N; predicted_states == the measured params+grads+optimizer+comm
