@@ -7,9 +7,19 @@
  * rounding of L divided by 2h. We compute L in double from float outputs.
  *
  * A tensor passes when  max_j |analytic_j - numeric_j| / max_j |numeric_j|
- * is below the tolerance (see TOL_LAYER, TOL_MODEL): an error in a backward
- * pass (a missing term, a wrong index, a factor) gives O(1) relative errors,
- * far above float noise.
+ * is below the tolerance (TOL): an error in a backward pass (a missing term,
+ * a wrong index, a factor) gives O(1) relative errors, far above float noise.
+ * A NaN or an infinity anywhere fails.
+ *
+ * It must also keep the accumulation contract (kernels.h): a backward pass
+ * ADDS into its gradient outputs. So each check runs the backward pass twice:
+ * once on zeroed gradient buffers (the analytic gradient g), once on buffers
+ * pre-filled with known values p of g's size, and requires p + g back. A
+ * backward pass that writes `=` where it should add, or zeroes its outputs
+ * itself, returns g alone: a relative error of 0.5 or more. (Exception:
+ * crossentropy_backward turns probs into dlogits in place.) Scratch it is
+ * given (attention's datt) arrives holding garbage: its contents on entry
+ * are unspecified.
  */
 #include <getopt.h>
 #include <math.h>
@@ -32,17 +42,31 @@
  * wrong term, index or factor gives errors of 0.1 to 1. */
 #define H_STEP 1e-2
 #define TOL 1e-2
+/* Accumulation: (p + g) - p against g, relative to max |g|. Only float
+ * rounding separates them (p is of g's size: a few 1e-7); a backward pass
+ * that overwrites gives at least 0.5 (|p_j| >= max |g| / 2). */
+#define TOL_ACCUM 1e-4
 
 typedef struct {
     const char *name;
     float *x, *grad;  /* the tensor and its analytic gradient */
-    size_t n;
+    size_t n;         /* elements */
+    /* strided tensors (q, k, v inside qkv): element j is at
+     * (j / run) * ld + j % run in x and grad; run = 0: contiguous */
+    size_t run, ld;
+    int in_place;     /* the backward overwrites grad (crossentropy): no += check */
 } Checked;
+
+#define TENSOR(nm, xp, gp, count) {.name = (nm), .x = (xp), .grad = (gp), .n = (count)}
+
+static size_t at(const Checked *t, size_t j) { return t->run ? (j / t->run) * t->ld + j % t->run : j; }
 
 typedef struct GradCheck GradCheck;
 struct GradCheck {
     double (*loss)(GradCheck *);   /* forward, then L */
-    void (*backward)(GradCheck *); /* zero grads, then backward with dout = r */
+    /* forward, then backward with dout = r, adding into the gradient buffers
+     * as they are (check_tensors zeroes or pre-fills them) */
+    void (*backward)(GradCheck *);
     /* layer state */
     int B, T, C, NH, V, N;
     float *buf[16];
@@ -69,44 +93,95 @@ static double dot(const float *a, const float *b, size_t n) {
     return s;
 }
 
+/* max |a_j - b_j| with NaN and infinities counted as infinitely wrong */
+static double worse(double max_err, double a, double b) {
+    double e = fabs(a - b);
+    return fmax(max_err, isfinite(e) ? e : INFINITY);
+}
+
+/* The known values a pre-filled gradient buffer holds: of g's size (scale =
+ * max |g|), and never small, |p_j| in [scale/2, 3 scale/2), either sign. */
+static float prefill(size_t j, int k, double scale) {
+    float u = rng_uniform(g_seed, RNG_STREAM_TEST, j, 500 + (uint32_t)k);
+    return (float)(scale * (u < 0.5f ? -(0.5 + 2 * u) : 0.5 + 2 * (u - 0.5f)));
+}
+
 /* Check up to max_elems elements of each tensor (all of a small tensor, an
- * even stride through a large one). Returns the number of failures. */
+ * even stride through a large one) against finite differences, and every
+ * element of it for accumulation. Returns the number of failures. */
 static int check_tensors(const char *layer, GradCheck *gc, Checked *t, int nt, double h,
                          double tol, size_t max_elems) {
     int failures = 0;
+    /* 1. the analytic gradient, from zeroed buffers; kept, because the
+     * forward passes below may reuse their buffers (crossentropy turns
+     * probs into dlogits in place) */
+    for (int k = 0; k < nt; k++)
+        for (size_t j = 0; j < t[k].n; j++) t[k].grad[at(&t[k], j)] = 0.0f;
     gc->backward(gc);
-    /* keep the analytic gradients: the forward passes below may reuse their
-     * buffers (crossentropy turns probs into dlogits in place) */
     float **analytic = malloc(nt * sizeof *analytic);
-    CHECK(analytic != NULL, "out of memory");
+    double *scale = malloc(nt * sizeof *scale), *accum_err = malloc(nt * sizeof *accum_err);
+    CHECK(analytic && scale && accum_err, "out of memory");
+    int any_accum = 0;
     for (int k = 0; k < nt; k++) {
         analytic[k] = malloc(t[k].n * sizeof(float));
         CHECK(analytic[k] != NULL, "out of memory");
-        memcpy(analytic[k], t[k].grad, t[k].n * sizeof(float));
+        scale[k] = 0.0;
+        for (size_t j = 0; j < t[k].n; j++) {
+            analytic[k][j] = t[k].grad[at(&t[k], j)];
+            scale[k] = fmax(scale[k], fabs(analytic[k][j]));
+        }
+        if (!isfinite(scale[k]) || scale[k] == 0.0) scale[k] = 1.0;
+        any_accum |= !t[k].in_place;
     }
+    /* 2. the accumulation contract: pre-filled with p, the buffers must come
+     * back holding p + g */
+    if (any_accum) {
+        for (int k = 0; k < nt; k++)
+            if (!t[k].in_place)
+                for (size_t j = 0; j < t[k].n; j++)
+                    t[k].grad[at(&t[k], j)] = prefill(j, k, scale[k]);
+        gc->backward(gc);
+        for (int k = 0; k < nt; k++) {
+            double err = 0.0;
+            if (!t[k].in_place)
+                for (size_t j = 0; j < t[k].n; j++)
+                    err = worse(err, (double)t[k].grad[at(&t[k], j)] - prefill(j, k, scale[k]),
+                                analytic[k][j]);
+            accum_err[k] = err / scale[k];
+        }
+    }
+    /* 3. finite differences */
     for (int k = 0; k < nt; k++) {
         size_t stride = t[k].n > max_elems ? t[k].n / max_elems : 1;
         double max_err = 0.0, max_num = 0.0;
         for (size_t j = 0; j < t[k].n; j += stride) {
-            float saved = t[k].x[j];
-            t[k].x[j] = saved + (float)h;
+            float *x = &t[k].x[at(&t[k], j)], saved = *x;
+            *x = saved + (float)h;
             double lp = gc->loss(gc);
-            t[k].x[j] = saved - (float)h;
+            *x = saved - (float)h;
             double lm = gc->loss(gc);
-            t[k].x[j] = saved;
+            *x = saved;
             /* the actual step is what float rounding made of x +- h */
             double num = (lp - lm) / ((double)(saved + (float)h) - (double)(saved - (float)h));
-            max_err = fmax(max_err, fabs(num - analytic[k][j]));
+            max_err = worse(max_err, num, analytic[k][j]);
             max_num = fmax(max_num, fabs(num));
         }
         double rel = max_err / fmax(max_num, 1e-12);
-        int ok = rel < tol;
-        failures += !ok;
-        printf("%-12s %-22s rel err %.2e  (max |grad| %.2e)  %s\n", layer, t[k].name, rel,
-               max_num, ok ? "ok" : "FAIL");
+        int ok = rel < tol, accum_ok = t[k].in_place || accum_err[k] < TOL_ACCUM;
+        failures += !ok || !accum_ok;
+        char accum[32];
+        if (t[k].in_place) snprintf(accum, sizeof accum, "+= n/a (in place)");
+        else snprintf(accum, sizeof accum, "+= err %.1e", accum_err[k]);
+        printf("%-12s %-22s rel err %.2e  (max |grad| %.2e)  %s  %s%s%s\n", layer, t[k].name,
+               rel, max_num, accum, ok && accum_ok ? "ok" : "FAIL",
+               ok ? "" : ": does not match finite differences",
+               accum_ok ? "" : ": not accumulated: a pre-filled buffer must come back "
+                               "as its contents + the gradient (= instead of +=?)");
         free(analytic[k]);
     }
     free(analytic);
+    free(scale);
+    free(accum_err);
     return failures;
 }
 
@@ -128,9 +203,6 @@ static double loss_layernorm(GradCheck *c) {
 static void backward_layernorm(GradCheck *c) {
     float **b = c->buf;
     loss_layernorm(c);
-    memset(b[7], 0, sizeof(float) * c->N * c->C);
-    memset(b[8], 0, sizeof(float) * c->C);
-    memset(b[9], 0, sizeof(float) * c->C);
     layernorm_backward(b[7], b[8], b[9], b[0], b[2], b[3], b[5], b[6], c->N, c->C);
 }
 static int check_layernorm(void) {
@@ -140,7 +212,8 @@ static int check_layernorm(void) {
     b[0] = randn(NC, 0); b[1] = zeros(NC); b[2] = randn(NC, 2);
     b[3] = randn(c.C, 3); b[4] = randn(c.C, 4); b[5] = zeros(c.N); b[6] = zeros(c.N);
     b[7] = zeros(NC); b[8] = zeros(c.C); b[9] = zeros(c.C);
-    Checked t[] = {{"dinp", b[2], b[7], NC}, {"dw", b[3], b[8], c.C}, {"db", b[4], b[9], c.C}};
+    Checked t[] = {TENSOR("dinp", b[2], b[7], NC), TENSOR("dw", b[3], b[8], c.C),
+                   TENSOR("db", b[4], b[9], c.C)};
     return layer_done(&c, check_tensors("layernorm", &c, t, 3, H_STEP, TOL, 1000));
 }
 
@@ -151,9 +224,6 @@ static double loss_matmul(GradCheck *c) {
 }
 static void backward_matmul(GradCheck *c) {
     float **b = c->buf;
-    memset(b[5], 0, sizeof(float) * c->N * c->C);
-    memset(b[6], 0, sizeof(float) * c->V * c->C);
-    memset(b[7], 0, sizeof(float) * c->V);
     matmul_backward(b[5], b[6], b[7], b[0], b[2], b[3], c->N, c->C, c->V);
 }
 static int check_matmul(void) {
@@ -163,7 +233,8 @@ static int check_matmul(void) {
     size_t NI = (size_t)c.N * c.C, NO = (size_t)c.N * c.V, W = (size_t)c.V * c.C;
     b[0] = randn(NO, 0); b[1] = zeros(NO); b[2] = randn(NI, 2); b[3] = randn(W, 3);
     b[4] = randn(c.V, 4); b[5] = zeros(NI); b[6] = zeros(W); b[7] = zeros(c.V);
-    Checked t[] = {{"dinp", b[2], b[5], NI}, {"dw", b[3], b[6], W}, {"dbias", b[4], b[7], c.V}};
+    Checked t[] = {TENSOR("dinp", b[2], b[5], NI), TENSOR("dw", b[3], b[6], W),
+                   TENSOR("dbias", b[4], b[7], c.V)};
     return layer_done(&c, check_tensors("matmul", &c, t, 3, H_STEP, TOL, 1000));
 }
 
@@ -175,7 +246,9 @@ static double loss_attention(GradCheck *c) {
 static void backward_attention(GradCheck *c) {
     float **b = c->buf;
     loss_attention(c);
-    memset(b[4], 0, sizeof(float) * c->B * c->T * 3 * c->C);
+    /* datt is scratch whose contents on entry are unspecified: garbage here */
+    size_t ATT = (size_t)c->B * c->NH * c->T * c->T;
+    for (size_t i = 0; i < ATT; i++) b[5][i] = 1e3f * rng_normal(g_seed, RNG_STREAM_TEST, i, 77);
     attention_backward(b[4], b[5], b[0], b[2], b[3], c->B, c->T, c->C, c->NH);
 }
 static int check_attention(void) {
@@ -185,8 +258,14 @@ static int check_attention(void) {
     size_t BTC = (size_t)c.B * c.T * c.C, ATT = (size_t)c.B * c.NH * c.T * c.T;
     b[0] = randn(BTC, 0); b[1] = zeros(BTC); b[2] = randn(3 * BTC, 2); b[3] = zeros(ATT);
     b[4] = zeros(3 * BTC); b[5] = zeros(ATT);
-    Checked t[] = {{"dqkv", b[2], b[4], 3 * BTC}};
-    return layer_done(&c, check_tensors("attention", &c, t, 1, H_STEP, TOL, 1000));
+    /* q, k and v are the three C-wide parts of each 3C-wide row of qkv */
+    size_t C = c.C;
+    Checked t[3];
+    const char *names[3] = {"dq", "dk", "dv"};
+    for (int k = 0; k < 3; k++)
+        t[k] = (Checked){.name = names[k], .x = b[2] + k * C, .grad = b[4] + k * C, .n = BTC,
+                         .run = C, .ld = 3 * C};
+    return layer_done(&c, check_tensors("attention", &c, t, 3, H_STEP, TOL, 1000));
 }
 
 static double loss_gelu(GradCheck *c) {
@@ -194,14 +273,13 @@ static double loss_gelu(GradCheck *c) {
     return dot(c->buf[0], c->buf[1], c->N);
 }
 static void backward_gelu(GradCheck *c) {
-    memset(c->buf[3], 0, sizeof(float) * c->N);
     gelu_backward(c->buf[3], c->buf[2], c->buf[0], c->N);
 }
 static int check_gelu(void) {
     GradCheck c = {.loss = loss_gelu, .backward = backward_gelu, .N = 64};
     c.buf[0] = randn(c.N, 0); c.buf[1] = zeros(c.N); c.buf[2] = randn(c.N, 2);
     c.buf[3] = zeros(c.N);
-    Checked t[] = {{"dinp", c.buf[2], c.buf[3], c.N}};
+    Checked t[] = {TENSOR("dinp", c.buf[2], c.buf[3], c.N)};
     return layer_done(&c, check_tensors("gelu", &c, t, 1, H_STEP, TOL, 1000));
 }
 
@@ -210,8 +288,6 @@ static double loss_residual(GradCheck *c) {
     return dot(c->buf[0], c->buf[1], c->N);
 }
 static void backward_residual(GradCheck *c) {
-    memset(c->buf[4], 0, sizeof(float) * c->N);
-    memset(c->buf[5], 0, sizeof(float) * c->N);
     residual_backward(c->buf[4], c->buf[0], c->N);
     residual_backward(c->buf[5], c->buf[0], c->N);
 }
@@ -220,7 +296,7 @@ static int check_residual(void) {
     float **b = c.buf;
     b[0] = randn(c.N, 0); b[1] = zeros(c.N); b[2] = randn(c.N, 2); b[3] = randn(c.N, 3);
     b[4] = zeros(c.N); b[5] = zeros(c.N);
-    Checked t[] = {{"da", b[2], b[4], c.N}, {"db", b[3], b[5], c.N}};
+    Checked t[] = {TENSOR("da", b[2], b[4], c.N), TENSOR("db", b[3], b[5], c.N)};
     return layer_done(&c, check_tensors("residual", &c, t, 2, H_STEP, TOL, 1000));
 }
 
@@ -229,8 +305,6 @@ static double loss_encoder(GradCheck *c) {
     return dot(c->buf[0], c->buf[1], (size_t)c->B * c->T * c->C);
 }
 static void backward_encoder(GradCheck *c) {
-    memset(c->buf[4], 0, sizeof(float) * c->V * c->C);
-    memset(c->buf[5], 0, sizeof(float) * c->T * c->C);
     encoder_backward(c->buf[4], c->buf[5], c->buf[0], c->tokens, c->B, c->T, c->C);
 }
 static int check_encoder(void) {
@@ -243,7 +317,8 @@ static int check_encoder(void) {
     b[0] = randn(BTC, 0); b[1] = zeros(BTC); b[2] = randn((size_t)c.V * c.C, 2);
     b[3] = randn((size_t)c.T * c.C, 3); b[4] = zeros((size_t)c.V * c.C);
     b[5] = zeros((size_t)c.T * c.C);
-    Checked t[] = {{"dwte", b[2], b[4], (size_t)c.V * c.C}, {"dwpe", b[3], b[5], (size_t)c.T * c.C}};
+    Checked t[] = {TENSOR("dwte", b[2], b[4], (size_t)c.V * c.C),
+                   TENSOR("dwpe", b[3], b[5], (size_t)c.T * c.C)};
     return layer_done(&c, check_tensors("encoder", &c, t, 2, H_STEP, TOL, 1000));
 }
 
@@ -261,7 +336,7 @@ static int check_crossentropy(void) {
     c.tokens = targets;
     size_t NV = (size_t)c.N * c.V;
     c.buf[1] = zeros(c.N); c.buf[2] = randn(NV, 2); c.buf[3] = zeros(NV);
-    Checked t[] = {{"dlogits", c.buf[2], c.buf[3], NV}};
+    Checked t[] = {{.name = "dlogits", .x = c.buf[2], .grad = c.buf[3], .n = NV, .in_place = 1}};
     return layer_done(&c, check_tensors("crossentropy", &c, t, 1, H_STEP, TOL, 1000));
 }
 
@@ -269,7 +344,6 @@ static int check_crossentropy(void) {
 
 static double loss_model(GradCheck *c) { return gpt_forward(&c->cfg, &c->p, &c->acts, NULL); }
 static void backward_model(GradCheck *c) {
-    memset(c->g.wte, 0, gpt_num_params(&c->cfg) * sizeof(float));
     gpt_forward(&c->cfg, &c->p, &c->acts, NULL);
     gpt_backward(&c->cfg, &c->p, &c->g, &c->acts, &c->scratch, NULL);
 }
@@ -297,7 +371,8 @@ static int check_model(void) {
     CHECK(info && t, "out of memory");
     gpt_tensor_table(&c.cfg, info);
     for (int k = 0; k < nt; k++)
-        t[k] = (Checked){info[k].name, params + info[k].offset, grads + info[k].offset, info[k].count};
+        t[k] = (Checked)TENSOR(info[k].name, params + info[k].offset, grads + info[k].offset,
+                               info[k].count);
     int failures = check_tensors("model", &c, t, nt, H_STEP, TOL, 40);
     free(info);
     free(t);

@@ -14,6 +14,13 @@ load helpers
     done
     # the model check covers every parameter tensor of a 2-layer model: 2 + 12*2 + 2
     [ "$(printf '%s\n' "$output" | grep -c '^model .* ok$')" -eq 28 ]
+    # attention reports q, k and v apart
+    for part in dq dk dv; do
+        printf '%s\n' "$output" | grep -q "^attention  *$part  *rel err .* += err .* ok$"
+    done
+    # every gradient but crossentropy's (in place) is checked for accumulation
+    [ "$(printf '%s\n' "$output" | grep -c ' += err ')" -eq 42 ]
+    [ "$(printf '%s\n' "$output" | grep -c ' += n/a (in place)')" -eq 1 ]
 }
 
 @test "gradcheck: --layer runs one layer, an unknown layer is a user error" {
@@ -35,6 +42,59 @@ mutant_fails() {
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"FAIL"* ]]
+}
+
+# not_accumulated LAYER TENSOR: after mutant_fails, TENSOR's line (and only
+# its) says it was not accumulated, while it matches finite differences: the
+# gradient is right, the buffer's previous contents are lost
+not_accumulated() {
+    local line
+    line=$(printf '%s\n' "$output" | grep "^$1  *$2  *rel err")
+    [[ "$line" == *"FAIL: not accumulated"* ]]
+    [[ "$line" != *"does not match finite differences"* ]]
+    [ "$(printf '%s\n' "$output" | grep -c 'FAIL:')" -eq 1 ]
+}
+
+# Writing = where the contract says += passes any check that zeroes the
+# buffers first (every caller in the kit does). Pre-filled buffers catch it.
+@test "gradcheck catches layernorm's dx written with = instead of +=" {
+    mutant_fails layernorm 's/dx\[i\] += s \* (/dx[i] = s * (/'
+    not_accumulated layernorm dinp
+}
+
+# dw and db sum over the rows: a literal = in the solution's row loop loses
+# rows (finite differences catch that); a backward that sums per channel and
+# then writes with = drops only what the buffer held before, as these do
+@test "gradcheck catches layernorm's dw overwritten (= instead of +=)" {
+    mutant_fails layernorm 's/dw\[i\] += dy\[i\] \* xhat;/dw[i] = (n ? dw[i] : 0.0f) + dy[i] * xhat;/'
+    not_accumulated layernorm dw
+}
+
+@test "gradcheck catches layernorm's db overwritten (= instead of +=)" {
+    mutant_fails layernorm 's/db\[i\] += dy\[i\];/db[i] = (n ? db[i] : 0.0f) + dy[i];/'
+    not_accumulated layernorm db
+}
+
+@test "gradcheck catches a literal = in layernorm's row loop for db too (finite differences)" {
+    mutant_fails layernorm 's/db\[i\] += dy\[i\];/db[i] = dy[i];/'
+    printf '%s\n' "$output" | grep -q '^layernorm  *db  *rel err .*does not match finite differences'
+}
+
+@test "gradcheck catches attention's dv written with = (beta 0) instead of +=" {
+    mutant_fails attention 's/sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, p, T, dy, C, 1.0f, dv/sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, p, T, dy, C, 0.0f, dv/'
+    not_accumulated attention dv
+}
+
+@test "gradcheck catches an attention backward that counts on datt arriving zeroed" {
+    # dP added into datt instead of written: right only if datt held zeros
+    mutant_fails attention 's/dy, C, v, 3 \* C, 0.0f, dp, T)/dy, C, v, 3 * C, 1.0f, dp, T)/'
+    printf '%s\n' "$output" | grep -q '^attention  *dq  *rel err .*does not match finite differences'
+    printf '%s\n' "$output" | grep -q '^attention  *dv  *rel err .* ok$'
+}
+
+@test "gradcheck fails a backward pass that returns NaN (a NaN never compares as small)" {
+    mutant_fails layernorm 's/db\[i\] += dy\[i\];/db[i] += dy[i] * NAN;/'
+    printf '%s\n' "$output" | grep -q '^layernorm  *db  *rel err inf'
 }
 
 @test "gradcheck catches a layernorm backward without the mean term" {
