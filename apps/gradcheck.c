@@ -23,6 +23,7 @@
  */
 #include <getopt.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +32,10 @@
 #include "check.h"
 #include "cli.h"
 #include "kernels.h"
+#include "kernels_backend.h"
 #include "model.h"
 #include "rng.h"
+#include "runlog.h"
 
 /* Step and tolerance. Inputs and gradients are of size ~1 (the model check
  * perturbs its weights to make them so): h = 1e-2 keeps the h^2 Taylor term
@@ -251,21 +254,29 @@ static void backward_attention(GradCheck *c) {
     for (size_t i = 0; i < ATT; i++) b[5][i] = 1e3f * rng_normal(g_seed, RNG_STREAM_TEST, i, 77);
     attention_backward(b[4], b[5], b[0], b[2], b[3], c->B, c->T, c->C, c->NH);
 }
-static int check_attention(void) {
+/* One shape; `tag` names its tensors when there are several shapes. */
+static int check_attention_shape(int B, int T, int C, int NH, const char *tag) {
     GradCheck c = {.loss = loss_attention, .backward = backward_attention,
-                   .B = 2, .T = 5, .C = 8, .NH = 2};
+                   .B = B, .T = T, .C = C, .NH = NH};
     float **b = c.buf;
-    size_t BTC = (size_t)c.B * c.T * c.C, ATT = (size_t)c.B * c.NH * c.T * c.T;
+    size_t BTC = (size_t)B * T * C, ATT = (size_t)B * NH * T * T;
     b[0] = randn(BTC, 0); b[1] = zeros(BTC); b[2] = randn(3 * BTC, 2); b[3] = zeros(ATT);
     b[4] = zeros(3 * BTC); b[5] = zeros(ATT);
     /* q, k and v are the three C-wide parts of each 3C-wide row of qkv */
-    size_t C = c.C;
     Checked t[3];
-    const char *names[3] = {"dq", "dk", "dv"};
-    for (int k = 0; k < 3; k++)
-        t[k] = (Checked){.name = names[k], .x = b[2] + k * C, .grad = b[4] + k * C, .n = BTC,
-                         .run = C, .ld = 3 * C};
+    char names[3][32];
+    for (int k = 0; k < 3; k++) {
+        snprintf(names[k], sizeof names[k], "d%c%s", "qkv"[k], tag);
+        t[k] = (Checked){.name = names[k], .x = b[2] + (size_t)k * C, .grad = b[4] + (size_t)k * C,
+                         .n = BTC, .run = (size_t)C, .ld = 3 * (size_t)C};
+    }
     return layer_done(&c, check_tensors("attention", &c, t, 3, H_STEP, TOL, 1000));
+}
+/* A short sequence, and one longer than the blocks a backward pass that
+ * skips the masked half may cut T into (lab 00's extension), and not a
+ * multiple of them. */
+static int check_attention(void) {
+    return check_attention_shape(2, 5, 8, 2, "") + check_attention_shape(1, 67, 8, 2, " (T=67)");
 }
 
 static double loss_gelu(GradCheck *c) {
@@ -384,6 +395,71 @@ static int check_model(void) {
     return failures;
 }
 
+/* ---- timing (lab 00's extension) ------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What 4 full T x T GEMMs of an attention backward cost on this machine, as
+ * the forward pass's two shapes: per head, one (T,hs) x (hs,T) product into
+ * (T,T) as q k^T, and three (T,T) x (T,hs) products into (T,hs) as P v. */
+static void reference_gemms(float **b, int B, int T, int C, int NH) {
+    const int hs = C / NH;
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int bb = bh / NH, h = bh % NH;
+        const float *q = b[2] + (size_t)bb * T * 3 * C + h * hs, *k = q + C, *v = q + 2 * C;
+        float *s = b[5] + (size_t)bh * T * T, *out = b[4] + (size_t)bb * T * 3 * C + h * hs;
+        sgemm_rowmajor_cpu(0, 1, T, T, hs, 1.0f, q, 3 * C, k, 3 * C, 0.0f, s, T);
+        for (int g = 0; g < 3; g++)
+            sgemm_rowmajor_cpu(0, 0, T, hs, T, 1.0f, s, T, v, 3 * C, 1.0f, out + g * C, 3 * C);
+    }
+}
+
+/* Median milliseconds of reps calls of what (0 the attention forward, 1 the
+ * backward, 2 the reference GEMMs) on the buffers b (see time_attention). */
+static double median_ms(int what, float **b, int B, int T, int C, int NH, int reps) {
+    double *ms = malloc(reps * sizeof *ms);
+    CHECK(ms != NULL, "out of memory");
+    for (int r = -2; r < reps; r++) {  /* two calls to warm up */
+        double t0 = wall_seconds();
+        if (what == 1) attention_backward(b[4], b[5], b[0], b[2], b[3], B, T, C, NH);
+        else if (what == 2) reference_gemms(b, B, T, C, NH);
+        else attention_forward(b[1], b[3], b[2], B, T, C, NH);
+        if (r >= 0) ms[r] = 1e3 * (wall_seconds() - t0);
+    }
+    qsort(ms, reps, sizeof *ms, cmp_double);
+    double m = ms[reps / 2];
+    free(ms);
+    return m;
+}
+
+/* --time attention: the forward pass (the kit's, full T x T products), the
+ * backward pass (the student's) and the reference GEMMs at one shape, median
+ * of reps calls each. */
+static void time_attention(int B, int T, int C, int NH, int reps) {
+    size_t BTC = (size_t)B * T * C, ATT = (size_t)B * NH * T * T;
+    float *b[6] = {randn(BTC, 0), zeros(BTC), randn(3 * BTC, 2), zeros(ATT), zeros(3 * BTC),
+                   zeros(ATT)};
+    attention_forward(b[1], b[3], b[2], B, T, C, NH);  /* P for the backward pass */
+    double fwd = median_ms(0, b, B, T, C, NH, reps), bwd = median_ms(1, b, B, T, C, NH, reps);
+    double ref = median_ms(2, b, B, T, C, NH, reps);
+    /* a full T x T GEMM with an hs-long inner dimension: 2 T^2 hs FLOPs per head */
+    double gemm = 2.0 * B * NH * (double)T * T * (C / NH);
+    int threads = omp_get_max_threads();
+    printf("attention B=%d T=%d C=%d NH=%d, %d thread%s, median of %d calls:\n", B, T, C, NH,
+           threads, threads == 1 ? "" : "s", reps);
+    printf("  forward         %9.3f ms  (the kit's: 2 full T x T GEMMs and the softmax)\n", fwd);
+    printf("  4 full GEMMs    %9.3f ms  (%.1f MFLOP, %.1f GFLOP/s: what a backward that\n"
+           "                                computes every T x T entry multiplies)\n",
+           ref, 4 * gemm / 1e6, 4 * gemm / 1e6 / ref);
+    printf("  backward        %9.3f ms  (yours)\n", bwd);
+    printf("  backward / 4 full GEMMs %.2f\n", bwd / ref);
+    for (int i = 0; i < 6; i++) mem_free(b[i]);
+}
+
 typedef struct { const char *name; int (*run)(void); } LayerCheck;
 
 /* The layers given in common/ first, the student's (layernorm, attention)
@@ -398,25 +474,53 @@ int main(int argc, char **argv) {
     program_set_name(argv[0]);
     static const struct option opts[] = {{"layer", required_argument, 0, 'l'},
                                          {"seed", required_argument, 0, 's'},
+                                         {"time", required_argument, 0, 't'},
+                                         {"shape", required_argument, 0, 'S'},
+                                         {"reps", required_argument, 0, 'r'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *layer = "all";
+    const char *layer = "all", *time_what = NULL;
+    int shape[4] = {16, 128, 128, 4}, reps = 20;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
         case 'l': layer = optarg; break;
         case 's': g_seed = cli_u64("--seed", optarg); break;
+        case 't': time_what = optarg; break;
+        case 'S': {
+            char extra;
+            if (sscanf(optarg, "%d,%d,%d,%d%c", &shape[0], &shape[1], &shape[2], &shape[3],
+                       &extra) != 4 || shape[0] < 1 || shape[1] < 1 || shape[2] < 1 ||
+                shape[3] < 1 || shape[2] % shape[3] != 0 || shape[0] > 4096 || shape[1] > 8192 ||
+                shape[2] > 8192)
+                USER_ERROR("--shape wants B,T,C,NH (positive, C a multiple of NH), got '%s'",
+                           optarg);
+            break;
+        }
+        case 'r': reps = (int)cli_int("--reps", optarg, 1, 100000); break;
         case 'h':
             printf("usage: %s [--layer NAME] [--seed N]\n"
-                   "Finite-difference check of each layer's backward pass.\n"
-                   "NAME: all (default)", g_program_name);
+                   "       %s --time attention [--shape B,T,C,NH] [--reps N]\n"
+                   "Finite-difference check of each layer's backward pass, and that it\n"
+                   "accumulates into its gradients.\n"
+                   "NAME: all (default)", g_program_name, g_program_name);
             for (int i = 0; i < NUM_CHECKS; i++) printf(", %s", g_checks[i].name);
-            printf("\nExit status: 0 all pass, 1 a check failed, 3 a lab function is not implemented.\n");
+            printf("\n--time attention: median time of the attention forward and backward\n"
+                   "passes (default shape 16,128,128,4, small's; 20 calls; one thread\n"
+                   "unless OMP_NUM_THREADS is set).\n"
+                   "Exit status: 0 all pass, 1 a check failed, 2 bad usage, 3 a lab function is not implemented.\n");
             return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
+    if (time_what) {
+        if (strcmp(time_what, "attention") != 0)
+            USER_ERROR("--time knows only 'attention', got '%s'", time_what);
+        if (!getenv("OMP_NUM_THREADS")) omp_set_num_threads(1);
+        time_attention(shape[0], shape[1], shape[2], shape[3], reps);
+        return 0;
+    }
     int ran = 0, failures = 0;
     for (int i = 0; i < NUM_CHECKS; i++) {
         if (strcmp(layer, "all") != 0 && strcmp(layer, g_checks[i].name) != 0) continue;
