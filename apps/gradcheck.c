@@ -7,12 +7,23 @@
  * rounding of L divided by 2h. We compute L in double from float outputs.
  *
  * A tensor passes when  max_j |analytic_j - numeric_j| / max_j |numeric_j|
- * is below the tolerance (see TOL_LAYER, TOL_MODEL): an error in a backward
- * pass (a missing term, a wrong index, a factor) gives O(1) relative errors,
- * far above float noise.
+ * is below the tolerance (TOL): an error in a backward pass (a missing term,
+ * a wrong index, a factor) gives O(1) relative errors, far above float noise.
+ * A NaN or an infinity anywhere fails.
+ *
+ * It must also keep the accumulation contract (kernels.h): a backward pass
+ * ADDS into its gradient outputs. So each check runs the backward pass twice:
+ * once on zeroed gradient buffers (the analytic gradient g), once on buffers
+ * pre-filled with known values p of g's size, and requires p + g back. A
+ * backward pass that writes `=` where it should add, or zeroes its outputs
+ * itself, returns g alone: a relative error of 0.5 or more. (Exception:
+ * crossentropy_backward turns probs into dlogits in place.) Scratch it is
+ * given (attention's datt) arrives holding garbage: its contents on entry
+ * are unspecified.
  */
 #include <getopt.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +32,10 @@
 #include "check.h"
 #include "cli.h"
 #include "kernels.h"
+#include "kernels_backend.h"
 #include "model.h"
 #include "rng.h"
+#include "runlog.h"
 
 /* Step and tolerance. Inputs and gradients are of size ~1 (the model check
  * perturbs its weights to make them so): h = 1e-2 keeps the h^2 Taylor term
@@ -32,17 +45,31 @@
  * wrong term, index or factor gives errors of 0.1 to 1. */
 #define H_STEP 1e-2
 #define TOL 1e-2
+/* Accumulation: (p + g) - p against g, relative to max |g|. Only float
+ * rounding separates them (p is of g's size: a few 1e-7); a backward pass
+ * that overwrites gives at least 0.5 (|p_j| >= max |g| / 2). */
+#define TOL_ACCUM 1e-4
 
 typedef struct {
     const char *name;
     float *x, *grad;  /* the tensor and its analytic gradient */
-    size_t n;
+    size_t n;         /* elements */
+    /* strided tensors (q, k, v inside qkv): element j is at
+     * (j / run) * ld + j % run in x and grad; run = 0: contiguous */
+    size_t run, ld;
+    int in_place;     /* the backward overwrites grad (crossentropy): no += check */
 } Checked;
+
+#define TENSOR(nm, xp, gp, count) {.name = (nm), .x = (xp), .grad = (gp), .n = (count)}
+
+static size_t at(const Checked *t, size_t j) { return t->run ? (j / t->run) * t->ld + j % t->run : j; }
 
 typedef struct GradCheck GradCheck;
 struct GradCheck {
     double (*loss)(GradCheck *);   /* forward, then L */
-    void (*backward)(GradCheck *); /* zero grads, then backward with dout = r */
+    /* forward, then backward with dout = r, adding into the gradient buffers
+     * as they are (check_tensors zeroes or pre-fills them) */
+    void (*backward)(GradCheck *);
     /* layer state */
     int B, T, C, NH, V, N;
     float *buf[16];
@@ -69,44 +96,95 @@ static double dot(const float *a, const float *b, size_t n) {
     return s;
 }
 
+/* max |a_j - b_j| with NaN and infinities counted as infinitely wrong */
+static double worse(double max_err, double a, double b) {
+    double e = fabs(a - b);
+    return fmax(max_err, isfinite(e) ? e : INFINITY);
+}
+
+/* The known values a pre-filled gradient buffer holds: of g's size (scale =
+ * max |g|), and never small, |p_j| in [scale/2, 3 scale/2), either sign. */
+static float prefill(size_t j, int k, double scale) {
+    float u = rng_uniform(g_seed, RNG_STREAM_TEST, j, 500 + (uint32_t)k);
+    return (float)(scale * (u < 0.5f ? -(0.5 + 2 * u) : 0.5 + 2 * (u - 0.5f)));
+}
+
 /* Check up to max_elems elements of each tensor (all of a small tensor, an
- * even stride through a large one). Returns the number of failures. */
+ * even stride through a large one) against finite differences, and every
+ * element of it for accumulation. Returns the number of failures. */
 static int check_tensors(const char *layer, GradCheck *gc, Checked *t, int nt, double h,
                          double tol, size_t max_elems) {
     int failures = 0;
+    /* 1. the analytic gradient, from zeroed buffers; kept, because the
+     * forward passes below may reuse their buffers (crossentropy turns
+     * probs into dlogits in place) */
+    for (int k = 0; k < nt; k++)
+        for (size_t j = 0; j < t[k].n; j++) t[k].grad[at(&t[k], j)] = 0.0f;
     gc->backward(gc);
-    /* keep the analytic gradients: the forward passes below may reuse their
-     * buffers (crossentropy turns probs into dlogits in place) */
     float **analytic = malloc(nt * sizeof *analytic);
-    CHECK(analytic != NULL, "out of memory");
+    double *scale = malloc(nt * sizeof *scale), *accum_err = malloc(nt * sizeof *accum_err);
+    CHECK(analytic && scale && accum_err, "out of memory");
+    int any_accum = 0;
     for (int k = 0; k < nt; k++) {
         analytic[k] = malloc(t[k].n * sizeof(float));
         CHECK(analytic[k] != NULL, "out of memory");
-        memcpy(analytic[k], t[k].grad, t[k].n * sizeof(float));
+        scale[k] = 0.0;
+        for (size_t j = 0; j < t[k].n; j++) {
+            analytic[k][j] = t[k].grad[at(&t[k], j)];
+            scale[k] = fmax(scale[k], fabs(analytic[k][j]));
+        }
+        if (!isfinite(scale[k]) || scale[k] == 0.0) scale[k] = 1.0;
+        any_accum |= !t[k].in_place;
     }
+    /* 2. the accumulation contract: pre-filled with p, the buffers must come
+     * back holding p + g */
+    if (any_accum) {
+        for (int k = 0; k < nt; k++)
+            if (!t[k].in_place)
+                for (size_t j = 0; j < t[k].n; j++)
+                    t[k].grad[at(&t[k], j)] = prefill(j, k, scale[k]);
+        gc->backward(gc);
+        for (int k = 0; k < nt; k++) {
+            double err = 0.0;
+            if (!t[k].in_place)
+                for (size_t j = 0; j < t[k].n; j++)
+                    err = worse(err, (double)t[k].grad[at(&t[k], j)] - prefill(j, k, scale[k]),
+                                analytic[k][j]);
+            accum_err[k] = err / scale[k];
+        }
+    }
+    /* 3. finite differences */
     for (int k = 0; k < nt; k++) {
         size_t stride = t[k].n > max_elems ? t[k].n / max_elems : 1;
         double max_err = 0.0, max_num = 0.0;
         for (size_t j = 0; j < t[k].n; j += stride) {
-            float saved = t[k].x[j];
-            t[k].x[j] = saved + (float)h;
+            float *x = &t[k].x[at(&t[k], j)], saved = *x;
+            *x = saved + (float)h;
             double lp = gc->loss(gc);
-            t[k].x[j] = saved - (float)h;
+            *x = saved - (float)h;
             double lm = gc->loss(gc);
-            t[k].x[j] = saved;
+            *x = saved;
             /* the actual step is what float rounding made of x +- h */
             double num = (lp - lm) / ((double)(saved + (float)h) - (double)(saved - (float)h));
-            max_err = fmax(max_err, fabs(num - analytic[k][j]));
+            max_err = worse(max_err, num, analytic[k][j]);
             max_num = fmax(max_num, fabs(num));
         }
         double rel = max_err / fmax(max_num, 1e-12);
-        int ok = rel < tol;
-        failures += !ok;
-        printf("%-12s %-22s rel err %.2e  (max |grad| %.2e)  %s\n", layer, t[k].name, rel,
-               max_num, ok ? "ok" : "FAIL");
+        int ok = rel < tol, accum_ok = t[k].in_place || accum_err[k] < TOL_ACCUM;
+        failures += !ok || !accum_ok;
+        char accum[32];
+        if (t[k].in_place) snprintf(accum, sizeof accum, "+= n/a (in place)");
+        else snprintf(accum, sizeof accum, "+= err %.1e", accum_err[k]);
+        printf("%-12s %-22s rel err %.2e  (max |grad| %.2e)  %s  %s%s%s\n", layer, t[k].name,
+               rel, max_num, accum, ok && accum_ok ? "ok" : "FAIL",
+               ok ? "" : ": does not match finite differences",
+               accum_ok ? "" : ": not accumulated: a pre-filled buffer must come back "
+                               "as its contents + the gradient (= instead of +=?)");
         free(analytic[k]);
     }
     free(analytic);
+    free(scale);
+    free(accum_err);
     return failures;
 }
 
@@ -128,9 +206,6 @@ static double loss_layernorm(GradCheck *c) {
 static void backward_layernorm(GradCheck *c) {
     float **b = c->buf;
     loss_layernorm(c);
-    memset(b[7], 0, sizeof(float) * c->N * c->C);
-    memset(b[8], 0, sizeof(float) * c->C);
-    memset(b[9], 0, sizeof(float) * c->C);
     layernorm_backward(b[7], b[8], b[9], b[0], b[2], b[3], b[5], b[6], c->N, c->C);
 }
 static int check_layernorm(void) {
@@ -140,7 +215,8 @@ static int check_layernorm(void) {
     b[0] = randn(NC, 0); b[1] = zeros(NC); b[2] = randn(NC, 2);
     b[3] = randn(c.C, 3); b[4] = randn(c.C, 4); b[5] = zeros(c.N); b[6] = zeros(c.N);
     b[7] = zeros(NC); b[8] = zeros(c.C); b[9] = zeros(c.C);
-    Checked t[] = {{"dinp", b[2], b[7], NC}, {"dw", b[3], b[8], c.C}, {"db", b[4], b[9], c.C}};
+    Checked t[] = {TENSOR("dinp", b[2], b[7], NC), TENSOR("dw", b[3], b[8], c.C),
+                   TENSOR("db", b[4], b[9], c.C)};
     return layer_done(&c, check_tensors("layernorm", &c, t, 3, H_STEP, TOL, 1000));
 }
 
@@ -151,9 +227,6 @@ static double loss_matmul(GradCheck *c) {
 }
 static void backward_matmul(GradCheck *c) {
     float **b = c->buf;
-    memset(b[5], 0, sizeof(float) * c->N * c->C);
-    memset(b[6], 0, sizeof(float) * c->V * c->C);
-    memset(b[7], 0, sizeof(float) * c->V);
     matmul_backward(b[5], b[6], b[7], b[0], b[2], b[3], c->N, c->C, c->V);
 }
 static int check_matmul(void) {
@@ -163,7 +236,8 @@ static int check_matmul(void) {
     size_t NI = (size_t)c.N * c.C, NO = (size_t)c.N * c.V, W = (size_t)c.V * c.C;
     b[0] = randn(NO, 0); b[1] = zeros(NO); b[2] = randn(NI, 2); b[3] = randn(W, 3);
     b[4] = randn(c.V, 4); b[5] = zeros(NI); b[6] = zeros(W); b[7] = zeros(c.V);
-    Checked t[] = {{"dinp", b[2], b[5], NI}, {"dw", b[3], b[6], W}, {"dbias", b[4], b[7], c.V}};
+    Checked t[] = {TENSOR("dinp", b[2], b[5], NI), TENSOR("dw", b[3], b[6], W),
+                   TENSOR("dbias", b[4], b[7], c.V)};
     return layer_done(&c, check_tensors("matmul", &c, t, 3, H_STEP, TOL, 1000));
 }
 
@@ -175,18 +249,34 @@ static double loss_attention(GradCheck *c) {
 static void backward_attention(GradCheck *c) {
     float **b = c->buf;
     loss_attention(c);
-    memset(b[4], 0, sizeof(float) * c->B * c->T * 3 * c->C);
+    /* datt is scratch whose contents on entry are unspecified: garbage here */
+    size_t ATT = (size_t)c->B * c->NH * c->T * c->T;
+    for (size_t i = 0; i < ATT; i++) b[5][i] = 1e3f * rng_normal(g_seed, RNG_STREAM_TEST, i, 77);
     attention_backward(b[4], b[5], b[0], b[2], b[3], c->B, c->T, c->C, c->NH);
 }
-static int check_attention(void) {
+/* One shape; `tag` names its tensors when there are several shapes. */
+static int check_attention_shape(int B, int T, int C, int NH, const char *tag) {
     GradCheck c = {.loss = loss_attention, .backward = backward_attention,
-                   .B = 2, .T = 5, .C = 8, .NH = 2};
+                   .B = B, .T = T, .C = C, .NH = NH};
     float **b = c.buf;
-    size_t BTC = (size_t)c.B * c.T * c.C, ATT = (size_t)c.B * c.NH * c.T * c.T;
+    size_t BTC = (size_t)B * T * C, ATT = (size_t)B * NH * T * T;
     b[0] = randn(BTC, 0); b[1] = zeros(BTC); b[2] = randn(3 * BTC, 2); b[3] = zeros(ATT);
     b[4] = zeros(3 * BTC); b[5] = zeros(ATT);
-    Checked t[] = {{"dqkv", b[2], b[4], 3 * BTC}};
-    return layer_done(&c, check_tensors("attention", &c, t, 1, H_STEP, TOL, 1000));
+    /* q, k and v are the three C-wide parts of each 3C-wide row of qkv */
+    Checked t[3];
+    char names[3][32];
+    for (int k = 0; k < 3; k++) {
+        snprintf(names[k], sizeof names[k], "d%c%s", "qkv"[k], tag);
+        t[k] = (Checked){.name = names[k], .x = b[2] + (size_t)k * C, .grad = b[4] + (size_t)k * C,
+                         .n = BTC, .run = (size_t)C, .ld = 3 * (size_t)C};
+    }
+    return layer_done(&c, check_tensors("attention", &c, t, 3, H_STEP, TOL, 1000));
+}
+/* A short sequence, and one longer than the blocks a backward pass that
+ * skips the masked half may cut T into (lab 00's extension), and not a
+ * multiple of them. */
+static int check_attention(void) {
+    return check_attention_shape(2, 5, 8, 2, "") + check_attention_shape(1, 67, 8, 2, " (T=67)");
 }
 
 static double loss_gelu(GradCheck *c) {
@@ -194,14 +284,13 @@ static double loss_gelu(GradCheck *c) {
     return dot(c->buf[0], c->buf[1], c->N);
 }
 static void backward_gelu(GradCheck *c) {
-    memset(c->buf[3], 0, sizeof(float) * c->N);
     gelu_backward(c->buf[3], c->buf[2], c->buf[0], c->N);
 }
 static int check_gelu(void) {
     GradCheck c = {.loss = loss_gelu, .backward = backward_gelu, .N = 64};
     c.buf[0] = randn(c.N, 0); c.buf[1] = zeros(c.N); c.buf[2] = randn(c.N, 2);
     c.buf[3] = zeros(c.N);
-    Checked t[] = {{"dinp", c.buf[2], c.buf[3], c.N}};
+    Checked t[] = {TENSOR("dinp", c.buf[2], c.buf[3], c.N)};
     return layer_done(&c, check_tensors("gelu", &c, t, 1, H_STEP, TOL, 1000));
 }
 
@@ -210,8 +299,6 @@ static double loss_residual(GradCheck *c) {
     return dot(c->buf[0], c->buf[1], c->N);
 }
 static void backward_residual(GradCheck *c) {
-    memset(c->buf[4], 0, sizeof(float) * c->N);
-    memset(c->buf[5], 0, sizeof(float) * c->N);
     residual_backward(c->buf[4], c->buf[0], c->N);
     residual_backward(c->buf[5], c->buf[0], c->N);
 }
@@ -220,7 +307,7 @@ static int check_residual(void) {
     float **b = c.buf;
     b[0] = randn(c.N, 0); b[1] = zeros(c.N); b[2] = randn(c.N, 2); b[3] = randn(c.N, 3);
     b[4] = zeros(c.N); b[5] = zeros(c.N);
-    Checked t[] = {{"da", b[2], b[4], c.N}, {"db", b[3], b[5], c.N}};
+    Checked t[] = {TENSOR("da", b[2], b[4], c.N), TENSOR("db", b[3], b[5], c.N)};
     return layer_done(&c, check_tensors("residual", &c, t, 2, H_STEP, TOL, 1000));
 }
 
@@ -229,8 +316,6 @@ static double loss_encoder(GradCheck *c) {
     return dot(c->buf[0], c->buf[1], (size_t)c->B * c->T * c->C);
 }
 static void backward_encoder(GradCheck *c) {
-    memset(c->buf[4], 0, sizeof(float) * c->V * c->C);
-    memset(c->buf[5], 0, sizeof(float) * c->T * c->C);
     encoder_backward(c->buf[4], c->buf[5], c->buf[0], c->tokens, c->B, c->T, c->C);
 }
 static int check_encoder(void) {
@@ -243,7 +328,8 @@ static int check_encoder(void) {
     b[0] = randn(BTC, 0); b[1] = zeros(BTC); b[2] = randn((size_t)c.V * c.C, 2);
     b[3] = randn((size_t)c.T * c.C, 3); b[4] = zeros((size_t)c.V * c.C);
     b[5] = zeros((size_t)c.T * c.C);
-    Checked t[] = {{"dwte", b[2], b[4], (size_t)c.V * c.C}, {"dwpe", b[3], b[5], (size_t)c.T * c.C}};
+    Checked t[] = {TENSOR("dwte", b[2], b[4], (size_t)c.V * c.C),
+                   TENSOR("dwpe", b[3], b[5], (size_t)c.T * c.C)};
     return layer_done(&c, check_tensors("encoder", &c, t, 2, H_STEP, TOL, 1000));
 }
 
@@ -261,7 +347,7 @@ static int check_crossentropy(void) {
     c.tokens = targets;
     size_t NV = (size_t)c.N * c.V;
     c.buf[1] = zeros(c.N); c.buf[2] = randn(NV, 2); c.buf[3] = zeros(NV);
-    Checked t[] = {{"dlogits", c.buf[2], c.buf[3], NV}};
+    Checked t[] = {{.name = "dlogits", .x = c.buf[2], .grad = c.buf[3], .n = NV, .in_place = 1}};
     return layer_done(&c, check_tensors("crossentropy", &c, t, 1, H_STEP, TOL, 1000));
 }
 
@@ -269,7 +355,6 @@ static int check_crossentropy(void) {
 
 static double loss_model(GradCheck *c) { return gpt_forward(&c->cfg, &c->p, &c->acts, NULL); }
 static void backward_model(GradCheck *c) {
-    memset(c->g.wte, 0, gpt_num_params(&c->cfg) * sizeof(float));
     gpt_forward(&c->cfg, &c->p, &c->acts, NULL);
     gpt_backward(&c->cfg, &c->p, &c->g, &c->acts, &c->scratch, NULL);
 }
@@ -297,7 +382,8 @@ static int check_model(void) {
     CHECK(info && t, "out of memory");
     gpt_tensor_table(&c.cfg, info);
     for (int k = 0; k < nt; k++)
-        t[k] = (Checked){info[k].name, params + info[k].offset, grads + info[k].offset, info[k].count};
+        t[k] = (Checked)TENSOR(info[k].name, params + info[k].offset, grads + info[k].offset,
+                               info[k].count);
     int failures = check_tensors("model", &c, t, nt, H_STEP, TOL, 40);
     free(info);
     free(t);
@@ -307,6 +393,71 @@ static int check_model(void) {
     mem_free(grads);
     mem_free(params);
     return failures;
+}
+
+/* ---- timing (lab 00's extension) ------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What 4 full T x T GEMMs of an attention backward cost on this machine, as
+ * the forward pass's two shapes: per head, one (T,hs) x (hs,T) product into
+ * (T,T) as q k^T, and three (T,T) x (T,hs) products into (T,hs) as P v. */
+static void reference_gemms(float **b, int B, int T, int C, int NH) {
+    const int hs = C / NH;
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int bb = bh / NH, h = bh % NH;
+        const float *q = b[2] + (size_t)bb * T * 3 * C + h * hs, *k = q + C, *v = q + 2 * C;
+        float *s = b[5] + (size_t)bh * T * T, *out = b[4] + (size_t)bb * T * 3 * C + h * hs;
+        sgemm_rowmajor_cpu(0, 1, T, T, hs, 1.0f, q, 3 * C, k, 3 * C, 0.0f, s, T);
+        for (int g = 0; g < 3; g++)
+            sgemm_rowmajor_cpu(0, 0, T, hs, T, 1.0f, s, T, v, 3 * C, 1.0f, out + g * C, 3 * C);
+    }
+}
+
+/* Median milliseconds of reps calls of what (0 the attention forward, 1 the
+ * backward, 2 the reference GEMMs) on the buffers b (see time_attention). */
+static double median_ms(int what, float **b, int B, int T, int C, int NH, int reps) {
+    double *ms = malloc(reps * sizeof *ms);
+    CHECK(ms != NULL, "out of memory");
+    for (int r = -2; r < reps; r++) {  /* two calls to warm up */
+        double t0 = wall_seconds();
+        if (what == 1) attention_backward(b[4], b[5], b[0], b[2], b[3], B, T, C, NH);
+        else if (what == 2) reference_gemms(b, B, T, C, NH);
+        else attention_forward(b[1], b[3], b[2], B, T, C, NH);
+        if (r >= 0) ms[r] = 1e3 * (wall_seconds() - t0);
+    }
+    qsort(ms, reps, sizeof *ms, cmp_double);
+    double m = ms[reps / 2];
+    free(ms);
+    return m;
+}
+
+/* --time attention: the forward pass (the kit's, full T x T products), the
+ * backward pass (the student's) and the reference GEMMs at one shape, median
+ * of reps calls each. */
+static void time_attention(int B, int T, int C, int NH, int reps) {
+    size_t BTC = (size_t)B * T * C, ATT = (size_t)B * NH * T * T;
+    float *b[6] = {randn(BTC, 0), zeros(BTC), randn(3 * BTC, 2), zeros(ATT), zeros(3 * BTC),
+                   zeros(ATT)};
+    attention_forward(b[1], b[3], b[2], B, T, C, NH);  /* P for the backward pass */
+    double fwd = median_ms(0, b, B, T, C, NH, reps), bwd = median_ms(1, b, B, T, C, NH, reps);
+    double ref = median_ms(2, b, B, T, C, NH, reps);
+    /* a full T x T GEMM with an hs-long inner dimension: 2 T^2 hs FLOPs per head */
+    double gemm = 2.0 * B * NH * (double)T * T * (C / NH);
+    int threads = omp_get_max_threads();
+    printf("attention B=%d T=%d C=%d NH=%d, %d thread%s, median of %d calls:\n", B, T, C, NH,
+           threads, threads == 1 ? "" : "s", reps);
+    printf("  forward         %9.3f ms  (the kit's: 2 full T x T GEMMs and the softmax)\n", fwd);
+    printf("  4 full GEMMs    %9.3f ms  (%.1f MFLOP, %.1f GFLOP/s: what a backward that\n"
+           "                                computes every T x T entry multiplies)\n",
+           ref, 4 * gemm / 1e6, 4 * gemm / 1e6 / ref);
+    printf("  backward        %9.3f ms  (yours)\n", bwd);
+    printf("  backward / 4 full GEMMs %.2f\n", bwd / ref);
+    for (int i = 0; i < 6; i++) mem_free(b[i]);
 }
 
 typedef struct { const char *name; int (*run)(void); } LayerCheck;
@@ -323,25 +474,53 @@ int main(int argc, char **argv) {
     program_set_name(argv[0]);
     static const struct option opts[] = {{"layer", required_argument, 0, 'l'},
                                          {"seed", required_argument, 0, 's'},
+                                         {"time", required_argument, 0, 't'},
+                                         {"shape", required_argument, 0, 'S'},
+                                         {"reps", required_argument, 0, 'r'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *layer = "all";
+    const char *layer = "all", *time_what = NULL;
+    int shape[4] = {16, 128, 128, 4}, reps = 20;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
         case 'l': layer = optarg; break;
         case 's': g_seed = cli_u64("--seed", optarg); break;
+        case 't': time_what = optarg; break;
+        case 'S': {
+            char extra;
+            if (sscanf(optarg, "%d,%d,%d,%d%c", &shape[0], &shape[1], &shape[2], &shape[3],
+                       &extra) != 4 || shape[0] < 1 || shape[1] < 1 || shape[2] < 1 ||
+                shape[3] < 1 || shape[2] % shape[3] != 0 || shape[0] > 4096 || shape[1] > 8192 ||
+                shape[2] > 8192)
+                USER_ERROR("--shape wants B,T,C,NH (positive, C a multiple of NH), got '%s'",
+                           optarg);
+            break;
+        }
+        case 'r': reps = (int)cli_int("--reps", optarg, 1, 100000); break;
         case 'h':
             printf("usage: %s [--layer NAME] [--seed N]\n"
-                   "Finite-difference check of each layer's backward pass.\n"
-                   "NAME: all (default)", g_program_name);
+                   "       %s --time attention [--shape B,T,C,NH] [--reps N]\n"
+                   "Finite-difference check of each layer's backward pass, and that it\n"
+                   "accumulates into its gradients.\n"
+                   "NAME: all (default)", g_program_name, g_program_name);
             for (int i = 0; i < NUM_CHECKS; i++) printf(", %s", g_checks[i].name);
-            printf("\nExit status: 0 all pass, 1 a check failed, 3 a lab function is not implemented.\n");
+            printf("\n--time attention: median time of the attention forward and backward\n"
+                   "passes (default shape 16,128,128,4, small's; 20 calls; one thread\n"
+                   "unless OMP_NUM_THREADS is set).\n"
+                   "Exit status: 0 all pass, 1 a check failed, 2 bad usage, 3 a lab function is not implemented.\n");
             return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
+    if (time_what) {
+        if (strcmp(time_what, "attention") != 0)
+            USER_ERROR("--time knows only 'attention', got '%s'", time_what);
+        if (!getenv("OMP_NUM_THREADS")) omp_set_num_threads(1);
+        time_attention(shape[0], shape[1], shape[2], shape[3], reps);
+        return 0;
+    }
     int ran = 0, failures = 0;
     for (int i = 0; i < NUM_CHECKS; i++) {
         if (strcmp(layer, "all") != 0 && strcmp(layer, g_checks[i].name) != 0) continue;

@@ -19,6 +19,13 @@ setup() {
     done
     # the model check covers every parameter tensor of a 2-layer model: 2 + 12*2 + 2
     [ "$(printf '%s\n' "$output" | grep -c '^model .* ok$')" -eq 28 ]
+    # attention reports q, k and v apart, at T = 5 and at T = 67
+    for part in dq dk dv "dq (T=67)" "dk (T=67)" "dv (T=67)"; do
+        printf '%s\n' "$output" | grep -q "^attention  *$part  *rel err .* += err .* ok$"
+    done
+    # every gradient but crossentropy's (in place) is checked for accumulation
+    [ "$(printf '%s\n' "$output" | grep -c ' += err ')" -eq 45 ]
+    [ "$(printf '%s\n' "$output" | grep -c ' += n/a (in place)')" -eq 1 ]
 }
 
 @test "gradcheck: --layer runs one layer, an unknown layer is a user error" {
@@ -40,6 +47,88 @@ mutant_fails() {
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"FAIL"* ]]
+}
+
+# not_accumulated LAYER TENSOR: after mutant_fails, TENSOR's line (and only
+# its, at every shape checked) says it was not accumulated, while it matches
+# finite differences: the gradient is right, the buffer's previous contents
+# are lost
+not_accumulated() {
+    local line
+    line=$(printf '%s\n' "$output" | grep "^$1  *$2  *rel err")
+    [[ "$line" == *"FAIL: not accumulated"* ]]
+    [[ "$line" != *"does not match finite differences"* ]]
+    ! printf '%s\n' "$output" | grep 'FAIL:' | grep -Ev "^$1 +$2( \(T=[0-9]+\))? +rel err"
+}
+
+# Writing = where the contract says += passes any check that zeroes the
+# buffers first (every caller in the kit does). Pre-filled buffers catch it.
+@test "gradcheck catches layernorm's dx written with = instead of +=" {
+    mutant_fails layernorm 's/dx\[i\] += s \* (/dx[i] = s * (/'
+    not_accumulated layernorm dinp
+}
+
+# dw and db sum over the rows: a literal = in the solution's row loop loses
+# rows (finite differences catch that); a backward that sums per channel and
+# then writes with = drops only what the buffer held before, as these do
+@test "gradcheck catches layernorm's dw overwritten (= instead of +=)" {
+    mutant_fails layernorm 's/dw\[i\] += dy\[i\] \* xhat;/dw[i] = (n ? dw[i] : 0.0f) + dy[i] * xhat;/'
+    not_accumulated layernorm dw
+}
+
+@test "gradcheck catches layernorm's db overwritten (= instead of +=)" {
+    mutant_fails layernorm 's/db\[i\] += dy\[i\];/db[i] = (n ? db[i] : 0.0f) + dy[i];/'
+    not_accumulated layernorm db
+}
+
+@test "gradcheck catches a literal = in layernorm's row loop for db too (finite differences)" {
+    mutant_fails layernorm 's/db\[i\] += dy\[i\];/db[i] = dy[i];/'
+    printf '%s\n' "$output" | grep -q '^layernorm  *db  *rel err .*does not match finite differences'
+}
+
+@test "gradcheck catches attention's dv written with = (beta 0) instead of +=" {
+    mutant_fails attention 's/sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, p, T, dy, C, 1.0f, dv/sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, p, T, dy, C, 0.0f, dv/'
+    not_accumulated attention dv
+}
+
+@test "gradcheck catches an attention backward that counts on datt arriving zeroed" {
+    # dP added into datt instead of written: right only if datt held zeros
+    mutant_fails attention 's/dy, C, v, 3 \* C, 0.0f, dp, T)/dy, C, v, 3 * C, 1.0f, dp, T)/'
+    printf '%s\n' "$output" | grep -q '^attention  *dq  *rel err .*does not match finite differences'
+    printf '%s\n' "$output" | grep -q '^attention  *dv  *rel err .* ok$'
+}
+
+@test "gradcheck's longer attention shape catches a bug past the first 32 rows" {
+    mutant_fails attention 's/for (int j = 0; j <= i; j++) dot +=/for (int j = 0; j <= i \&\& j < 32; j++) dot +=/'
+    printf '%s\n' "$output" | grep -q '^attention  *dq  *rel err .* ok$'
+    printf '%s\n' "$output" | grep -q '^attention  *dq (T=67)  *rel err .*does not match finite differences'
+}
+
+@test "gradcheck --time attention times the forward, 4 full GEMMs and the backward" {
+    # one thread unless OMP_NUM_THREADS says otherwise (helpers.bash sets it)
+    run t 60 env -u OMP_NUM_THREADS "$SOL00/gradcheck" --time attention --shape 2,40,16,2 --reps 3
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"attention B=2 T=40 C=16 NH=2, 1 thread, median of 3 calls"* ]]
+    printf '%s\n' "$output" | grep -Eq '^  backward / 4 full GEMMs [0-9]+\.[0-9]{2}$'
+    # the student's skeleton stops at its TODO
+    run t 60 "$LAB00/gradcheck" --time attention --shape 2,40,16,2 --reps 3
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: attention_backward"* ]]
+}
+
+@test "gradcheck --time: an unknown layer or a bad shape is a user error" {
+    run t 60 "$SOL00/gradcheck" --time layernorm
+    assert_user_error
+    run t 60 "$SOL00/gradcheck" --time attention --shape 2,40,15,2
+    assert_user_error
+    run t 60 "$SOL00/gradcheck" --time attention --shape 2,40
+    assert_user_error
+}
+
+@test "gradcheck fails a backward pass that returns NaN (a NaN never compares as small)" {
+    mutant_fails layernorm 's/db\[i\] += dy\[i\];/db[i] += dy[i] * NAN;/'
+    printf '%s\n' "$output" | grep -q '^layernorm  *db  *rel err inf'
 }
 
 @test "gradcheck catches a layernorm backward without the mean term" {

@@ -87,3 +87,14 @@ load helpers
         cmp "$ROOT/solutions/$f.h" "$ROOT/labs/$f.h"
     done
 }
+
+@test "every lab: README with a graded extension and time budgets, and the HINTS.md it points to" {
+    for dir in "$ROOT"/labs/[0-9][0-9]_*/; do
+        readme="$dir/README.md"
+        grep -q '^## Extension (graded)' "$readme" || { echo "$readme: no graded extension" >&2; return 1; }
+        grep -Eq 'Budget (roughly|about) [0-9]' "$readme" || { echo "$readme: no time budget" >&2; return 1; }
+        grep -q '(HINTS.md)' "$readme" || { echo "$readme: does not point to HINTS.md" >&2; return 1; }
+        [ -s "$dir/HINTS.md" ] || { echo "$dir: HINTS.md missing" >&2; return 1; }
+        grep -q 'HINTS=no' "$dir/HINTS.md"
+    done
+}

@@ -83,14 +83,17 @@ void zero_free(Zero *z);
 void zero_reduce_scatter_grads(Zero *z, int u, float *unit_grads);
 
 /* ZeRO-2/3, the backward pass's hooks: unit u's gradient is about to be
- * computed (give it a zeroed working buffer and point the gradient views at
- * it) / is final (reduce-scatter it, free the working buffer). */
+ * computed (give it a zeroed working buffer of N S_u floats, MEM_GRADS, and
+ * point the gradient views at it) / is final (reduce-scatter it, free the
+ * working buffer). */
 void zero_grads_begin(Zero *z, int u);
 void zero_grads_ready(Zero *z, int u);
 
 /* After the last micro-batch: ZeRO-1 reduce-scatters every unit now. Then
  * the owned gradient is divided by N (mean over ranks) and by K
- * (micro-batches). Returns the global sum of squares of the gradient. */
+ * (micro-batches). Returns the global sum of squares of the gradient: each
+ * rank's own, summed over the ranks on `metrics` (never on `dp`, whose
+ * calls and bytes are the gradients' and parameters' alone). */
 double zero_finish_grads(Zero *z, int micro_batches);
 
 /* ---- the step ----
@@ -100,8 +103,9 @@ void zero_update(Zero *z, const AdamWStep *step);
 
 /* ---- ZeRO-3 parameters ----
  * needed: make unit u's parameters whole (wait for its prefetch, or gather
- * now), point the views at them, and with prefetch start gathering the
- * unit the pass reads next. done: free them. */
+ * now) in a buffer of N S_u floats, MEM_PARAMS; point the views at them,
+ * and with prefetch start gathering the unit the pass reads next. done:
+ * free them. */
 void zero3_params_needed(Zero *z, int u, int backward);
 void zero3_params_done(Zero *z, int u);
 

@@ -15,15 +15,15 @@
 #include "check.h"
 #include "kernels_backend.h"
 
-/* Layernorm over rows of C channels, N rows.
- * Forward:  xhat = (x - mean) * rstd,  y = xhat * w + b,
- *           mean = (1/C) sum_i x_i,  rstd = 1 / sqrt(var + eps).
- * Backward, per row, with g = dy * w (the gradient reaching xhat):
- *   db_i += dy_i
- *   dw_i += dy_i * xhat_i
- *   dx_i += rstd * ( g_i - mean_j(g_j) - xhat_i * mean_j(g_j * xhat_j) )
- * The two means come from mean and rstd depending on every x_j of the row.
- * Shapes: dinp, dout, inp (N,C); dw, db, w (C); mean, rstd (N). */
+/* Layernorm backward, N rows of C channels.
+ * Forward (layernorm_forward_cpu): per row, xhat = (x - mean) * rstd and
+ * y = xhat * w + b, with mean and rstd (N each) saved for this pass.
+ * In:   dout (N,C) = dL/dy; inp (N,C) = x; w (C); mean, rstd (N).
+ * Out:  dinp (N,C) += dL/dx, dw (C) += dL/dw, db (C) += dL/db: ADDED to
+ *       what the buffers hold, never assigned (gradcheck pre-fills them).
+ * dw and db collect every row. A row's dL/dx depends on the whole row of
+ * dout, because every x_j moves that row's mean and rstd: derive it (README,
+ * task 1). Reads only its inputs; writes only dinp, dw and db. */
 void layernorm_backward_cpu(float *dinp, float *dw, float *db, const float *dout,
                             const float *inp, const float *w, const float *mean,
                             const float *rstd, int N, int C) {
@@ -52,21 +52,16 @@ void layernorm_backward_cpu(float *dinp, float *dw, float *db, const float *dout
     /* END SOLUTION */
 }
 
-/* Causal self-attention, per batch element b and head h (hs = C/NH):
- * Forward:  S = q k^T / sqrt(hs)       (T,T)
- *           P = softmax_row(S), with P_ij = 0 for j > i (the causal mask)
- *           y = P v                    (T,hs)
- * Backward, given dy (T,hs):
- *   dP = dy v^T                        dv += P^T dy
- *   dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik)     (softmax backward, row-wise;
- *                                                zero where P is masked)
- *   dq += dS k / sqrt(hs)              dk += dS^T q / sqrt(hs)
- * Layout: q, k, v of head h are columns h*hs.. of the three C-wide parts of
- * qkv (B,T,3C), so rows are 3C floats apart; dqkv has the same layout. y and
- * dy (B,T,C) hold head h in columns h*hs.. with rows C apart.
- * att holds P (B,NH,T,T) from the forward pass; datt (same shape) is scratch
- * for dP and dS. sgemm_rowmajor_cpu (kernels_backend.h) takes these strides
- * directly. */
+/* Causal self-attention backward, per batch element b and head h (hs = C/NH).
+ * Forward (attention_forward_cpu): S = q k^T / sqrt(hs), P = row softmax of
+ * S over j <= i (P_ij = 0 for j > i), y = P v.
+ * In:   dout (B,T,C) = dL/dy, head h in columns h*hs.. (rows C apart);
+ *       qkv (B,T,3C) = [q | k | v], head h in columns h*hs.. of each C-wide
+ *       part (rows 3C apart); att (B,NH,T,T) = P as the forward pass saved it.
+ * Out:  dqkv (B,T,3C), laid out as qkv: dq, dk, dv ADDED (+=) to what it holds.
+ * Scratch: datt (B,NH,T,T), yours to overwrite; its contents on entry are
+ *       unspecified (gradcheck fills it with garbage).
+ * sgemm_rowmajor_cpu (kernels_backend.h) takes these strides directly. */
 void attention_backward_cpu(float *dqkv, float *datt, const float *dout, const float *qkv,
                             const float *att, int B, int T, int C, int NH) {
     /* BEGIN SOLUTION */
