@@ -58,7 +58,8 @@ expected_files() {
     # the files themselves, the reference runs among them
     diff -r "$ROOT/solutions/00_single_device" "$a/solutions/00_single_device"
     diff -r "$ROOT/grader/reference" "$a/grader/reference"
-    diff -r "$ROOT/labs" "$a/labs"
+    diff -r -x HINTS.md "$ROOT/labs" "$a/labs"
+    [ -z "$(find "$a/labs" -name HINTS.md)" ]
     [ ! -e "$a/grader/planted" ]
     [ "$(git -C "$a" rev-list --count HEAD)" -eq 1 ]
     [ -z "$(git -C "$a" status --porcelain)" ]
