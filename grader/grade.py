@@ -461,12 +461,13 @@ def solution_runs(args, lab, draws):
 def grade_hidden(args, labs, student):
     """Student and solution on the same randomized cases, compared live: no
     stored file can stand in for a run."""
-    rng = random.Random(args.hidden_seed)
     results = {}
     for lab in labs:
         out = os.path.join(args.out, lab.name)
         os.makedirs(out, exist_ok=True)
-        draws = [draw_case(c, rng) for c in lab.cases]
+        # one generator per case: --case replays the draw of a full run
+        draws = [draw_case(c, random.Random(f"{args.hidden_seed}/{lab.name}/{c.name}"))
+                 for c in lab.cases]
         refs = solution_runs(args, lab, draws)
         programs, reason = student.build(args.src, lab, out)
         if reason:

@@ -10,6 +10,7 @@ import re
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -103,19 +104,25 @@ def run(argv, timeout, cwd=ROOT, env=None, base_env=None):
         full_env = dict(base_env)
     full_env.update(env or {})
     start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    timed_out = False
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc.pid)
-        out, _ = proc.communicate()
-    except BaseException:   # the grader itself is stopped: nothing is left running
-        kill_group(proc.pid)
-        raise
-    text = out.decode("utf-8", errors="replace")
+    # the output goes to an unlinked file, not a pipe: a process that leaves
+    # the group and keeps it open (a daemon) cannot make the grader wait
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc.pid)
+            proc.wait()
+        except BaseException:   # the grader itself is stopped: nothing is left running
+            kill_group(proc.pid)
+            raise
+        kill_group(proc.pid)    # whatever of the group outlived its leader
+        size = log.seek(0, os.SEEK_END)
+        log.seek(max(0, size - 4 * OUTPUT_KEEP))
+        text = log.read().decode("utf-8", errors="replace")
     return RunResult(proc.returncode, timed_out, time.monotonic() - start, text[-OUTPUT_KEEP:])
 
 

@@ -240,8 +240,8 @@ class Isolation:
         if self.request == "off":
             self.why = "--isolation off"
         elif os.geteuid() != 0:
-            self.why = ("not running as root: the student's programs run as you and can read "
-                        "what you can, solutions/ included (grade as root to isolate them)")
+            self.why = ("not root, so the graded code runs as you and reads what you can (fine "
+                        "for your own work; to grade others', run as root: grader/README.md)")
         else:
             try:
                 self.base = self._make_base()

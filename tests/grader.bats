@@ -99,6 +99,32 @@ PY
     [[ "$output" == *"loss: "* ]]
 }
 
+# The bugs a fixed case on 2 ranks missed (a padded last shard, N instead
+# of K, a bucket shifted by one float), and an overlap that never overlaps,
+# lose points in hidden mode too: every draw of their case reaches them.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets and late overlap" {
+    local patch name lab labdir case_name src
+    for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
+                02-bucket-shifted-one-float 02-overlap-starts-after-backward; do
+        patch="$ROOT/grader/planted/$name.patch"
+        lab=${name:0:2}
+        labdir=$(basename "$ROOT"/solutions/"$lab"_*)
+        case_name=$(sed -n 's/^Expect: \(.*\) | .*/\1/p' "$patch")
+        src="$BATS_TEST_TMPDIR/src-$name"
+        mkdir -p "$src" && cp -r "$ROOT/solutions/$labdir" "$src/"
+        patch -s -d "$src/$labdir" -p1 < "$patch"
+        for seed in 7; do
+            run t 300 $GRADE --lab "$lab" --hidden --hidden-seed $seed --src "$src" --case "$case_name" \
+                --out "$BATS_TEST_TMPDIR/out-$name-$seed"
+            line=$(printf '%s\n' "$output" | grep -E "^$labdir +$case_name \[")
+            echo "$name, seed $seed: $line"
+            [ "$status" -eq 0 ]
+            [[ "$line" != *" ok" ]]
+            [[ "$line" =~ \]\ +([0-9.]+)/3 ]] && [ "${BASH_REMATCH[1]}" != 3 ]
+        done
+    done
+}
+
 # make_cheat DIR [PREAMBLE]: DIR/02_ddp and DIR/03_zero, copies of the
 # solutions whose lab file does no gradient communication and, at exit,
 # copies a run's metrics.csv, memory.csv and comm.csv over its own
@@ -169,6 +195,29 @@ all_zero() {
         --out "$BATS_TEST_TMPDIR/o"
     [ "$status" -eq 0 ]
     [ "$(printf '%s\n' "$output" | grep -c '^grade: isolation off: --isolation off$')" -eq 1 ]
+    # a daemon a student's program leaves behind (out of its process group)
+    # does not outlive the case: every process of the case's uid is killed
+    local src="$BATS_TEST_TMPDIR/daemon" secs
+    for level in permissions auto; do
+        secs="600.$RANDOM$RANDOM"
+        rm -rf "$src" && mkdir -p "$src" && cp -r "$ROOT/solutions/00_single_device" "$src/"
+        cat >> "$src/00_single_device/backprop.c" <<EOF
+#include <unistd.h>
+__attribute__((constructor)) static void leave_a_daemon(void) {
+    if (fork() == 0) {
+        setsid();
+        if (fork() == 0) execl("/bin/sleep", "sleep", "$secs", (char *)0);
+        _exit(0);
+    }
+}
+EOF
+        run t 300 $GRADE --lab 00 --case "gradcheck layernorm" --isolation $level --src "$src" \
+            --out "$BATS_TEST_TMPDIR/d"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"gradcheck layernorm"*" 3/3 "* ]]
+        ! pgrep -f "sleep $secs"
+    done
 }
 
 @test "grader: hidden draws vary ranks (padded ones too), micro-batches and shape, always a valid batch" {
@@ -258,7 +307,8 @@ PY
     echo "$output"
     [ "$status" -eq 0 ]
     # memory is exact byte for byte; calls and bytes of comm.csv exactly (its
-    # seconds column is a timing); losses within the grader's tolerance
+    # seconds column is a timing); losses within the grader's tolerance; every
+    # rank's parameters alike, on as many ranks
     for f in $(cd "$ROOT/grader/reference" && find . -name memory.csv); do
         cmp "$ROOT/grader/reference/$f" "$BATS_TEST_TMPDIR/ref/$f"
     done
@@ -270,10 +320,15 @@ ref = os.path.join(sys.argv[1], "reference")
 for lab in os.listdir(ref):
     for case in os.listdir(os.path.join(ref, lab)):
         a = os.path.join(ref, lab, case)
-        for name, check in (("metrics.csv", compare.check_losses), ("comm.csv", compare.check_comm)):
+        for name, check in (("metrics.csv", compare.check_losses), ("comm.csv", compare.check_comm),
+                            ("params_checksum.csv", compare.check_consistency)):
             if os.path.exists(os.path.join(a, name)):
                 r = check(os.path.join(sys.argv[2], lab, case), a)
                 assert r is None, f"{lab}/{case}: {r}"
+        # the overlap counts are an order of calls: the same on any machine
+        if os.path.exists(os.path.join(a, "overlap.csv")):
+            assert open(os.path.join(a, "overlap.csv")).read() == \
+                open(os.path.join(sys.argv[2], lab, case, "overlap.csv")).read(), f"{lab}/{case}"
 print("ok")
 PY
     echo "$output"
