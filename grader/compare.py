@@ -270,6 +270,12 @@ FILES = {"loss": "metrics.csv", "memory": "memory.csv", "comm": "comm.csv",
          "consistency": "params_checksum.csv", "overlap": "trace.csv"}
 
 
+def has_reference(check, outputs):
+    """Whether a reference holds what check compares with."""
+    names = [FILES[check]] + (["overlap.csv"] if check == "overlap" else [])
+    return any(outputs.data(n) is not None for n in names)
+
+
 def reference_files(check, outputs):
     """{name: bytes} that a committed reference keeps for check: the run's
     file, or for overlap its summary (trace.csv is large and mostly times)."""

@@ -356,6 +356,10 @@ def score_train(case, run, ref, result):
     its communication uses the right memory)."""
     outcome = {}
     for check in case.checks:
+        if not compare.has_reference(check, ref):
+            outcome[check] = (f"the reference has no {compare.FILES[check]} (instructors: "
+                              "make references)")
+            continue
         try:
             outcome[check] = compare.CHECKS[check](run, ref)
         except compare.BadOutput as e:
