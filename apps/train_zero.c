@@ -10,6 +10,7 @@
 #include "check.h"
 #include "cli.h"
 #include "comm.h"
+#include "device.h"
 #include "kernels.h"
 #include "memplan.h"
 #include "preflight.h"
@@ -52,6 +53,28 @@ static void params_needed(void *ctx, int u, int backward) { zero3_params_needed(
 static void params_done(void *ctx, int u, int backward) {
     (void)backward;
     zero3_params_done(ctx, u);
+}
+/* This rank's copy of the parameters, as its forward pass reads them:
+ * ZeRO-1/2 keep them whole on every rank after the update's all-gather, so
+ * a rank whose all-gather went wrong holds a different model; ZeRO-3 keeps
+ * only shards, and every rank gathers each unit through the lab's own
+ * gather (zero3_params_needed), as a forward pass would. */
+static void local_params(void *ctx, float *out) {
+    Zero *z = ctx;
+    for (int u = 0; u < z->nunits; u++) {
+        const ZeroUnit *x = &z->units[u];
+        if (z->stage <= 2) {
+            device_copy(out + x->offset, z->params_full + x->padded_offset,
+                        x->count * sizeof(float));
+            continue;
+        }
+        /* the view's first tensor of the unit: where the pass reads it */
+        zero3_params_needed(z, u, 0);
+        const float *unit = u == GPT_UNIT_EMBED ? z->p.wte
+                          : u == z->nunits - 1 ? z->p.lnfw : z->p.blocks[u - 1].ln1w;
+        device_copy(out + x->offset, unit, x->count * sizeof(float));
+        zero3_params_done(z, u);
+    }
 }
 static void grads_begin(void *ctx, int u) { zero_grads_begin(ctx, u); }
 static void grads_ready(void *ctx, int u) { zero_grads_ready(ctx, u); }
@@ -97,7 +120,7 @@ int main(int argc, char **argv) {
         hooks.params_done = params_done;
     }
     ModelStates states = {&z, &z.p, &z.g, &hooks, begin_step, begin_backward, finish_grads,
-                          update, gather_params};
+                          update, gather_params, local_params};
     size_t phi = gpt_num_params(&o.model);
     if (world->rank == 0)
         printf("train_zero: ZeRO-%d%s over %d rank%s, %d units, %zu parameters padded to %zu "

@@ -297,6 +297,8 @@ static void replicated_gather_params(void *ctx, float *out) {
     if (out) device_copy(out, r->params, r->n * sizeof(float));
 }
 
+static void replicated_local_params(void *ctx, float *out) { replicated_gather_params(ctx, out); }
+
 /* Model states: 4 bytes each of params and grads, 8 of AdamW moments. */
 static void replicated_init(Replicated *r, const TrainOptions *o, const GradSync *sync,
                             ModelStates *st) {
@@ -315,7 +317,7 @@ static void replicated_init(Replicated *r, const TrainOptions *o, const GradSync
     if (sync && sync->grads_ready) r->hooks.grads_ready = replicated_grads_ready;
     *st = (ModelStates){r, &r->p, &r->g, &r->hooks, replicated_begin_step,
                         replicated_begin_backward, replicated_finish_grads, replicated_update,
-                        replicated_gather_params};
+                        replicated_gather_params, replicated_local_params};
 }
 
 static void replicated_free(Replicated *r) {
@@ -362,6 +364,22 @@ static void write_memory_csv(const TrainParallel *par, const char *path) {
     char rows[2048];
     mem_csv_rows(rows, sizeof rows, par->world->rank);
     comm_write_gathered(par->world, path, MEM_CSV_HEADER, rows);
+}
+
+/* params_checksum.csv of every rank, written by rank 0 after the other
+ * outputs (a sharded layout's gathers here are not the training's traffic
+ * nor its memory): FNV-1a 64 of this rank's parameter bits, standard layout. */
+static void write_params_checksum(const TrainParallel *par, const ModelStates *st, size_t n,
+                                  const char *path) {
+    if (!st->local_params) return;
+    float *mine = malloc(n * sizeof(float));
+    CHECK(mine, "out of memory for the parameters' checksum");
+    st->local_params(st->ctx, mine);
+    char row[64];
+    snprintf(row, sizeof row, "%d,%016llx\n", par->world->rank,
+             (unsigned long long)tokens_checksum(mine, n * sizeof(float)));
+    free(mine);
+    comm_write_gathered(par->world, path, "rank,checksum\n", row);
 }
 
 void train_run(const TrainOptions *o) { train_run_parallel(o, NULL); }
@@ -476,6 +494,8 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         trace_write_json(path);
         snprintf(path, sizeof path, "%s/trace.csv", o->out_dir);
         trace_write_csv(path);
+        snprintf(path, sizeof path, "%s/params_checksum.csv", o->out_dir);
+        write_params_checksum(par, st, nparams, path);
     }
     if (o->dump_params[0]) {
         /* for comparing layouts parameter by parameter (tests, labs 02-03) */
@@ -495,7 +515,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         snprintf(path, sizeof path, "%s/run.json", o->out_dir);
         runlog_write_run_json(path, o, o->lab, ranks, nparams);
         printf("%s: wrote %s/{metrics.csv,memory.csv,run.json%s}\n", g_program_name, o->out_dir,
-               par ? ",comm.csv,trace.json,trace.csv" : "");
+               par ? ",comm.csv,trace.json,trace.csv,params_checksum.csv" : "");
         if (par)
             printf("%s: mean step %.1f ms, of which %.1f ms waiting for gradients after the "
                    "backward pass\n",

@@ -103,6 +103,10 @@ typedef struct {
  *                         keeps them whole.
  * gather_params writes all parameters, in the standard layout, to out on
  * world rank 0 (a collective; out may be NULL elsewhere).
+ * local_params (may be NULL) writes, on every rank, this rank's own copy of
+ * all parameters in the standard layout, as its forward pass reads them (a
+ * collective where the layout shards them); the loop checksums it at the
+ * end of a run (params_checksum.csv).
  * params and grads are the views the passes read; hooks (may be NULL)
  * repoint them around each unit (model.h). */
 typedef struct {
@@ -114,6 +118,7 @@ typedef struct {
     double (*finish_grads)(void *ctx, int micro_batches);
     void (*update)(void *ctx, const AdamWStep *step);
     void (*gather_params)(void *ctx, float *out);
+    void (*local_params)(void *ctx, float *out);
 } ModelStates;
 
 typedef struct Comm Comm;
@@ -134,7 +139,11 @@ typedef struct {
 /* Data-parallel training: rank r of N takes rows [r B/N, (r+1) B/N) of the
  * global batch (in --grad-accum micro-batches), so with the same seed the
  * run follows train_run's loss curve. Rank 0 writes metrics.csv and run.json;
- * memory.csv has every rank; comm.csv, trace.json and trace.csv too. */
+ * memory.csv has every rank; comm.csv, trace.json and trace.csv too. Last,
+ * params_checksum.csv ("rank,checksum") has, per rank, the FNV-1a 64 of
+ * the bits of that rank's copy of the parameters (ModelStates.local_params):
+ * ranks that hold the same model must agree bit for bit, which rank 0's
+ * losses alone cannot show (the grader's consistency check). */
 void train_run_parallel(const TrainOptions *o, const TrainParallel *par);
 
 #endif

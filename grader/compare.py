@@ -20,9 +20,33 @@ GRAD_NORM_REL = 1e-3 (14x that); a factor of 2 is far outside it.
 
 Memory and communication are logical byte counts (common/alloc.h, comm.h),
 the same on every machine, so they must match exactly.
+
+Overlap: trace.csv (common/trace.h) times every collective and every phase
+of the backward pass. A gradient collective "starts during the backward
+pass" when it starts before the step's last backward phase does; the count
+depends only on the order of the program's calls (a bucket's all-reduce is
+issued between two phases or after the last), not on speed, so the student's
+count per rank must reach the reference's: an overlapped mode that only
+starts its buckets when the backward pass is over has the right losses,
+memory and bytes, and a count of zero.
+
+Consistency: params_checksum.csv has, per rank, a checksum of the bits of
+that rank's copy of the parameters at the end (common/train.h); ranks that
+hold the same model must agree exactly (the same floats, summed in the same
+order, give the same bits on every rank of one machine).
+
+A run's files are read through Outputs: from a directory (regular files
+only, never through a link, nothing larger than FILE_MAX) or held in memory
+(a solution's run in --hidden mode, deleted before the student's runs).
 """
+import bisect
 import csv
+import io
 import math
+import os
+import stat
+
+FILE_MAX = 64 << 20
 
 LOSS_ABS = 1e-5
 LOSS_REL = 1e-5
@@ -33,19 +57,73 @@ class BadOutput(Exception):
     """A run's file is missing or malformed (the reason says which)."""
 
 
-def read_csv(path, required):
+def read_regular(path, limit=FILE_MAX):
+    """The bytes of path if it is a regular file (not a link, FIFO or
+    device) of at most limit bytes; None if it does not exist."""
     try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise BadOutput(f"missing {path.rsplit('/', 1)[-1]}") from None
+        return None
+    except OSError as e:
+        raise BadOutput(f"{os.path.basename(path)}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadOutput(f"{os.path.basename(path)} is not a regular file")
+        if st.st_size > limit:
+            raise BadOutput(f"{os.path.basename(path)} is larger than {limit >> 20} MiB")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit)
+    finally:
+        os.close(fd)
+
+
+class Outputs:
+    """The files of one run, by name: read from a directory when asked, or
+    held in memory (Outputs.load)."""
+
+    def __init__(self, directory=None, files=None):
+        self.directory = directory
+        self.files = files
+
+    def data(self, name):
+        """The file's bytes, or None when the run did not write it."""
+        if self.files is not None:
+            return self.files.get(name)
+        return read_regular(os.path.join(self.directory, name))
+
+    @classmethod
+    def load(cls, directory, names):
+        """The named files of directory, read now and kept in memory."""
+        files = {}
+        for name in names:
+            d = read_regular(os.path.join(directory, name))
+            if d is not None:
+                files[name] = d
+        return cls(files=files)
+
+
+def as_outputs(x):
+    return x if isinstance(x, Outputs) else Outputs(directory=x)
+
+
+def read_csv(source, required, name=None):
+    """Rows of a CSV file with the required columns: read_csv(outputs, cols,
+    name) or read_csv(path, cols)."""
+    if name is None:
+        source, name = Outputs(directory=os.path.dirname(source)), os.path.basename(source)
+    data = as_outputs(source).data(name)
+    if data is None:
+        raise BadOutput(f"missing {name}")
+    try:
+        rows = list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
     except (UnicodeDecodeError, csv.Error) as e:
-        raise BadOutput(f"malformed {path.rsplit('/', 1)[-1]}: {e}") from None
+        raise BadOutput(f"malformed {name}: {e}") from None
     if not rows:
-        raise BadOutput(f"{path.rsplit('/', 1)[-1]} has no rows")
+        raise BadOutput(f"{name} has no rows")
     missing = [c for c in required if c not in rows[0] or any(r.get(c) is None for r in rows)]
     if missing:
-        raise BadOutput(f"{path.rsplit('/', 1)[-1]} lacks column(s) {', '.join(missing)}")
+        raise BadOutput(f"{name} lacks column(s) {', '.join(missing)}")
     return rows
 
 
@@ -56,12 +134,12 @@ def number(text, what):
         raise BadOutput(f"{what} is not a number: {text!r}") from None
 
 
-def check_losses(run_dir, ref_dir):
+def check_losses(run, ref):
     """Train and validation loss, and gradient norm, of every step within
-    their tolerances."""
+    their tolerances (run, ref: Outputs or directories)."""
     cols = ["step", "loss", "val_loss", "grad_norm"]
-    got = read_csv(f"{run_dir}/metrics.csv", cols)
-    ref = read_csv(f"{ref_dir}/metrics.csv", cols)
+    got = read_csv(as_outputs(run), cols, "metrics.csv")
+    ref = read_csv(as_outputs(ref), cols, "metrics.csv")
     if len(got) != len(ref):
         return f"metrics.csv has {len(got)} steps, the reference {len(ref)}"
     for g, r in zip(got, ref):
@@ -81,11 +159,15 @@ def check_losses(run_dir, ref_dir):
     return None
 
 
-def check_memory(run_dir, ref_dir):
+def check_memory(run, ref):
     """Peak bytes per rank and category, exactly."""
     cols = ["rank", "category", "peak_bytes"]
-    got = {(r["rank"], r["category"]): r["peak_bytes"] for r in read_csv(f"{run_dir}/memory.csv", cols)}
-    ref = {(r["rank"], r["category"]): r["peak_bytes"] for r in read_csv(f"{ref_dir}/memory.csv", cols)}
+
+    def table(x):
+        return {(r["rank"], r["category"]): r["peak_bytes"]
+                for r in read_csv(as_outputs(x), cols, "memory.csv")}
+
+    got, ref = table(run), table(ref)
     for key in sorted(ref):
         if got.get(key) != ref[key]:
             return (f"peak {key[1]} bytes of rank {key[0]}: {got.get(key, 'missing')}, "
@@ -93,15 +175,16 @@ def check_memory(run_dir, ref_dir):
     return None
 
 
-def check_comm(run_dir, ref_dir):
+def check_comm(run, ref):
     """Calls and bytes per rank, group and operation, exactly (a row only
     one side has counts as a difference)."""
     cols = ["rank", "group", "op", "calls", "bytes"]
 
-    def table(path):
-        return {(r["rank"], r["group"], r["op"]): (r["calls"], r["bytes"]) for r in read_csv(path, cols)}
+    def table(x):
+        return {(r["rank"], r["group"], r["op"]): (r["calls"], r["bytes"])
+                for r in read_csv(as_outputs(x), cols, "comm.csv")}
 
-    got, ref = table(f"{run_dir}/comm.csv"), table(f"{ref_dir}/comm.csv")
+    got, ref = table(run), table(ref)
     for key in sorted(set(got) | set(ref)):
         g, r = got.get(key, ("0", "0")), ref.get(key, ("0", "0"))
         if g != r:
@@ -110,6 +193,93 @@ def check_comm(run_dir, ref_dir):
     return None
 
 
-CHECKS = {"loss": check_losses, "memory": check_memory, "comm": check_comm}
-# the files each check reads, copied into a reference
-FILES = {"loss": "metrics.csv", "memory": "memory.csv", "comm": "comm.csv"}
+def check_consistency(run, ref):
+    """Every rank holds the same parameters at the end: one checksum per
+    rank (as many ranks as the reference has), all equal."""
+    cols = ["rank", "checksum"]
+    got = read_csv(as_outputs(run), cols, "params_checksum.csv")
+    want = len(read_csv(as_outputs(ref), cols, "params_checksum.csv"))
+    ranks = {r["rank"] for r in got}
+    if len(got) != want or len(ranks) != want:
+        return f"params_checksum.csv has {len(got)} rows for {len(ranks)} ranks, expected {want} ranks"
+    first = got[0]
+    for r in got[1:]:
+        if r["checksum"] != first["checksum"]:
+            return (f"rank {r['rank']} holds other parameters than rank {first['rank']} at the end "
+                    f"(checksum {r['checksum']} vs {first['checksum']}): the ranks drifted apart")
+    return None
+
+
+def overlap_counts(outputs):
+    """{rank: (gradient collectives started during the backward pass, all
+    gradient collectives)}, from overlap.csv (a reference's summary) or
+    computed from trace.csv. Steps end at the optimizer's phase; gradient
+    collectives are those of the group 'dp'."""
+    if outputs.data("overlap.csv") is not None:
+        return {r["rank"]: (int(number(r["early"], "overlap.csv early")),
+                            int(number(r["collectives"], "overlap.csv collectives")))
+                for r in read_csv(outputs, ["rank", "early", "collectives"], "overlap.csv")}
+    rows = read_csv(outputs, ["rank", "category", "name", "group", "start_s"], "trace.csv")
+    events = {}
+    for r in rows:
+        kind = ("optimizer" if r["category"] == "compute" and r["name"] == "optimizer" else
+                "backward" if r["category"] == "compute" and r["name"] == "backward" else
+                "grads" if r["category"] == "comm" and r["group"] == "dp" else None)
+        if kind:
+            events.setdefault(r["rank"], {"optimizer": [], "backward": [], "grads": []})[kind] \
+                .append(number(r["start_s"], "trace.csv start_s"))
+    counts = {}
+    for rank, ev in events.items():
+        for v in ev.values():
+            v.sort()
+        early, prev = 0, -math.inf
+        for t in ev["optimizer"]:
+            b = ev["backward"][bisect.bisect_right(ev["backward"], prev):bisect.bisect_left(ev["backward"], t)]
+            if b:   # collectives of this step that started before its last backward phase
+                early += (bisect.bisect_left(ev["grads"], b[-1]) - bisect.bisect_right(ev["grads"], prev))
+            prev = t
+        counts[rank] = (early, len(ev["grads"]))
+    return counts
+
+
+def overlap_summary(outputs):
+    """overlap.csv, what a reference keeps of trace.csv."""
+    lines = ["rank,early,collectives"]
+    for rank, (early, total) in sorted(overlap_counts(outputs).items(), key=lambda x: int(x[0])):
+        lines.append(f"{rank},{early},{total}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def check_overlap(run, ref):
+    """Per rank, at least as many gradient collectives started during the
+    backward pass as the reference's (see above)."""
+    got, want = overlap_counts(as_outputs(run)), overlap_counts(as_outputs(ref))
+    for rank in sorted(want, key=int):
+        g, w = got.get(rank, (0, 0)), want[rank]
+        if g[0] < w[0]:
+            return (f"rank {rank} started {g[0]} of its {g[1]} gradient collectives while the "
+                    f"backward pass was still running, the reference {w[0]} of {w[1]}: the "
+                    "communication waits for the end of the backward pass instead of overlapping it")
+    return None
+
+
+CHECKS = {"loss": check_losses, "memory": check_memory, "comm": check_comm,
+          "consistency": check_consistency, "overlap": check_overlap}
+# the file each check reads from a run
+FILES = {"loss": "metrics.csv", "memory": "memory.csv", "comm": "comm.csv",
+         "consistency": "params_checksum.csv", "overlap": "trace.csv"}
+
+
+def has_reference(check, outputs):
+    """Whether a reference holds what check compares with."""
+    names = [FILES[check]] + (["overlap.csv"] if check == "overlap" else [])
+    return any(outputs.data(n) is not None for n in names)
+
+
+def reference_files(check, outputs):
+    """{name: bytes} that a committed reference keeps for check: the run's
+    file, or for overlap its summary (trace.csv is large and mostly times)."""
+    if check == "overlap":
+        return {"overlap.csv": overlap_summary(outputs)}
+    data = outputs.data(FILES[check])
+    return {FILES[check]: data if data is not None else b""}

@@ -10,19 +10,27 @@ reference runs in grader/reference/, and write the reports.
 
 A case kind says what passing means:
     check   the program exits 0 (it checks itself: gradcheck, check_collectives)
-    train   it trains, and its metrics/memory/comm files match the reference
-            (points split evenly over the listed checks)
+    train   it trains, and its metrics/memory/comm/params_checksum files match
+            the reference (points split evenly over the listed checks; the
+            other checks score only when the losses match)
     bench   it completes and writes the listed CSV files, well-formed, with
             positive numbers in the listed columns
 Every failure scores zero for that case (or check) with a one-line reason,
 and grading goes on.
+
+The student's builds and runs are isolated when the grader runs as root
+(sandbox.py); in --hidden mode the solutions run first, in a private
+directory that is deleted, their outputs kept in memory, before any of the
+student's code is built.
 """
 import argparse
 import glob
 import os
 import random
 import shutil
+import signal
 import sys
+import tempfile
 import tomllib
 from dataclasses import dataclass, field
 
@@ -30,13 +38,28 @@ sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 import compare   # noqa: E402
 import reports   # noqa: E402
 import runner    # noqa: E402
+import sandbox   # noqa: E402
 
 GRADER = os.path.dirname(os.path.abspath(__file__))
 KINDS = ("check", "train", "bench")
+HIDDEN_SPECIAL = ("ranks", "rows")
 
 
 class ManifestError(Exception):
     pass
+
+
+@dataclass
+class Hidden:
+    """What --hidden draws for a case: the rank count, the rows per
+    micro-batch (--batch = ranks x K x rows), and flags, alone or in tuples
+    ("--n-head --n-embd" = [[2, 32], [4, 64]]) that must change together."""
+    ranks: list = field(default_factory=list)
+    rows: list = field(default_factory=list)
+    flags: list = field(default_factory=list)   # [(flag names, [value tuples])], sorted
+
+    def __bool__(self):
+        return bool(self.ranks or self.rows or self.flags)
 
 
 @dataclass
@@ -50,7 +73,7 @@ class Case:
     timeout: float
     checks: list = field(default_factory=list)       # train
     outputs: dict = field(default_factory=dict)      # bench: file -> numeric columns
-    hidden: dict = field(default_factory=dict)       # flag -> choices, for --hidden
+    hidden: Hidden = field(default_factory=Hidden)   # for --hidden
 
 
 @dataclass
@@ -59,6 +82,45 @@ class Lab:
     programs: list
     cases: list
     link: list = field(default_factory=list)   # objects of earlier labs' solutions
+
+
+@dataclass
+class Draw:
+    """One run of a case: its ranks and arguments, and (hidden mode) what was
+    drawn, shown after the case's name."""
+    ranks: int
+    args: list
+    label: str = ""
+
+
+def parse_hidden(name, table):
+    if not isinstance(table, dict):
+        raise ManifestError(f"case {name}: hidden must be a table")
+    h = Hidden()
+    for key, choices in table.items():
+        if not isinstance(choices, list) or not choices:
+            raise ManifestError(f"case {name}: hidden {key!r} needs a non-empty list of choices")
+        if key in HIDDEN_SPECIAL:
+            if not all(isinstance(v, int) and v >= 1 for v in choices):
+                raise ManifestError(f"case {name}: hidden {key} must be positive integers")
+            setattr(h, key, list(choices))
+            continue
+        names = key.split()
+        if not all(n.startswith("--") for n in names):
+            raise ManifestError(f"case {name}: hidden key {key!r} is not ranks, rows, a flag "
+                                "('--seed') nor flags that change together ('--n-head --n-embd')")
+        values = []
+        for c in choices:
+            tup = c if isinstance(c, list) else [c]
+            if len(tup) != len(names):
+                raise ManifestError(f"case {name}: hidden {key!r}: {c!r} does not give one value "
+                                    f"per flag")
+            values.append(tuple(str(v) for v in tup))
+        h.flags.append((tuple(names), values))
+    h.flags.sort()
+    if h.rows and "--batch" in [n for names, _ in h.flags for n in names]:
+        raise ManifestError(f"case {name}: hidden rows sets --batch, do not draw it too")
+    return h
 
 
 def load_lab(path):
@@ -72,7 +134,7 @@ def load_lab(path):
                         ranks=int(c.get("ranks", 1)), args=[str(a) for a in c.get("args", [])],
                         points=float(c["points"]), timeout=float(c.get("timeout", 120)),
                         checks=list(c.get("checks", [])), outputs=dict(c.get("outputs", {})),
-                        hidden={k: [str(v) for v in vs] for k, vs in c.get("hidden", {}).items()})
+                        hidden=parse_hidden(c["name"], c.get("hidden", {})))
             if case.kind not in KINDS:
                 raise ManifestError(f"case {case.name}: kind must be one of {', '.join(KINDS)}")
             if case.program not in doc["programs"]:
@@ -80,6 +142,10 @@ def load_lab(path):
             unknown = [k for k in case.checks if k not in compare.CHECKS]
             if unknown:
                 raise ManifestError(f"case {case.name}: unknown check(s) {unknown}")
+            most_ranks = max([case.ranks] + case.hidden.ranks)
+            if case.kind == "train" and most_ranks > 1 and "consistency" not in case.checks:
+                raise ManifestError(f"case {case.name}: a training case on several ranks must "
+                                    "list the 'consistency' check (grader/README.md)")
             cases.append(case)
         return Lab(name, list(doc["programs"]), cases, [str(x) for x in doc.get("link", [])])
     except (OSError, KeyError, TypeError, ValueError, tomllib.TOMLDecodeError) as e:
@@ -97,9 +163,50 @@ def all_labs(pattern):
     return labs
 
 
-def case_argv(case, programs, out_dir, extra):
-    argv = [programs[case.program]] + [a.replace("{out}", out_dir) for a in case.args] + extra
-    return runner.mpirun_argv(case.ranks, argv) if case.ranks > 1 else argv
+# ---- what a case runs --------------------------------------------------------
+
+def flag_value(args, flag):
+    return args[args.index(flag) + 1] if flag in args[:-1] else None
+
+
+def set_flag(args, flag, value):
+    """args with flag's value replaced (or the flag appended)."""
+    args = list(args)
+    if flag in args[:-1]:
+        args[args.index(flag) + 1] = value
+    else:
+        args += [flag, value]
+    return args
+
+
+def fixed_draw(case):
+    return Draw(case.ranks, list(case.args))
+
+
+def draw_case(case, rng):
+    """A random variant of case from its hidden ranges (the same for the
+    solution and the student). Draws in a fixed order: ranks, the flags
+    (sorted), rows."""
+    h = case.hidden
+    if not h:
+        return fixed_draw(case)
+    ranks = rng.choice(h.ranks) if h.ranks else case.ranks
+    chosen = {}
+    for names, values in h.flags:
+        chosen.update(zip(names, rng.choice(values)))
+    if h.rows:
+        k = int(chosen.get("--grad-accum") or flag_value(case.args, "--grad-accum") or 1)
+        chosen["--batch"] = str(ranks * k * rng.choice(h.rows))
+    args, shown = list(case.args), [f"-np {ranks}"] if h.ranks else []
+    for flag in sorted(chosen):
+        args = set_flag(args, flag, chosen[flag])
+        shown += [flag, chosen[flag]]
+    return Draw(ranks, args, "[" + " ".join(shown) + "]")
+
+
+def case_argv(case, draw, programs, out_dir):
+    argv = [programs[case.program]] + [a.replace("{out}", out_dir) for a in draw.args]
+    return runner.mpirun_argv(draw.ranks, argv) if draw.ranks > 1 else argv
 
 
 def slug(name):
@@ -108,25 +215,132 @@ def slug(name):
 
 
 def fresh_dir(path):
+    if os.path.lexists(path) and not os.path.isdir(path) or os.path.islink(path):
+        os.remove(path)
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path)
     return path
 
 
-def run_case(case, programs, out_dir, extra=()):
-    """Run one case into a fresh out_dir (so no stale or planted file can be
-    graded); returns (RunResult, failure reason or None)."""
-    fresh_dir(out_dir)
-    res = runner.run(case_argv(case, programs, out_dir, list(extra)), case.timeout,
-                     env=runner.watchdog_env(case.timeout))
-    with open(os.path.join(out_dir, "log.txt"), "w") as f:
-        f.write(res.output)
-    return res, res.failure(case.timeout)
+def write_fresh(path, text):
+    """Write text into a new file at path (whatever was there, a link
+    included, is removed first: the run's directory may be the student's)."""
+    if os.path.lexists(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
-def check_bench_outputs(case, out_dir):
+def lab_sources(src_root, lab):
+    return os.path.join(src_root, lab.name)
+
+
+def copy_sources(src, dst):
+    """The lab's .c and .h files (regular files, not links) into dst."""
+    os.makedirs(dst, exist_ok=True)
+    if not os.path.isdir(src):
+        return
+    for name in sorted(os.listdir(src)):
+        if name.endswith((".c", ".h")):
+            sandbox.copy_regular(os.path.join(src, name), os.path.join(dst, name))
+            if os.path.exists(os.path.join(dst, name)):
+                os.chmod(os.path.join(dst, name), 0o644)
+
+
+# ---- the student's builds and runs -------------------------------------------
+
+class Student:
+    """Builds and runs the student's code: in the sandbox when isolation is
+    on, else in place (out/LAB/build, out/LAB/CASE)."""
+
+    def __init__(self, iso):
+        self.iso = iso
+        self.kit = None   # the sandbox's copy of the kit for the lab being graded
+
+    def _kit(self, lab):
+        """A fresh copy, in the sandbox, of what the lab's builds and runs
+        need from the kit (and nothing of another lab's)."""
+        self.kit = self.iso.shared_dir(lab.name + "-kit")
+        for rel in runner.kit_inputs(lab) + [os.path.join("build", "data", "synth.tok")]:
+            src, dst = os.path.join(runner.ROOT, rel), os.path.join(self.kit, rel)
+            if os.path.exists(src):
+                os.makedirs(os.path.dirname(dst), mode=0o755, exist_ok=True)
+                shutil.copyfile(src, dst)
+                os.chmod(dst, 0o644)
+        for d, _, _ in os.walk(self.kit):
+            os.chmod(d, 0o755)
+        return self.kit
+
+    def build(self, src_root, lab, report_dir):
+        """(programs by name, None) or (None, reason)."""
+        src = lab_sources(src_root, lab)
+        if not self.iso.on:
+            if not os.path.isdir(src):
+                return None, f"no directory {src}"
+            return runner.build_lab(src, lab, os.path.join(report_dir, "build"))
+        kit = self._kit(lab)
+        src_copy = os.path.join(kit, "src", lab.name)
+        shutil.rmtree(src_copy, ignore_errors=True)
+        copy_sources(src, src_copy)
+        os.chmod(os.path.dirname(src_copy), 0o755)
+        os.chmod(src_copy, 0o755)
+        uid = self.iso.new_uid()
+        build_dir = self.iso.new_dir(lab.name + "-build", uid)
+        try:
+            programs, reason = runner.build_lab(
+                src_copy, lab, build_dir, kit=kit,
+                wrap=lambda argv: self.iso.command(argv, uid, kit),
+                base_env=self.iso.env({}, build_dir))
+        finally:
+            self.iso.after(uid)
+        if reason:
+            shutil.rmtree(build_dir, ignore_errors=True)
+            return None, reason
+        bin_dir = os.path.join(kit, "bin", lab.name)
+        os.makedirs(bin_dir, mode=0o755, exist_ok=True)
+        for prog, path in programs.items():
+            dst = os.path.join(bin_dir, prog)
+            if not sandbox.copy_regular(path, dst):
+                return None, f"build failed: {prog} was not built"
+            os.chmod(dst, 0o755)
+            programs[prog] = dst
+        shutil.rmtree(build_dir, ignore_errors=True)
+        return programs, None
+
+    def run(self, case, draw, programs, report_dir):
+        """Run the case into a fresh report_dir; returns the RunResult."""
+        fresh_dir(report_dir)
+        env = runner.watchdog_env(case.timeout)
+        if not self.iso.on:
+            res = runner.run(case_argv(case, draw, programs, report_dir), case.timeout, env=env)
+        else:
+            uid = self.iso.new_uid()
+            home = self.iso.new_dir(slug(case.name), uid)
+            run_dir = os.path.join(home, "out")
+            os.mkdir(run_dir, 0o700)
+            os.chown(run_dir, uid, uid)
+            try:
+                res = runner.run(self.iso.command(case_argv(case, draw, programs, run_dir), uid,
+                                                  self.kit),
+                                 case.timeout, cwd=self.iso.base, env=env,
+                                 base_env=self.iso.env({}, home))
+            finally:
+                self.iso.after(uid)
+            sandbox.copy_outputs(run_dir, report_dir)
+            shutil.rmtree(home, ignore_errors=True)
+        write_fresh(os.path.join(report_dir, "log.txt"), res.output)
+        return res
+
+
+# ---- scoring -----------------------------------------------------------------
+
+def check_bench_outputs(case, run):
     for name, columns in case.outputs.items():
-        rows = compare.read_csv(os.path.join(out_dir, name), columns)
+        rows = compare.read_csv(run, columns, name)
         for i, row in enumerate(rows):
             for col in columns:
                 v = compare.number(row[col], f"{name} row {i + 1} {col}")
@@ -135,113 +349,154 @@ def check_bench_outputs(case, out_dir):
     return None
 
 
-def score_case(case, programs, out_dir, ref_dir, extra=()):
-    """Returns a reports.Result: points earned and the reasons for any loss."""
-    res, failure = run_case(case, programs, out_dir, extra)
-    result = reports.Result(case.name, 0.0, case.points, [], res.seconds, res.output)
+def score_train(case, run, ref, result):
+    """Each check scores its share; when the losses differ, the others do
+    not: memory, bytes and parameters that agree with the reference's mean
+    nothing for a run that computes something else (a program that skips
+    its communication uses the right memory)."""
+    outcome = {}
+    for check in case.checks:
+        if not compare.has_reference(check, ref):
+            outcome[check] = (f"the reference has no {compare.FILES[check]} (instructors: "
+                              "make references)")
+            continue
+        try:
+            outcome[check] = compare.CHECKS[check](run, ref)
+        except compare.BadOutput as e:
+            outcome[check] = str(e)
+    wrong_losses = outcome.get("loss") is not None and "loss" in outcome
+    share = case.points / len(case.checks)
+    unscored = []
+    for check in case.checks:
+        if outcome[check] is not None:
+            result.reasons.append(f"{check}: {outcome[check]}")
+        elif wrong_losses:
+            unscored.append(check)
+        else:
+            result.points += share
+    if unscored:
+        result.reasons.append(f"{', '.join(unscored)}: not scored while the losses differ")
+
+
+def score_case(student, case, draw, programs, report_dir, ref):
+    """Run the student's case and score it against ref (compare.Outputs);
+    returns a reports.Result."""
+    res = student.run(case, draw, programs, report_dir)
+    failure = res.failure(case.timeout)
+    name = case.name + (" " + draw.label if draw.label else "")
+    result = reports.Result(name, 0.0, case.points, [], res.seconds, res.output)
     if failure:
         result.reasons.append(failure)
         return result
+    run = compare.Outputs(directory=report_dir)
     try:
         if case.kind == "check":
             result.points = case.points
         elif case.kind == "bench":
-            reason = check_bench_outputs(case, out_dir)
+            reason = check_bench_outputs(case, run)
             result.points = case.points if reason is None else 0.0
             if reason:
                 result.reasons.append(reason)
         else:
-            share = case.points / len(case.checks)
-            for check in case.checks:
-                try:
-                    reason = compare.CHECKS[check](out_dir, ref_dir)
-                except compare.BadOutput as e:
-                    reason = str(e)
-                if reason is None:
-                    result.points += share
-                else:
-                    result.reasons.append(f"{check}: {reason}")
-            if "loss" in case.checks:
-                result.chart = reports.loss_chart(out_dir, ref_dir, case.name)
+            score_train(case, run, ref, result)
+            metrics = ref.data("metrics.csv")
+            if "loss" in case.checks and metrics is not None:
+                ref_metrics = os.path.join(report_dir, "reference_metrics.csv")
+                write_fresh(ref_metrics, metrics.decode("utf-8", errors="replace"))
+                result.chart = reports.loss_chart(report_dir, ref_metrics, case.name)
     except compare.BadOutput as e:
         result.reasons.append(str(e))
     return result
 
 
-def lab_sources(src_root, lab):
-    return os.path.join(src_root, lab.name)
+def zeros(lab, reason):
+    return [reports.Result(c.name, 0.0, c.points, [reason], 0.0, "") for c in lab.cases]
 
 
-def build_or_zero(src_root, lab, build_dir):
-    programs, reason = runner.build_lab(lab_sources(src_root, lab), lab, build_dir)
-    if reason:
-        return None, [reports.Result(c.name, 0.0, c.points, [reason], 0.0, "") for c in lab.cases]
-    return programs, None
+def reference_outputs(lab, case):
+    return compare.Outputs(directory=os.path.join(GRADER, "reference", lab.name, slug(case.name)))
 
 
-def grade(args, labs):
+def grade(args, labs, student):
     results = {}
     for lab in labs:
         out = os.path.join(args.out, lab.name)
-        programs, zeros = build_or_zero(args.src, lab, os.path.join(out, "build"))
-        if zeros:
-            results[lab.name] = zeros
+        os.makedirs(out, exist_ok=True)
+        programs, reason = student.build(args.src, lab, out)
+        if reason:
+            results[lab.name] = zeros(lab, reason)
             continue
-        results[lab.name] = [score_case(c, programs, os.path.join(out, slug(c.name)),
-                                        os.path.join(GRADER, "reference", lab.name, slug(c.name)))
+        results[lab.name] = [score_case(student, c, fixed_draw(c), programs,
+                                        os.path.join(out, slug(c.name)), reference_outputs(lab, c))
                              for c in lab.cases]
     return results
 
 
-def grade_hidden(args, labs):
+def solution_runs(args, lab, draws):
+    """Build the solutions and run every training case's draw in a private
+    directory (mode 0700, outside the output tree), keep the files the
+    checks read in memory, and delete the directory: nothing of the
+    solutions is left on disk when the student's code runs. Returns
+    {case index: compare.Outputs}."""
+    private = tempfile.mkdtemp(prefix="dtlab-solution-")
+    try:
+        programs, reason = runner.build_lab(lab_sources(args.solutions, lab), lab,
+                                            os.path.join(private, "build"))
+        if reason:
+            raise ManifestError(f"the solutions of {lab.name} do not build: {reason}")
+        refs = {}
+        for i, (c, draw) in enumerate(zip(lab.cases, draws)):
+            if c.kind != "train":
+                continue
+            run_dir = os.path.join(private, f"case{i}")
+            os.mkdir(run_dir)
+            res = runner.run(case_argv(c, draw, programs, run_dir), c.timeout,
+                             env=runner.watchdog_env(c.timeout))
+            failure = res.failure(c.timeout)
+            if failure:
+                raise ManifestError(f"the solution failed case {lab.name}/{c.name} "
+                                    f"{draw.label}: {failure}")
+            refs[i] = compare.Outputs.load(run_dir, [compare.FILES[k] for k in c.checks])
+        return refs
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def grade_hidden(args, labs, student):
     """Student and solution on the same randomized cases, compared live: no
     stored file can stand in for a run."""
-    rng = random.Random(args.hidden_seed)
     results = {}
     for lab in labs:
         out = os.path.join(args.out, lab.name)
-        programs, zeros = build_or_zero(args.src, lab, os.path.join(out, "build"))
-        ref_programs, ref_zeros = runner.build_lab(lab_sources(args.solutions, lab), lab,
-                                                   os.path.join(out, "build-solution"))
-        if ref_zeros:
-            raise ManifestError(f"the solutions of {lab.name} do not build: {ref_zeros}")
-        if zeros:
-            results[lab.name] = zeros
+        os.makedirs(out, exist_ok=True)
+        # one generator per case: --case replays the draw of a full run
+        draws = [draw_case(c, random.Random(f"{args.hidden_seed}/{lab.name}/{c.name}"))
+                 for c in lab.cases]
+        refs = solution_runs(args, lab, draws)
+        programs, reason = student.build(args.src, lab, out)
+        if reason:
+            results[lab.name] = zeros(lab, reason)
             continue
-        results[lab.name] = []
-        for c in lab.cases:
-            extra = []
-            for flag, choices in sorted(c.hidden.items()):
-                extra += [flag, rng.choice(choices)]
-            ref_dir = os.path.join(out, slug(c.name) + "-solution")
-            if c.kind == "train":
-                ref_res, failure = run_case(c, ref_programs, ref_dir, extra)
-                if failure:
-                    raise ManifestError(f"the solution failed hidden case {c.name}: {failure}")
-            r = score_case(c, programs, os.path.join(out, slug(c.name)), ref_dir, extra)
-            if extra:
-                r.name += " [" + " ".join(extra) + "]"
-            results[lab.name].append(r)
+        results[lab.name] = [score_case(student, c, d, programs, os.path.join(out, slug(c.name)),
+                                        refs.get(i, compare.Outputs(files={})))
+                             for i, (c, d) in enumerate(zip(lab.cases, draws))]
     return results
 
 
 def make_references(args, labs):
     for lab in labs:
-        programs, reason = runner.build_lab(lab_sources(args.solutions, lab), lab,
-                                            os.path.join(args.out, lab.name, "build-solution"))
-        if reason:
-            raise ManifestError(f"the solutions of {lab.name} do not build: {reason}")
-        for c in lab.cases:
-            if c.kind != "train":
+        refs = solution_runs(args, lab, [fixed_draw(c) for c in lab.cases])
+        for i, c in enumerate(lab.cases):
+            if i not in refs:
                 continue
-            run_dir = os.path.join(args.out, lab.name, slug(c.name) + "-solution")
-            _, failure = run_case(c, programs, run_dir)
-            if failure:
-                raise ManifestError(f"the solution failed case {lab.name}/{c.name}: {failure}")
             ref = fresh_dir(os.path.join(args.reference_out, lab.name, slug(c.name)))
+            names = []
             for check in c.checks:
-                shutil.copy(os.path.join(run_dir, compare.FILES[check]), ref)
-            print(f"grade: reference {lab.name}/{c.name}: {', '.join(compare.FILES[k] for k in c.checks)}")
+                for name, data in compare.reference_files(check, refs[i]).items():
+                    with open(os.path.join(ref, name), "wb") as f:
+                        f.write(data)
+                    names.append(name)
+            print(f"grade: reference {lab.name}/{c.name}: {', '.join(names)}")
 
 
 def main():
@@ -258,6 +513,11 @@ def main():
     ap.add_argument("--hidden-seed", type=int, default=None, help="seed of the randomized cases")
     ap.add_argument("--timeout-scale", type=float, default=1.0,
                     help="multiply every case's time limit (slow machines > 1)")
+    ap.add_argument("--isolation", default="auto", choices=("auto",) + sandbox.LEVELS,
+                    help="how the student's code is kept from the solutions (default auto: "
+                         "the strongest this machine allows; see grader/README.md)")
+    ap.add_argument("--hide", action="append", default=[], metavar="PATH",
+                    help="also keep PATH from the student's code (repeatable)")
     ap.add_argument("--make-references", action="store_true",
                     help="rerun the solutions and rewrite the references")
     ap.add_argument("--reference-out", default=os.path.join(GRADER, "reference"),
@@ -265,6 +525,9 @@ def main():
     args = ap.parse_args()
     for d in ("src", "solutions", "out", "reference_out"):
         setattr(args, d, os.path.abspath(getattr(args, d)))
+    # a stopped grader still restores what it locked and removes its sandbox
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    iso = None
     try:
         labs = all_labs(args.lab)
         if not args.timeout_scale > 0:
@@ -288,10 +551,16 @@ def main():
             return 0
         if args.hidden and args.hidden_seed is None:
             args.hidden_seed = random.SystemRandom().randrange(1 << 31)
-        results = grade_hidden(args, labs) if args.hidden else grade(args, labs)
-    except ManifestError as e:
+        iso = sandbox.Isolation(args.isolation, [runner.ROOT, args.solutions, args.out]
+                                + args.hide).start()
+        student = Student(iso)
+        results = grade_hidden(args, labs, student) if args.hidden else grade(args, labs, student)
+    except (ManifestError, sandbox.IsolationError) as e:
         print(f"grade: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        if iso:
+            iso.stop()
     reports.write_all(results, args.out, hidden_seed=args.hidden_seed if args.hidden else None)
     return 0
 

@@ -117,9 +117,10 @@ def gradescope(results, path, summary):
     write_atomic(path, lambda f: json.dump(doc, f, indent=2))
 
 
-def loss_chart(run_dir, ref_dir, title):
-    """The student's loss over the reference's; returns the PNG path, or None
-    when gnuplot fails (a chart never costs points)."""
+def loss_chart(run_dir, ref_metrics, title):
+    """The student's loss (run_dir/metrics.csv) over the reference's (the
+    file ref_metrics); returns the PNG path, or None when gnuplot fails (a
+    chart never costs points)."""
     png = os.path.join(run_dir, "loss_vs_reference.png")
     script = f"""
 set terminal pngcairo size 800,480 font ",10"
@@ -130,7 +131,7 @@ set xlabel 'step'
 set ylabel 'training loss'
 set title '{title}: your run vs the reference'
 set grid
-plot '{ref_dir}/metrics.csv' using 'step':'loss' with lines lw 4 lc rgb '#a0c4ff' title 'reference', \\
+plot '{ref_metrics}' using 'step':'loss' with lines lw 4 lc rgb '#a0c4ff' title 'reference', \\
      '{run_dir}/metrics.csv' using 'step':'loss' with lines lw 1.5 lc rgb '#d62728' title 'yours'
 """
     try:

@@ -10,6 +10,7 @@ import re
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -43,6 +44,9 @@ class RunResult:
             return "rejected its arguments: " + first_line(self.output, "error:")
         if self.status == EXIT_COMM_TIMEOUT:
             return first_line(self.output, "comm timeout:") or "a communication timed out"
+        fatal = fatal_line(self.output)
+        if fatal:
+            return fatal
         fail = first_line(self.output, "FAIL")
         return f"exited with status {self.status}" + (f": {fail}" if fail else "")
 
@@ -52,6 +56,13 @@ def first_line(text, needle):
         if needle in line:
             return line.strip()[:200]
     return ""
+
+
+def fatal_line(text):
+    """The program's own words when it stopped itself (check.h: "PROG:
+    fatal: file:line: message"), from "fatal:" on; "" when there is none."""
+    m = re.search(r"(?m)\bfatal: \S+:\d+: .*$", text)
+    return m.group(0).strip()[:200] if m else ""
 
 
 def signal_of(result):
@@ -83,21 +94,35 @@ def mpirun_argv(ranks, argv):
     return ["mpirun", "-q", "--oversubscribe", "-np", str(ranks)] + argv
 
 
-def run(argv, timeout, cwd=ROOT, env=None):
-    full_env = dict(os.environ)
-    full_env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+def run(argv, timeout, cwd=ROOT, env=None, base_env=None):
+    """argv in its own session under a wall-clock limit. The environment is
+    base_env (default: the grader's, with root allowed to run MPI) plus env."""
+    if base_env is None:
+        full_env = dict(os.environ)
+        full_env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    else:
+        full_env = dict(base_env)
     full_env.update(env or {})
     start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    timed_out = False
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc.pid)
-        out, _ = proc.communicate()
-    text = out.decode("utf-8", errors="replace")
+    # the output goes to an unlinked file, not a pipe: a process that leaves
+    # the group and keeps it open (a daemon) cannot make the grader wait
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc.pid)
+            proc.wait()
+        except BaseException:   # the grader itself is stopped: nothing is left running
+            kill_group(proc.pid)
+            raise
+        kill_group(proc.pid)    # whatever of the group outlived its leader
+        size = log.seek(0, os.SEEK_END)
+        log.seek(max(0, size - 4 * OUTPUT_KEEP))
+        text = log.read().decode("utf-8", errors="replace")
     return RunResult(proc.returncode, timed_out, time.monotonic() - start, text[-OUTPUT_KEEP:])
 
 
@@ -127,11 +152,26 @@ def make_flags():
     return {k: shlex.split(v) for k, v in flags.items()}
 
 
-def build_lab(src_dir, lab, out_dir):
+def kit_inputs(lab):
+    """What building a lab needs from the kit besides its sources, relative
+    to ROOT: the headers (CPPFLAGS name common/ and build/gen/ relative to
+    the kit), the programs' objects, the library, the linked solutions."""
+    files = []
+    for d in ("common", os.path.join("build", "gen")):
+        files += [os.path.join(d, f) for f in sorted(os.listdir(os.path.join(ROOT, d)))
+                  if f.endswith(".h")]
+    files += [os.path.join("build", "apps", p + ".o") for p in lab.programs]
+    return files + [os.path.join("build", "libcommon.a")] + list(lab.link)
+
+
+def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=None):
     """Compile every .c of a copy of a lab's sources and link each of the
     lab's programs (build/apps/PROG.o, prebuilt by `make all`). Returns
-    (program paths by name, None) or (None, a one-line reason)."""
+    (program paths by name, None) or (None, a one-line reason). kit: where
+    kit_inputs(lab) lie (the kit, or a sandbox's copy of them; commands run
+    there); wrap(argv) -> argv runs each command elsewhere (the sandbox)."""
     flags = make_flags()
+    wrap = wrap or (lambda argv: argv)
     os.makedirs(out_dir, exist_ok=True)
     sources = sorted(f for f in os.listdir(src_dir) if f.endswith(".c"))
     if not sources:
@@ -139,22 +179,25 @@ def build_lab(src_dir, lab, out_dir):
     objects = []
     for src in sources:
         obj = os.path.join(out_dir, src[:-2] + ".o")
+        path = os.path.join(src_dir, src)
+        if os.path.realpath(path).startswith(os.path.realpath(kit) + os.sep):
+            path = os.path.relpath(path, kit)   # __FILE__ in a fatal: line, without the sandbox
         cmd = (flags["CC"] + flags["CPPFLAGS"] + ["-I" + src_dir] + flags["CFLAGS"]
-               + ["-c", os.path.join(src_dir, src), "-o", obj])
-        res = run(cmd, timeout=300)
+               + ["-c", path, "-o", obj])
+        res = run(wrap(cmd), timeout=300, cwd=kit, env=env, base_env=base_env)
         if res.status != 0:
             return None, "build failed: " + (first_line(res.output, "error") or res.output.strip()[:200])
         objects.append(obj)
     programs = {}
     for prog in lab.programs:
-        app = os.path.join(ROOT, "build", "apps", prog + ".o")
+        app = os.path.join(kit, "build", "apps", prog + ".o")
         if not os.path.exists(app):
             return None, f"missing {app}: run `make` first"
         exe = os.path.join(out_dir, prog)
-        linked = [os.path.join(ROOT, x) for x in lab.link]
-        cmd = flags["CC"] + [app] + objects + linked + [os.path.join(ROOT, "build", "libcommon.a")] \
+        linked = [os.path.join(kit, x) for x in lab.link]
+        cmd = flags["CC"] + [app] + objects + linked + [os.path.join(kit, "build", "libcommon.a")] \
             + flags["LDLIBS"] + ["-o", exe]
-        res = run(cmd, timeout=300)
+        res = run(wrap(cmd), timeout=300, cwd=kit, env=env, base_env=base_env)
         if res.status != 0:
             return None, "link failed: " + (first_line(res.output, "undefined reference")
                                            or first_line(res.output, "error") or res.output.strip()[:200])

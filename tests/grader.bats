@@ -92,7 +92,7 @@ PY
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"hidden mode, seed 7"* ]]
-    [[ "$output" == *"train tiny [--batch "*"--seed "*"]"* ]]
+    [[ "$output" == *"train tiny [--batch "*"--n-layer "*"--seed "*"]"* ]]
     total=$(total_of "$BATS_TEST_TMPDIR/g/report.txt")
     [ "${total%/*}" = "${total#*/}" ]
     # a copy of the reference files cannot stand in for the run
@@ -104,13 +104,217 @@ PY
     [[ "$output" == *"loss: "* ]]
 }
 
+# The bugs a fixed case on 2 ranks missed (a padded last shard, N instead
+# of K, a bucket shifted by one float), and an overlap that never overlaps,
+# lose points in hidden mode too: every draw of their case reaches them.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets and late overlap" {
+    local patch name lab labdir case_name src
+    for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
+                02-bucket-shifted-one-float 02-overlap-starts-after-backward; do
+        patch="$ROOT/grader/planted/$name.patch"
+        lab=${name:0:2}
+        labdir=$(basename "$ROOT"/solutions/"$lab"_*)
+        case_name=$(sed -n 's/^Expect: \(.*\) | .*/\1/p' "$patch")
+        src="$BATS_TEST_TMPDIR/src-$name"
+        mkdir -p "$src" && cp -r "$ROOT/solutions/$labdir" "$src/"
+        patch -s -d "$src/$labdir" -p1 < "$patch"
+        for seed in 7; do
+            run t 300 $GRADE --lab "$lab" --hidden --hidden-seed $seed --src "$src" --case "$case_name" \
+                --out "$BATS_TEST_TMPDIR/out-$name-$seed"
+            line=$(printf '%s\n' "$output" | grep -E "^$labdir +$case_name \[")
+            echo "$name, seed $seed: $line"
+            [ "$status" -eq 0 ]
+            [[ "$line" != *" ok" ]]
+            [[ "$line" =~ \]\ +([0-9.]+)/3 ]] && [ "${BASH_REMATCH[1]}" != 3 ]
+        done
+    done
+}
+
+# make_cheat DIR [PREAMBLE]: DIR/02_ddp and DIR/03_zero, copies of the
+# solutions whose lab file does no gradient communication and, at exit,
+# copies a run's metrics.csv, memory.csv and comm.csv over its own
+# (tests/grader_cheat.h): the solution's run wherever it can find one, and
+# the committed references. PREAMBLE (e.g. "#define CHEAT_REFERENCES_ONLY")
+# goes first.
+make_cheat() {
+    local dir=$1 pre=${2:-} lab file
+    for lab in 02_ddp:ddp.c 03_zero:zero.c; do
+        file=${lab#*:}
+        lab=${lab%%:*}
+        mkdir -p "$dir"
+        cp -r "$ROOT/solutions/$lab" "$dir/"
+        sed "s|@ROOT@|$ROOT|" "$ROOT/tests/grader_cheat.h" > "$dir/$lab/grader_cheat.h"
+        { printf '%s\n#include "grader_cheat.h"\n' "$pre"; cat "$ROOT/solutions/$lab/$file"; } > "$dir/$lab/$file"
+    done
+}
+
+# every case line of report $1 scores 0
+all_zero() {
+    local cases
+    cases=$(grep -cE '^0[23]_[a-z]+ ' "$1")
+    [ "$cases" -gt 0 ]
+    [ "$(grep -cE '^0[23]_[a-z]+ .* 0/3 ' "$1")" -eq "$cases" ]
+    [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
+}
+
+@test "grader: a cheat copying the solution's run or the references scores zero on every hidden case" {
+    make_cheat "$BATS_TEST_TMPDIR/src"
+    make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
+    for lab in 02 03; do
+        for variant in src src-ref; do
+            run t 600 $GRADE --lab $lab --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
+                --out "$BATS_TEST_TMPDIR/h-$lab-$variant"
+            echo "$output"
+            [ "$status" -eq 0 ]
+            all_zero "$BATS_TEST_TMPDIR/h-$lab-$variant/report.txt"
+        done
+        # without --hidden there is no solution's run to copy
+        run t 600 $GRADE --lab $lab --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/n-$lab"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        all_zero "$BATS_TEST_TMPDIR/n-$lab/report.txt"
+    done
+    # as root the student's code is isolated; in a mount namespace the cheat
+    # found nothing at all to copy
+    if [ "$(id -u)" -eq 0 ]; then
+        [[ "$output" == *"grade: isolation on:"* || "$output" == *"grade: isolation partial:"* ]]
+    fi
+    if [[ "$output" == *"grade: isolation on:"* ]]; then
+        ! grep -h "cheat: copied" "$BATS_TEST_TMPDIR"/h-*/*/*/log.txt "$BATS_TEST_TMPDIR"/n-*/*/*/log.txt
+        grep -q "cheat: found no run to copy" "$BATS_TEST_TMPDIR/h-03-src-ref/03_zero/ZeRO-1__2_ranks/log.txt"
+    fi
+}
+
+@test "grader: isolation says what it does, and the partial level gives back the modes it took" {
+    [ "$(id -u)" -eq 0 ] || skip "isolation needs root"
+    make_cheat "$BATS_TEST_TMPDIR/src"
+    mode_before=$(stat -c %a "$ROOT" "$ROOT/solutions")
+    run t 300 $GRADE --lab 02 --case "naive" --hidden --hidden-seed 3 --isolation permissions \
+        --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/p"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"grade: isolation partial: "* ]]
+    [ "$(stat -c %a "$ROOT" "$ROOT/solutions")" = "$mode_before" ]
+    all_zero "$BATS_TEST_TMPDIR/p/report.txt"
+    run t 120 $GRADE --lab 00 --case "gradcheck layernorm" --isolation off --src "$ROOT/solutions" \
+        --out "$BATS_TEST_TMPDIR/o"
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "$output" | grep -c '^grade: isolation off: --isolation off$')" -eq 1 ]
+    # a daemon a student's program leaves behind (out of its process group)
+    # does not outlive the case: every process of the case's uid is killed
+    local src="$BATS_TEST_TMPDIR/daemon" secs
+    for level in permissions auto; do
+        secs="600.$RANDOM$RANDOM"
+        rm -rf "$src" && mkdir -p "$src" && cp -r "$ROOT/solutions/00_single_device" "$src/"
+        cat >> "$src/00_single_device/backprop.c" <<EOF
+#include <unistd.h>
+__attribute__((constructor)) static void leave_a_daemon(void) {
+    if (fork() == 0) {
+        setsid();
+        if (fork() == 0) execl("/bin/sleep", "sleep", "$secs", (char *)0);
+        _exit(0);
+    }
+}
+EOF
+        run t 300 $GRADE --lab 00 --case "gradcheck layernorm" --isolation $level --src "$src" \
+            --out "$BATS_TEST_TMPDIR/d"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"gradcheck layernorm"*" 3/3 "* ]]
+        ! pgrep -f "sleep $secs"
+    done
+}
+
+@test "grader: hidden draws vary ranks (padded ones too), micro-batches and shape, always a valid batch" {
+    run python3 - "$ROOT/grader" <<'PY'
+import random, sys
+sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True
+import grade
+seen = {"ranks": set(), "k_ne_n": 0, "shapes": set()}
+for name in ("02_ddp", "03_zero"):
+    lab = grade.load_lab(f"{sys.argv[1]}/cases/{name}.toml")
+    rng = random.Random(1)
+    for _ in range(50):
+        for c in lab.cases:
+            d = grade.draw_case(c, rng)
+            k = int(grade.flag_value(d.args, "--grad-accum") or 1)
+            b = int(grade.flag_value(d.args, "--batch"))
+            assert b % (d.ranks * k) == 0, (c.name, d.label)
+            h, e = int(grade.flag_value(d.args, "--n-head")), int(grade.flag_value(d.args, "--n-embd"))
+            assert e % h == 0 and d.label.startswith("[-np "), d.label
+            seen["ranks"].add(d.ranks)
+            seen["k_ne_n"] += k not in (1, d.ranks)
+            seen["shapes"].add((grade.flag_value(d.args, "--n-layer"), h, e))
+assert {2, 3, 4} <= seen["ranks"], seen
+assert seen["k_ne_n"] > 10 and len(seen["shapes"]) > 6, seen
+# a training case on several ranks must check that the ranks agree
+import os, tempfile
+bad = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+bad.write('programs = ["p"]\n[[case]]\nname = "x"\nkind = "train"\nprogram = "p"\n'
+          'ranks = 2\nchecks = ["loss"]\npoints = 1\n')
+bad.close()
+try:
+    grade.load_lab(bad.name)
+    raise SystemExit("a multi-rank case without 'consistency' was accepted")
+except grade.ManifestError as e:
+    assert "consistency" in str(e), e
+for table in ({"ranks": [0]}, {"seed": [1]}, {"--n-head --n-embd": [[2]]}, {"--seed": []}):
+    try:
+        grade.parse_hidden("x", table)
+        raise SystemExit(f"accepted {table}")
+    except grade.ManifestError:
+        pass
+os.remove(bad.name)
+print("ok", sorted(seen["ranks"]), seen["k_ne_n"], len(seen["shapes"]))
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "grader: a program that stops itself with fatal: file:line: ... gets that line as its reason" {
+    run python3 - "$ROOT/grader" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True
+import runner
+out = ("train_ddp: config tiny\nstep 1/20 | loss 5.5\n"
+       "train_ddp: fatal: apps/train_ddp.c:63: the parameters differ across ranks after step 0\n"
+       "train_ddp: fatal: apps/train_ddp.c:63: the parameters differ across ranks after step 0\n")
+r = runner.RunResult(1, False, 1.0, out).failure(60)
+assert r == "fatal: apps/train_ddp.c:63: the parameters differ across ranks after step 0", r
+assert runner.RunResult(1, False, 1.0, "x FAIL y\n").failure(60) == "exited with status 1: x FAIL y"
+print("ok")
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # and a real one: the trainer's own consistency check, on the planted bucket bug
+    local src="$BATS_TEST_TMPDIR/src"
+    mkdir -p "$src" && cp -r "$ROOT/solutions/02_ddp" "$src/"
+    patch -s -d "$src/02_ddp" -p1 < "$ROOT/grader/planted/02-bucket-shifted-one-float.patch"
+    run python3 - "$ROOT/grader" "$src" "$BATS_TEST_TMPDIR/out" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True
+import grade, runner
+lab = grade.load_lab(f"{sys.argv[1]}/cases/02_ddp.toml")
+progs, why = runner.build_lab(f"{sys.argv[2]}/02_ddp", lab, f"{sys.argv[3]}/build")
+assert why is None, why
+res = runner.run(runner.mpirun_argv(2, [progs["train_ddp"], "--ddp", "bucketed", "--bucket-mb", "0.1",
+                 "--steps", "3", "--threads", "1", "--check-consistency", "1",
+                 "--out", f"{sys.argv[3]}/run"]), 120)
+print(res.failure(120))
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == "fatal: apps/train_ddp.c:"*": the parameters differ across ranks after step 0" ]]
+}
+
 @test "grader: regenerating the references reproduces the committed ones" {
     require_solution 00 01 02 03
     run t 600 $GRADE --make-references --reference-out "$BATS_TEST_TMPDIR/ref" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
     # memory is exact byte for byte; calls and bytes of comm.csv exactly (its
-    # seconds column is a timing); losses within the grader's tolerance
+    # seconds column is a timing); losses within the grader's tolerance; every
+    # rank's parameters alike, on as many ranks
     for f in $(cd "$ROOT/grader/reference" && find . -name memory.csv); do
         cmp "$ROOT/grader/reference/$f" "$BATS_TEST_TMPDIR/ref/$f"
     done
@@ -122,10 +326,15 @@ ref = os.path.join(sys.argv[1], "reference")
 for lab in os.listdir(ref):
     for case in os.listdir(os.path.join(ref, lab)):
         a = os.path.join(ref, lab, case)
-        for name, check in (("metrics.csv", compare.check_losses), ("comm.csv", compare.check_comm)):
+        for name, check in (("metrics.csv", compare.check_losses), ("comm.csv", compare.check_comm),
+                            ("params_checksum.csv", compare.check_consistency)):
             if os.path.exists(os.path.join(a, name)):
                 r = check(os.path.join(sys.argv[2], lab, case), a)
                 assert r is None, f"{lab}/{case}: {r}"
+        # the overlap counts are an order of calls: the same on any machine
+        if os.path.exists(os.path.join(a, "overlap.csv")):
+            assert open(os.path.join(a, "overlap.csv")).read() == \
+                open(os.path.join(sys.argv[2], lab, case, "overlap.csv")).read(), f"{lab}/{case}"
 print("ok")
 PY
     echo "$output"
