@@ -108,6 +108,7 @@ PY
 # of K, a bucket shifted by one float), and an overlap that never overlaps,
 # lose points in hidden mode too: every draw of their case reaches them.
 @test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets and late overlap" {
+    require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
                 02-bucket-shifted-one-float 02-overlap-starts-after-backward; do
@@ -158,6 +159,7 @@ all_zero() {
 }
 
 @test "grader: a cheat copying the solution's run or the references scores zero on every hidden case" {
+    require_solution 02 03
     make_cheat "$BATS_TEST_TMPDIR/src"
     make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
     for lab in 02 03; do
@@ -186,6 +188,7 @@ all_zero() {
 }
 
 @test "grader: isolation says what it does, and the partial level gives back the modes it took" {
+    require_solution 02
     [ "$(id -u)" -eq 0 ] || skip "isolation needs root"
     make_cheat "$BATS_TEST_TMPDIR/src"
     mode_before=$(stat -c %a "$ROOT" "$ROOT/solutions")
@@ -287,6 +290,8 @@ PY
     echo "$output"
     [ "$status" -eq 0 ]
     # and a real one: the trainer's own consistency check, on the planted bucket bug
+    require_instructor "grader/planted/ is not in a handout"
+    require_solution 02
     local src="$BATS_TEST_TMPDIR/src"
     mkdir -p "$src" && cp -r "$ROOT/solutions/02_ddp" "$src/"
     patch -s -d "$src/02_ddp" -p1 < "$ROOT/grader/planted/02-bucket-shifted-one-float.patch"
