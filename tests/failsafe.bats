@@ -24,6 +24,28 @@ wait_for_steps() {
     return 1
 }
 
+# fault_run OUT SIGNAL NTH PROGRAM ARGS...: PROGRAM on 3 ranks in the
+# background (log in OUT.log); after 3 steps, SIGNAL to the NTH rank. Sets
+# victim (its pid), status (the job's exit status) and took (seconds from
+# the signal to the end of the job), and prints the log.
+fault_run() {
+    local out=$1 sig=$2 nth=$3
+    shift 3
+    mpirun_t 120 3 "$@" --config tiny --steps 100000 --batch 12 --threads 1 --eval-every 0 \
+        --out "$out" > "$out.log" 2>&1 &
+    local job=$!
+    wait_for_steps "$out/metrics.csv" 3
+    victim=$(ranks_of "$out" | sed -n "${nth}p")
+    [ -n "$victim" ]
+    kill -"$sig" "$victim"
+    local start=$SECONDS
+    status=0
+    wait "$job" || status=$?
+    took=$((SECONDS - start))
+    cat "$out.log"
+    echo "status $status after $took s"
+}
+
 # ---- output paths ----
 
 @test "failsafe: --dump-params onto a device, a FIFO or a directory is refused before training and destroys nothing" {
@@ -154,20 +176,7 @@ wait_for_steps() {
     require_solution 02
     cd "$ROOT"
     local out="$BATS_TEST_TMPDIR/stop"
-    mpirun_t 120 3 "$BUILD/solutions/02_ddp/train_ddp" --config tiny --steps 100000 --batch 12 \
-        --threads 1 --eval-every 0 --comm-timeout 3 --out "$out" > "$out.log" 2>&1 &
-    local job=$!
-    wait_for_steps "$out/metrics.csv" 3
-    local victim
-    victim=$(ranks_of "$out" | sed -n 2p)
-    [ -n "$victim" ]
-    kill -STOP "$victim"
-    local start=$SECONDS
-    local status=0
-    wait "$job" || status=$?
-    local took=$((SECONDS - start))
-    cat "$out.log"
-    echo "status $status after $took s"
+    fault_run "$out" STOP 2 "$BUILD/solutions/02_ddp/train_ddp" --comm-timeout 3
     [ "$status" -eq 4 ]
     [ "$took" -le 10 ]
     [ "$(grep -c 'comm timeout' "$out.log")" -eq 1 ]
@@ -201,18 +210,9 @@ wait_for_steps() {
     require_solution 03
     cd "$ROOT"
     local out="$BATS_TEST_TMPDIR/kill"
-    mpirun_t 120 3 "$BUILD/solutions/03_zero/train_zero" --config tiny --steps 100000 --batch 12 \
-        --threads 1 --eval-every 0 --zero 3 --out "$out" > "$out.log" 2>&1 &
-    local job=$!
-    wait_for_steps "$out/metrics.csv" 3
-    local victim
-    victim=$(ranks_of "$out" | sed -n 3p)
-    kill -KILL "$victim"
-    local start=$SECONDS status=0
-    wait "$job" || status=$?
-    cat "$out.log"
+    fault_run "$out" KILL 3 "$BUILD/solutions/03_zero/train_zero" --zero 3
     [ "$status" -ne 0 ]
-    [ $((SECONDS - start)) -le 5 ]
+    [ "$took" -le 5 ]
     [ "$(grep -c 'died without a message' "$out.log")" -eq 1 ]
     grep -q "rank [0-9] (pid $victim) died without a message" "$out.log"
     [ -z "$(ranks_of "$out")" ]
