@@ -74,6 +74,7 @@ class Case:
     checks: list = field(default_factory=list)       # train
     outputs: dict = field(default_factory=dict)      # bench: file -> numeric columns
     hidden: Hidden = field(default_factory=Hidden)   # for --hidden
+    extension: bool = False   # a lab's graded extension: scored apart from the core
 
 
 @dataclass
@@ -134,7 +135,8 @@ def load_lab(path):
                         ranks=int(c.get("ranks", 1)), args=[str(a) for a in c.get("args", [])],
                         points=float(c["points"]), timeout=float(c.get("timeout", 120)),
                         checks=list(c.get("checks", [])), outputs=dict(c.get("outputs", {})),
-                        hidden=parse_hidden(c["name"], c.get("hidden", {})))
+                        hidden=parse_hidden(c["name"], c.get("hidden", {})),
+                        extension=bool(c.get("extension", False)))
             if case.kind not in KINDS:
                 raise ManifestError(f"case {case.name}: kind must be one of {', '.join(KINDS)}")
             if case.program not in doc["programs"]:
@@ -384,7 +386,8 @@ def score_case(student, case, draw, programs, report_dir, ref):
     res = student.run(case, draw, programs, report_dir)
     failure = res.failure(case.timeout)
     name = case.name + (" " + draw.label if draw.label else "")
-    result = reports.Result(name, 0.0, case.points, [], res.seconds, res.output)
+    result = reports.Result(name, 0.0, case.points, [], res.seconds, res.output,
+                            extension=case.extension)
     if failure:
         result.reasons.append(failure)
         return result
@@ -410,7 +413,8 @@ def score_case(student, case, draw, programs, report_dir, ref):
 
 
 def zeros(lab, reason):
-    return [reports.Result(c.name, 0.0, c.points, [reason], 0.0, "") for c in lab.cases]
+    return [reports.Result(c.name, 0.0, c.points, [reason], 0.0, "", extension=c.extension)
+            for c in lab.cases]
 
 
 def reference_outputs(lab, case):

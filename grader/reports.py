@@ -26,6 +26,11 @@ class Result:
     seconds: float
     output: str
     chart: str = None
+    extension: bool = False   # scored apart: the core's totals leave it out
+
+    @property
+    def label(self):
+        return ("extension: " if self.extension else "") + self.name
 
     @property
     def passed(self):
@@ -41,17 +46,29 @@ def table(results):
     for lab, rs in results.items():
         for r in rs:
             reason = "; ".join(r.reasons) if r.reasons else "ok"
-            rows.append((lab, r.name, f"{fmt_points(r.points)}/{fmt_points(r.max_points)}", reason))
+            rows.append((lab, r.label, f"{fmt_points(r.points)}/{fmt_points(r.max_points)}", reason))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3] for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths) + "  ------")
+    # the core's totals first (what a lab requires), the extensions' apart:
+    # an unfinished extension never lowers the core's score
     for lab, rs in results.items():
-        got, best = sum(r.points for r in rs), sum(r.max_points for r in rs)
+        got, best = totals(r for r in rs if not r.extension)
         lines.append(f"{lab}: {fmt_points(got)}/{fmt_points(best)}")
-    got = sum(r.points for rs in results.values() for r in rs)
-    best = sum(r.max_points for rs in results.values() for r in rs)
+        if any(r.extension for r in rs):
+            ext = totals(r for r in rs if r.extension)
+            lines.append(f"{lab} extension: {fmt_points(ext[0])}/{fmt_points(ext[1])}")
+    got, best = totals(r for rs in results.values() for r in rs if not r.extension)
     lines.append(f"total: {fmt_points(got)}/{fmt_points(best)}")
+    ext = totals(r for rs in results.values() for r in rs if r.extension)
+    if ext[1] > 0:
+        lines.append(f"extensions: {fmt_points(ext[0])}/{fmt_points(ext[1])}")
     return "\n".join(lines), got, best
+
+
+def totals(results):
+    rs = list(results)
+    return sum(r.points for r in rs), sum(r.max_points for r in rs)
 
 
 def output_dir_problem(path):
@@ -93,7 +110,7 @@ def junit(results, path):
                               failures=str(sum(not r.passed for r in rs)), errors="0", skipped="0",
                               time=f"{sum(r.seconds for r in rs):.3f}")
         for r in rs:
-            case = ET.SubElement(suite, "testcase", name=r.name, classname=f"grader.{lab}",
+            case = ET.SubElement(suite, "testcase", name=r.label, classname=f"grader.{lab}",
                                  time=f"{r.seconds:.3f}")
             ET.SubElement(case, "properties").append(
                 ET.Element("property", name="points", value=f"{fmt_points(r.points)}/{fmt_points(r.max_points)}"))
@@ -108,7 +125,7 @@ def gradescope(results, path, summary):
     tests = []
     for lab, rs in results.items():
         for r in rs:
-            tests.append({"name": f"{lab}: {r.name}", "score": r.points, "max_score": r.max_points,
+            tests.append({"name": f"{lab}: {r.label}", "score": r.points, "max_score": r.max_points,
                           "status": "passed" if r.passed else "failed",
                           "output": "; ".join(r.reasons) if r.reasons else "ok",
                           "visibility": "visible"})
