@@ -1,6 +1,7 @@
 /* memplan: the memory planner (common/memplan.h) on the command line.
  *   memplan --config small --ranks 4 --batch 16        every layout, per rank
  *   memplan --params 7e9 --ranks 64                    model states only
+ *   memplan --ranks 2 --overlap-rs                     ZeRO-2/3 as train_zero --overlap-rs
  * Predict before you measure: lab 03's README asks for these numbers first. */
 #include <getopt.h>
 #include <stdio.h>
@@ -18,6 +19,8 @@ static const char *const g_usage =
     "  --batch B         sequences per step, all ranks  (default: tiny 8, small 16, gpt2 8)\n"
     "  --grad-accum K    micro-batches per rank and step                 (default 1)\n"
     "  --seq T           tokens per sequence               (default: the config's ctx)\n"
+    "  --overlap-rs      ZeRO-2/3 with the reduce-scatter behind the backward pass\n"
+    "                    (train_zero --overlap-rs: one unit in flight beside the one computed)\n"
     "  --params PHI      only the model states of a PHI-parameter model (e.g. 7e9)\n"
     "  --csv             machine-readable: layout,category,states_bytes,peak_bytes\n"
     "  -h, --help        this text\n";
@@ -32,31 +35,36 @@ static void print_states_only(double phi, int ranks) {
 
 static const char *const g_layouts[] = {"replicated", "zero1", "zero2", "zero3", "zero3-noprefetch"};
 
-static void plan_of(int i, const GPTConfig *cfg, int ranks, int rows, int seq, MemPlan *plan) {
-    MemLayout l = {i < 4 ? i : 3, ranks, i == 3, rows, seq};
+static void plan_of(int i, const GPTConfig *cfg, int ranks, int rows, int seq, int overlap_rs,
+                    MemPlan *plan) {
+    int stage = i < 4 ? i : 3;
+    MemLayout l = {stage, ranks, i == 3, rows, seq, overlap_rs && stage >= 2};
     memplan_predict(cfg, &l, plan);
 }
 
-static void print_csv(const GPTConfig *cfg, int ranks, int rows, int seq) {
+static void print_csv(const GPTConfig *cfg, int ranks, int rows, int seq, int overlap_rs) {
     printf("layout,category,states_bytes,peak_bytes\n");
     for (int i = 0; i < 5; i++) {
         MemPlan plan;
-        plan_of(i, cfg, ranks, rows, seq, &plan);
+        plan_of(i, cfg, ranks, rows, seq, overlap_rs, &plan);
         for (int c = 0; c < MEM_NUM_CATEGORIES; c++)
             printf("%s,%s,%zu,%zu\n", g_layouts[i], mem_category_name((MemCategory)c),
                    plan.states[c], plan.peak[c]);
     }
 }
 
-static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int rows, int seq) {
-    printf("config %s, %zu parameters, %d rank%s, micro-batch %d x %d per rank; peak MiB per rank\n",
-           name, gpt_num_params(cfg), ranks, ranks == 1 ? "" : "s", rows, seq);
+static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int rows, int seq,
+                        int overlap_rs) {
+    printf("config %s, %zu parameters, %d rank%s, micro-batch %d x %d per rank%s; "
+           "peak MiB per rank\n",
+           name, gpt_num_params(cfg), ranks, ranks == 1 ? "" : "s", rows, seq,
+           overlap_rs ? ", ZeRO-2/3 reduce-scatter behind the backward pass" : "");
     printf("  %-16s", "layout");
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++) printf(" %11s", mem_category_name((MemCategory)c));
     printf(" %11s %9s\n", "total", "padding");
     for (int i = 0; i < 5; i++) {
         MemPlan plan;
-        plan_of(i, cfg, ranks, rows, seq, &plan);
+        plan_of(i, cfg, ranks, rows, seq, overlap_rs, &plan);
         size_t total = 0;
         printf("  %-16s", g_layouts[i]);
         for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
@@ -74,9 +82,9 @@ int main(int argc, char **argv) {
         {"batch", required_argument, 0, 'b'},  {"grad-accum", required_argument, 0, 'k'},
         {"seq", required_argument, 0, 't'},    {"params", required_argument, 0, 'p'},
         {"csv", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"overlap-rs", no_argument, 0, 'o'},   {0, 0, 0, 0}};
     char config[32] = "tiny";
-    int ranks = 1, batch = 0, accum = 1, seq = 0, csv = 0;
+    int ranks = 1, batch = 0, accum = 1, seq = 0, csv = 0, overlap_rs = 0;
     double phi = 0;
     opterr = 0;
     int c;
@@ -89,6 +97,7 @@ int main(int argc, char **argv) {
         case 't': seq = (int)cli_int("--seq", optarg, 1, 1 << 20); break;
         case 'p': phi = cli_double("--params", optarg, 1.0, 1e15); break;
         case 'v': csv = 1; break;
+        case 'o': overlap_rs = 1; break;
         case 'h': printf("%s", g_usage); return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
@@ -107,7 +116,7 @@ int main(int argc, char **argv) {
     if (batch % (ranks * accum) != 0)
         USER_ERROR("--batch %d must be a multiple of ranks x --grad-accum = %d x %d", batch, ranks,
                    accum);
-    if (csv) print_csv(&cfg, ranks, batch / (ranks * accum), seq);
-    else print_plans(config, &cfg, ranks, batch / (ranks * accum), seq);
+    if (csv) print_csv(&cfg, ranks, batch / (ranks * accum), seq, overlap_rs);
+    else print_plans(config, &cfg, ranks, batch / (ranks * accum), seq, overlap_rs);
     return 0;
 }

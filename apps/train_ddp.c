@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
     /* pure data parallelism: the dp group is the world (a copy, so that
      * comm.csv tells the gradients' traffic from the loss sums) */
     Comm *dp = comm_split(world, 0, world->rank, "dp");
-    MemLayout layout = {0, dp->size, 0, train_micro_batch_rows(&o, dp->size), o.seq};
+    MemLayout layout = {0, dp->size, 0, train_micro_batch_rows(&o, dp->size), o.seq, 0};
     preflight_run(&o, &layout, world);
     dopt.metrics = comm_split(world, 0, world->rank, "metrics");
     int ntensors = gpt_num_tensors(&o.model);

@@ -2,7 +2,8 @@
  * rank runs this; the loop is common/train.c's, the states the lab's
  * (zero.c). At the end rank 0 prints the memory planner's prediction
  * (memplan.h) next to what it measured.
- *   mpirun -np 4 train_zero --zero 3 --config tiny */
+ *   mpirun -np 4 train_zero --zero 3 --config tiny
+ *   mpirun -np 2 train_zero --zero 2 --overlap-rs     (the extension: zero_rs_* in zero.h) */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,12 +19,13 @@
 #include "zero.h"
 
 typedef struct {
-    int stage, prefetch;
+    int stage, prefetch, overlap_rs;
 } ZeroOptions;
 
 static const ExtraOption g_zero_options[] = {
     {"zero", 1, "--zero STAGE         1 | 2 | 3: shard moments / + gradients / + parameters (default 1)"},
     {"no-prefetch", 0, "--no-prefetch        ZeRO-3: gather each unit only when it is needed"},
+    {"overlap-rs", 0, "--overlap-rs         ZeRO-2/3: reduce-scatter behind the backward pass (the extension)"},
 };
 
 static void on_zero_option(void *ctx, int index, const char *arg) {
@@ -33,8 +35,10 @@ static void on_zero_option(void *ctx, int index, const char *arg) {
             USER_ERROR("--zero expects 1, 2 or 3, got '%s' (replicated states are lab 02's "
                        "train_ddp)", arg);
         z->stage = arg[0] - '0';
-    } else {
+    } else if (index == 1) {
         z->prefetch = 0;
+    } else {
+        z->overlap_rs = 1;
     }
 }
 
@@ -94,22 +98,26 @@ static void print_memory_check(const TrainOptions *o, const MemLayout *layout) {
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
-    ZeroOptions zo = {1, 1};
+    ZeroOptions zo = {1, 1, 0};
     TrainOptions o;
     train_options_parse_with(argc, argv, &o, "03_zero",
                              "GPT training with ZeRO: optimizer states, gradients and parameters "
                              "sharded over the data-parallel ranks (lab 03).",
-                             g_zero_options, 2, on_zero_option, &zo);
+                             g_zero_options, 3, on_zero_option, &zo);
+    if (zo.overlap_rs && zo.stage < 2)
+        USER_ERROR("--overlap-rs needs --zero 2 or 3 (ZeRO-%d reduce-scatters after the backward "
+                   "pass, with nothing left to overlap)", zo.stage);
     if (!zo.prefetch && zo.stage != 3 && world->rank == 0)
         printf("train_zero: --no-prefetch has no effect below ZeRO-3\n");
 
     Comm *dp = comm_split(world, 0, world->rank, "dp");
     MemLayout layout = {zo.stage, dp->size, zo.prefetch, train_micro_batch_rows(&o, dp->size),
-                        o.seq};
+                        o.seq, zo.overlap_rs};
     preflight_run(&o, &layout, world);
     Comm *metrics = comm_split(world, 0, world->rank, "metrics");
     Zero z;
     zero_init(&z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &o.model, o.seed);
+    z.overlap_rs = zo.overlap_rs;
     ModelHooks hooks = {.ctx = &z};
     if (zo.stage >= 2) {
         hooks.grads_begin = grads_begin;
@@ -123,11 +131,12 @@ int main(int argc, char **argv) {
                           update, gather_params, local_params};
     size_t phi = gpt_num_params(&o.model);
     if (world->rank == 0)
-        printf("train_zero: ZeRO-%d%s over %d rank%s, %d units, %zu parameters padded to %zu "
+        printf("train_zero: ZeRO-%d%s%s over %d rank%s, %d units, %zu parameters padded to %zu "
                "(%zu padding), %zu per rank\n",
                zo.stage, zo.stage == 3 ? (z.prefetch ? " with prefetch" : " without prefetch") : "",
-               dp->size, dp->size == 1 ? "" : "s", z.nunits, phi, z.padded_total,
-               z.padded_total - phi, z.shard_total);
+               z.overlap_rs ? " (reduce-scatter behind the backward pass)" : "", dp->size,
+               dp->size == 1 ? "" : "s", z.nunits, phi, z.padded_total, z.padded_total - phi,
+               z.shard_total);
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .states = &states};
     train_run_parallel(&o, &par);
     if (world->rank == 0) print_memory_check(&o, &layout);

@@ -7,6 +7,8 @@
 void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     CHECK(l->zero_stage >= 0 && l->zero_stage <= 3 && l->ranks >= 1, "bad layout: stage %d, %d ranks",
           l->zero_stage, l->ranks);
+    CHECK(!l->overlap_rs || l->zero_stage >= 2, "bad layout: overlap_rs needs ZeRO-2 or 3, not %d",
+          l->zero_stage);
     memset(plan, 0, sizeof *plan);
     const size_t F = sizeof(float), phi = gpt_num_params(cfg);
     const int N = l->ranks, U = gpt_num_units(cfg);
@@ -41,7 +43,9 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
         size_t pair = padded[u] + (u + 1 < U ? padded[u + 1] : 0);
         if (pair > two_units) two_units = pair;
     }
-    if (l->zero_stage >= 2) pk[MEM_GRADS] += F * (padded[GPT_UNIT_EMBED] + one_unit);
+    /* overlapped: the unit in flight beside the one computed (memplan.h) */
+    if (l->zero_stage >= 2)
+        pk[MEM_GRADS] += F * (padded[GPT_UNIT_EMBED] + (l->overlap_rs ? two_units : one_unit));
     if (l->zero_stage == 3)
         pk[MEM_PARAMS] += F * (padded[GPT_UNIT_EMBED] + (l->prefetch ? two_units : one_unit));
     if (l->zero_stage >= 1) pk[MEM_COMM] = F * max_shard;

@@ -24,6 +24,27 @@
  *   ZeRO-1/2/3: the in-place reduce-scatter's scratch (comm.h), one unit's
  *     shard: 4 max_u S_u bytes of MEM_COMM;
  *   activations and backward scratch: model.h's formulas for B x T.
+ *
+ * ZeRO-2/3 with the reduce-scatter behind the backward pass (overlap_rs,
+ * lab 03's extension; one reduce-scatter in flight, in place): a unit's
+ * working buffer lives until its sum has arrived. ready(u) completes the
+ * transfer in flight (the unit before u in the backward order), frees its
+ * buffer and starts u's. Alive after each hook of one backward pass
+ * (model.h's order; unit L+1 is lnf, L..1 the blocks, 0 the embeddings):
+ *   begin(0)                        P_0   (unit 0 still in flight from the
+ *                                          previous micro-batch completes first)
+ *   begin(L+1)                      P_0 + P_(L+1)
+ *   ready(L+1): start L+1           P_0 + P_(L+1)
+ *   begin(u), u = L..1              P_0 + P_(u+1) + P_u
+ *   ready(u): finish u+1, start u   P_0 + P_u
+ *   ready(0): finish 1, start 0     P_0   (zero_finish_grads, or the next
+ *                                          micro-batch's begin(0), waits for it)
+ * so the peak is at a begin(u): the embeddings, the unit in flight and the
+ * unit being computed,
+ *   grads peak = 4 (sum_u S_u + P_0 + max_{1 <= u <= L} (P_u + P_(u+1))) bytes,
+ * the same pairs of consecutive units as ZeRO-3's prefetch (for tiny: two
+ * blocks). MEM_COMM does not change: one in-place reduce-scatter at a time
+ * uses comm.h's scratch, as the blocking version does.
  */
 #ifndef MEMPLAN_H
 #define MEMPLAN_H
@@ -46,6 +67,7 @@ typedef struct {
     int ranks;       /* N, the data-parallel group */
     int prefetch;    /* ZeRO-3: the next unit is gathered while one computes */
     int rows, seq;   /* one micro-batch on one rank: rows sequences of seq tokens */
+    int overlap_rs;  /* ZeRO-2/3: the reduce-scatter behind the backward pass (above) */
 } MemLayout;
 
 typedef struct {

@@ -25,6 +25,7 @@
 #define comm_allreduce(...) ((void)0)
 #define comm_iallreduce(...) ((void)0)
 #define comm_reduce_scatter(...) ((void)0)
+#define comm_ireduce_scatter(...) ((void)0)
 #define comm_allgather(...) ((void)0)
 #define comm_iallgather(...) ((void)0)
 

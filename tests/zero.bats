@@ -216,3 +216,110 @@ dp_bytes() { awk -F, -v r="$2" -v op="$3" '$1 == r && $2 == "dp" && $3 == op { p
         assert_user_error
     done
 }
+
+# ---- the extension: --overlap-rs (ZeRO-2/3's reduce-scatter behind the backward pass)
+
+# same_bits A B: runs A and B computed the same thing, bit for bit: losses,
+# gradient norms, every parameter (--dump-params), every rank's checksum, and
+# comm.csv call for call (all but its seconds)
+same_bits() {
+    cmp "$1/params.bin" "$2/params.bin" &&
+        cmp "$1/params_checksum.csv" "$2/params_checksum.csv" &&
+        diff <(cut -d, -f1-5 "$1/metrics.csv") <(cut -d, -f1-5 "$2/metrics.csv") &&
+        diff <(cut -d, -f1-5 "$1/comm.csv") <(cut -d, -f1-5 "$2/comm.csv")
+}
+
+@test "zero --overlap-rs: ZeRO-2 and 3 on 2 and 3 ranks equal the blocking runs bit for bit (losses, parameters, comm.csv)" {
+    require_solution 03
+    local stage np flags out
+    for stage in 2 3; do
+        for np in 2 3; do
+            # 3 ranks pad every unit; 2 micro-batches carry the embeddings'
+            # transfer into the next micro-batch's backward pass
+            flags=(--zero "$stage")
+            [ "$np" -eq 3 ] && flags+=(--batch 12 --grad-accum 2)
+            out="$BATS_TEST_TMPDIR/z$stage-$np"
+            run zero_run "$out-blocking" "$np" "${flags[@]}"
+            [ "$status" -eq 0 ]
+            run zero_run "$out-overlapped" "$np" "${flags[@]}" --overlap-rs
+            echo "ZeRO-$stage np=$np: $output"
+            [ "$status" -eq 0 ]
+            [[ "$output" == *"(reduce-scatter behind the backward pass) over $np ranks"* ]]
+            [[ "$output" != *DIFFERENT* ]]
+            run same_bits "$out-blocking" "$out-overlapped"
+            echo "$output"
+            [ "$status" -eq 0 ]
+            # as many reduce-scatters start while the backward pass runs (the
+            # blocks' and the final layernorm's, before the step's last
+            # backward phase) as in the blocking run, which starts each one
+            # as soon as its unit is ready
+            run python3 - "$out-blocking" "$out-overlapped" <<'PY'
+import sys
+sys.path.insert(0, "grader"); sys.dont_write_bytecode = True
+import compare
+want, got = (compare.overlap_counts(compare.as_outputs(d)) for d in sys.argv[1:])
+assert got == want and all(early > 0 for early, _ in got.values()), (got, want)
+print("gradient collectives started during the backward pass, per rank:", got)
+PY
+            echo "$output"
+            [ "$status" -eq 0 ]
+        done
+    done
+}
+
+@test "zero --overlap-rs: memory.csv equals memplan --overlap-rs (1 to 4 ranks): one unit in flight beside the one computed" {
+    require_solution 03
+    local np batch layout out
+    for np in 1 2 3 4; do
+        batch=$((np == 3 ? 12 : 8))
+        for layout in zero2 zero3; do
+            out="$BATS_TEST_TMPDIR/$layout-$np"
+            run mpirun_t 180 "$np" "$ZERO" "${COMMON[@]}" --steps 2 --batch "$batch" \
+                --zero "${layout:4:1}" --overlap-rs --out "$out"
+            [ "$status" -eq 0 ]
+            [[ "$output" != *DIFFERENT* ]]
+            run peaks_match "$out" "$np" "$layout" --batch "$batch" --overlap-rs
+            echo "$output"
+            [ "$status" -eq 0 ]
+        done
+    done
+    # on 2 ranks: the shard, the embeddings and two blocks (one in flight,
+    # one computed), against one block in the blocking schedule
+    peak=$(awk -F, '$1 == 0 && $2 == "grads" { print $4 }' "$BATS_TEST_TMPDIR/zero2-2/memory.csv")
+    [ "$peak" -eq $((4 * (PHI / 2 + 20480 + 2 * 49984))) ]
+    "$BUILD/bin/memplan" --config tiny --ranks 2 --csv > "$BATS_TEST_TMPDIR/blocking.csv"
+    [ "$(awk -F, '$1 == "zero2" && $2 == "grads" { print $4 }' "$BATS_TEST_TMPDIR/blocking.csv")" \
+        -eq $((4 * (PHI / 2 + 20480 + 49984))) ]
+    # the flag changes ZeRO-2/3's gradients only
+    "$BUILD/bin/memplan" --config tiny --ranks 2 --overlap-rs --csv > "$BATS_TEST_TMPDIR/overlap.csv"
+    [ "$(diff "$BATS_TEST_TMPDIR/blocking.csv" "$BATS_TEST_TMPDIR/overlap.csv" | grep -c '^>')" -eq 3 ]
+    [ "$(diff "$BATS_TEST_TMPDIR/blocking.csv" "$BATS_TEST_TMPDIR/overlap.csv" | grep '^>' | grep -vc ',grads,')" -eq 0 ]
+}
+
+@test "zero --overlap-rs: below ZeRO-2, and in lab 02's trainer, it is one clear error" {
+    require_solution 02 03
+    local bad
+    for bad in "--zero 1 --overlap-rs" "--overlap-rs"; do
+        # shellcheck disable=SC2086  # bad is a list of flags
+        run mpirun_t 60 2 "$ZERO" --config tiny --steps 2 $bad --out "$BATS_TEST_TMPDIR/bad"
+        echo "$bad: $output"
+        assert_user_error
+        [[ "$output" == *"--overlap-rs needs --zero 2 or 3"* ]]
+    done
+    run mpirun_t 60 2 "$BUILD/solutions/02_ddp/train_ddp" --config tiny --steps 2 --overlap-rs \
+        --out "$BATS_TEST_TMPDIR/bad"
+    echo "$output"
+    assert_user_error
+    [[ "$output" == *"'--overlap-rs'"* ]]
+}
+
+@test "zero --overlap-rs: the untouched skeleton stops cleanly at the extension's first TODO" {
+    require_solution 00  # the skeleton runs on lab 00's solution
+    require_untouched 03
+    run mpirun_t 120 2 "$BUILD/labs/03_zero/train_zero" --zero 2 --overlap-rs "${COMMON[@]}" --steps 2 \
+        --out "$BATS_TEST_TMPDIR/sk"
+    echo "$output"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: zero_rs_"* ]]
+    [ "$(grep -c 'not implemented' <<< "$output")" -eq 1 ]
+}

@@ -37,7 +37,10 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
     z->grad_work = calloc((size_t)z->nunits, sizeof *z->grad_work);
     z->gathered = calloc((size_t)z->nunits, sizeof *z->gathered);
     z->gathering = calloc((size_t)z->nunits, sizeof *z->gathering);
-    CHECK(z->units && z->grad_work && z->gathered && z->gathering, "out of memory");
+    z->reducing = calloc((size_t)z->nunits, sizeof *z->reducing);
+    z->reduced = calloc((size_t)z->nunits, sizeof *z->reduced);
+    CHECK(z->units && z->grad_work && z->gathered && z->gathering && z->reducing && z->reduced,
+          "out of memory");
     const int N = dp->size, r = dp->rank;
     for (int u = 0; u < z->nunits; u++) {
         ZeroUnit *x = &z->units[u];
@@ -83,7 +86,8 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
 
 void zero_free(Zero *z) {
     for (int u = 0; u < z->nunits; u++) {
-        CHECK(!z->grad_work[u] && !z->gathered[u] && !z->gathering[u].active,
+        CHECK(!z->grad_work[u] && !z->gathered[u] && !z->gathering[u].active && !z->reduced[u] &&
+                  !z->reducing[u].active,
               "unit %d still holds a working buffer at the end", u);
     }
     mem_free(z->params_full);
@@ -98,6 +102,8 @@ void zero_free(Zero *z) {
     free(z->grad_work);
     free(z->gathered);
     free(z->gathering);
+    free(z->reducing);
+    free(z->reduced);
 }
 
 /* ---- gradients ------------------------------------------------------------ */
@@ -108,16 +114,42 @@ void zero_reduce_scatter_grads(Zero *z, int u, float *unit_grads) {
 }
 
 void zero_grads_begin(Zero *z, int u) {
+    if (z->overlap_rs) zero_rs_progress(z, u);  /* the extension */
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }
 
 void zero_grads_ready(Zero *z, int u) {
+    if (z->overlap_rs) {  /* the extension: start it, complete it later */
+        zero_rs_start(z, u);
+        return;
+    }
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }
 
 double zero_finish_grads(Zero *z, int micro_batches) {
+    if (z->overlap_rs) zero_rs_finish(z);  /* the extension: what is still in flight */
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+/* ---- the extension: the reduce-scatter behind the backward pass ---------- *
+ * (--overlap-rs; zero.h says when the hooks call these.) One in-place
+ * reduce-scatter in flight per group, or several out of place into buffers
+ * of your own: say here which, and why. */
+
+void zero_rs_start(Zero *z, int u) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void zero_rs_progress(Zero *z, int u) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void zero_rs_finish(Zero *z) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }

@@ -66,6 +66,16 @@ typedef struct {
      * in flight has its request active */
     float **gathered;
     CommRequest *gathering;
+
+    /* The extension (--overlap-rs, ZeRO-2/3): zero_grads_ready starts a
+     * unit's reduce-scatter instead of waiting for it. Per unit: the
+     * reduce-scatter in flight, and the buffer its sum arrives in (the
+     * working buffer itself when in place, your own receive buffer when
+     * not), NULL once that sum has been added into grads_shard and the
+     * buffers freed. Set by the trainer after zero_init. */
+    int overlap_rs;
+    CommRequest *reducing;
+    float **reduced;
 } Zero;
 
 /* Lay out and allocate the states, initialize this rank's parameters (the
@@ -88,6 +98,25 @@ void zero_reduce_scatter_grads(Zero *z, int u, float *unit_grads);
  * working buffer). */
 void zero_grads_begin(Zero *z, int u);
 void zero_grads_ready(Zero *z, int u);
+
+/* ---- the extension: the reduce-scatter behind the backward pass ----
+ * With z->overlap_rs set, the hooks above call these (ZeRO-2/3):
+ *   zero_grads_ready(u)  -> zero_rs_start(u): unit u's gradient is final;
+ *                           start its reduce-scatter (comm_ireduce_scatter)
+ *                           and return; its buffer lives until the sum has
+ *                           arrived;
+ *   zero_grads_begin(u)  -> zero_rs_progress(u) first: keep what is in
+ *                           flight moving (comm_test: MPI progresses only
+ *                           inside MPI calls); a reduce-scatter of unit u
+ *                           itself (the previous micro-batch's) must be
+ *                           complete before u gets a new working buffer;
+ *   zero_finish_grads    -> zero_rs_finish first: wait for everything in
+ *                           flight, add each arrived slice into grads_shard
+ *                           and free its buffers.
+ * Losses, parameters and comm.csv must equal the blocking version's. */
+void zero_rs_start(Zero *z, int u);
+void zero_rs_progress(Zero *z, int u);
+void zero_rs_finish(Zero *z);
 
 /* After the last micro-batch: ZeRO-1 reduce-scatters every unit now. Then
  * the owned gradient is divided by N (mean over ranks) and by K

@@ -37,7 +37,10 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
     z->grad_work = calloc((size_t)z->nunits, sizeof *z->grad_work);
     z->gathered = calloc((size_t)z->nunits, sizeof *z->gathered);
     z->gathering = calloc((size_t)z->nunits, sizeof *z->gathering);
-    CHECK(z->units && z->grad_work && z->gathered && z->gathering, "out of memory");
+    z->reducing = calloc((size_t)z->nunits, sizeof *z->reducing);
+    z->reduced = calloc((size_t)z->nunits, sizeof *z->reduced);
+    CHECK(z->units && z->grad_work && z->gathered && z->gathering && z->reducing && z->reduced,
+          "out of memory");
     const int N = dp->size, r = dp->rank;
     for (int u = 0; u < z->nunits; u++) {
         ZeroUnit *x = &z->units[u];
@@ -83,7 +86,8 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
 
 void zero_free(Zero *z) {
     for (int u = 0; u < z->nunits; u++) {
-        CHECK(!z->grad_work[u] && !z->gathered[u] && !z->gathering[u].active,
+        CHECK(!z->grad_work[u] && !z->gathered[u] && !z->gathering[u].active && !z->reduced[u] &&
+                  !z->reducing[u].active,
               "unit %d still holds a working buffer at the end", u);
     }
     mem_free(z->params_full);
@@ -98,6 +102,8 @@ void zero_free(Zero *z) {
     free(z->grad_work);
     free(z->gathered);
     free(z->gathering);
+    free(z->reducing);
+    free(z->reduced);
 }
 
 /* ---- gradients ------------------------------------------------------------ */
@@ -114,6 +120,7 @@ void zero_reduce_scatter_grads(Zero *z, int u, float *unit_grads) {
 }
 
 void zero_grads_begin(Zero *z, int u) {
+    if (z->overlap_rs) zero_rs_progress(z, u);  /* the extension */
     /* BEGIN SOLUTION */
     const ZeroUnit *x = &z->units[u];
     /* zeroed (mem_alloc), padded to N S_u so the reduce-scatter splits evenly */
@@ -123,6 +130,10 @@ void zero_grads_begin(Zero *z, int u) {
 }
 
 void zero_grads_ready(Zero *z, int u) {
+    if (z->overlap_rs) {  /* the extension: start it, complete it later */
+        zero_rs_start(z, u);
+        return;
+    }
     /* BEGIN SOLUTION */
     zero_reduce_scatter_grads(z, u, z->grad_work[u]);
     mem_free(z->grad_work[u]);
@@ -131,6 +142,7 @@ void zero_grads_ready(Zero *z, int u) {
 }
 
 double zero_finish_grads(Zero *z, int micro_batches) {
+    if (z->overlap_rs) zero_rs_finish(z);  /* the extension: what is still in flight */
     /* BEGIN SOLUTION */
     if (z->stage == 1)
         for (int u = 0; u < z->nunits; u++)
@@ -146,6 +158,71 @@ double zero_finish_grads(Zero *z, int micro_batches) {
     /* each rank has the squares of its shard only */
     comm_allreduce(z->metrics, &sumsq, &sumsq, 1, COMM_DOUBLE, COMM_SUM);
     return sumsq;
+    /* END SOLUTION */
+}
+
+/* ---- the extension: the reduce-scatter behind the backward pass ---------- *
+ * (--overlap-rs; zero.h says when the hooks call these.) One in-place
+ * reduce-scatter in flight per group, or several out of place into buffers
+ * of your own: say here which, and why. */
+
+void zero_rs_start(Zero *z, int u) {
+    /* BEGIN SOLUTION */
+    /* One reduce-scatter in flight, in place, rather than several out of
+     * place: this first completes the previous unit's, then starts u's.
+     *   - Memory. A working buffer now lives until its sum has arrived, so
+     *     at worst the embeddings', the unit in flight and the unit being
+     *     computed are alive: P_0 + P_(u+1) + P_u (memplan.h). Out of
+     *     place, each transfer also needs an S_u receive buffer (MEM_COMM),
+     *     and letting k fly keeps k + 1 whole unit gradients alive: ZeRO-2
+     *     exists to keep the gradient small, and every unit in flight gives
+     *     back part of that.
+     *   - Time. The wait for unit u+1 comes after unit u's whole backward
+     *     computation: a transfer shorter than one unit's compute is hidden
+     *     entirely, and a longer one is not helped by a second in flight on
+     *     the same link (it stays busy either way). Without a progress
+     *     thread (Open MPI here) a transfer moves only inside MPI calls,
+     *     at the hooks, whatever the depth.
+     *   - Determinism. Where each buffer is freed depends only on the order
+     *     of the hooks, never on when a comm_test happens to succeed, so
+     *     memory.csv is the same on every run (the grader compares it
+     *     exactly).
+     * comm.h's one scratch buffer per group serves it, as it serves the
+     * blocking version: the comm category does not grow. */
+    zero_rs_finish(z);  /* the previous unit's: it travelled during u's backward */
+    const ZeroUnit *x = &z->units[u];
+    float *unit = z->grad_work[u];
+    z->grad_work[u] = NULL;  /* the transfer owns it now */
+    z->reduced[u] = unit;
+    comm_ireduce_scatter(z->dp, unit, unit + (size_t)z->dp->rank * x->shard,
+                         (size_t)z->dp->size * x->shard, COMM_FLOAT, COMM_SUM, &z->reducing[u]);
+    /* END SOLUTION */
+}
+
+void zero_rs_progress(Zero *z, int u) {
+    /* BEGIN SOLUTION */
+    /* the previous micro-batch's last unit (the embeddings) may still be in
+     * flight: its buffer must be gone before u gets a new one, and its sum
+     * added before this micro-batch's */
+    if (z->reduced[u]) zero_rs_finish(z);
+    for (int v = 0; v < z->nunits; v++)
+        if (z->reducing[v].active) comm_test(&z->reducing[v]);
+    /* END SOLUTION */
+}
+
+void zero_rs_finish(Zero *z) {
+    /* BEGIN SOLUTION */
+    /* a comm_test may have completed the transfer already; the sum is added
+     * and the buffer freed here, at a point fixed by the hook order */
+    for (int v = 0; v < z->nunits; v++) {
+        if (!z->reduced[v]) continue;
+        const ZeroUnit *x = &z->units[v];
+        comm_wait(&z->reducing[v]);
+        const float *mine = z->reduced[v] + (size_t)z->dp->rank * x->shard;
+        add_inplace(z->grads_shard + x->shard_offset, mine, x->shard);
+        mem_free(z->reduced[v]);
+        z->reduced[v] = NULL;
+    }
     /* END SOLUTION */
 }
 
