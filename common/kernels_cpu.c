@@ -9,9 +9,20 @@
 
 #include "math_shared.h"
 
+static unsigned long long g_sgemm_madds;
+
+unsigned long long sgemm_madds_cpu(void) {
+    unsigned long long n;
+#pragma omp atomic read
+    n = g_sgemm_madds;
+    return n;
+}
+
 void sgemm_rowmajor_cpu(int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *Bm, int ldb, float beta,
                     float *Cm, int ldc) {
+#pragma omp atomic
+    g_sgemm_madds += (unsigned long long)M * N * K;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, Bm, ldb,
                 beta, Cm, ldc);

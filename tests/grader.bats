@@ -74,7 +74,7 @@ PY
         patch -s -d "$src/$labdir" -p1 < "$patch"
         run t 300 $GRADE --lab "$lab" --src "$src" --case "$case_name" --timeout-scale 0.25 \
             --out "$BATS_TEST_TMPDIR/out-$(basename "$patch" .patch)"
-        line=$(printf '%s\n' "$output" | grep -E "^$labdir +$case_name +[0-9]")
+        line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name +[0-9]")
         echo "$(basename "$patch"): $line"
         [ "$status" -eq 0 ]
         [[ "$line" != *" ok" ]]
