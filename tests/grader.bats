@@ -74,7 +74,8 @@ PY
         patch -s -d "$src/$labdir" -p1 < "$patch"
         run t 300 $GRADE --lab "$lab" --src "$src" --case "$case_name" --timeout-scale 0.25 \
             --out "$BATS_TEST_TMPDIR/out-$(basename "$patch" .patch)"
-        line=$(printf '%s\n' "$output" | grep -E "^$labdir +$case_name +[0-9]")
+        # an extension's case is named "extension: CASE" in the table
+        line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name +[0-9]")
         echo "$(basename "$patch"): $line"
         [ "$status" -eq 0 ]
         [[ "$line" != *" ok" ]]
@@ -105,13 +106,15 @@ PY
 }
 
 # The bugs a fixed case on 2 ranks missed (a padded last shard, N instead
-# of K, a bucket shifted by one float), and an overlap that never overlaps,
-# lose points in hidden mode too: every draw of their case reaches them.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets and late overlap" {
+# of K, a bucket shifted by one float), an overlap that never overlaps, and
+# the extension's first bucket closing at the others' size, lose points in
+# hidden mode too: every draw of their case reaches them.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap and a first bucket like the others" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
-                02-bucket-shifted-one-float 02-overlap-starts-after-backward; do
+                02-bucket-shifted-one-float 02-overlap-starts-after-backward \
+                02-first-bucket-at-bucket-size; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
         labdir=$(basename "$ROOT"/solutions/"$lab"_*)
@@ -122,7 +125,7 @@ PY
         for seed in 7; do
             run t 300 $GRADE --lab "$lab" --hidden --hidden-seed $seed --src "$src" --case "$case_name" \
                 --out "$BATS_TEST_TMPDIR/out-$name-$seed"
-            line=$(printf '%s\n' "$output" | grep -E "^$labdir +$case_name \[")
+            line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name \[")
             echo "$name, seed $seed: $line"
             [ "$status" -eq 0 ]
             [[ "$line" != *" ok" ]]
