@@ -61,7 +61,8 @@ int ddp_build_buckets(const TensorInfo *tensors, int ntensors, size_t bucket_byt
  * closes as soon as it holds >= first_bytes, every later one at
  * >= bucket_bytes. With first_bytes == bucket_bytes it returns exactly what
  * ddp_build_buckets returns. Writes at most ntensors buckets to out and
- * returns how many. */
+ * returns how many. train_ddp calls it, in place of ddp_build_buckets, when
+ * given --first-bucket-mb. */
 int ddp_build_buckets_first(const TensorInfo *tensors, int ntensors, size_t first_bytes,
                             size_t bucket_bytes, Bucket *out);
 
