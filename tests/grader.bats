@@ -9,6 +9,10 @@ GRADE="python3 $ROOT/grader/grade.py"
 # total_of FILE: "got/best" from the report's last line
 total_of() { sed -n 's/^total: //p' "$1"; }
 
+# case_rows FILE: the report's rows of cases, points then a reason (not the
+# totals under them: "02_ddp: 12/12", "02_ddp extension: 3/3")
+case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
+
 @test "grader: the solutions score full marks on every case, against the committed references" {
     require_solution 00 01 02 03
     run t 900 $GRADE --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
@@ -26,9 +30,9 @@ total_of() { sed -n 's/^total: //p' "$1"; }
     echo "$output"
     [ "$status" -eq 0 ]
     [ "$(total_of "$BATS_TEST_TMPDIR/g/report.txt" | cut -d/ -f1)" = 0 ]
-    cases=$(grep -cE '^[0-9]{2}_[a-z0-9_]+ ' "$BATS_TEST_TMPDIR/g/report.txt")
+    cases=$(case_rows "$BATS_TEST_TMPDIR/g/report.txt" | wc -l)
     [ "$cases" -gt 0 ]
-    [ "$(grep -cE '^[0-9]{2}_.* 0/[0-9.]+ +not implemented: ' "$BATS_TEST_TMPDIR/g/report.txt")" -eq "$cases" ]
+    [ "$(case_rows "$BATS_TEST_TMPDIR/g/report.txt" | grep -cE ' 0/[0-9.]+ +not implemented: ')" -eq "$cases" ]
 }
 
 @test "grader: JUnit XML and results.json are valid and their totals match the table" {
@@ -74,6 +78,7 @@ PY
         patch -s -d "$src/$labdir" -p1 < "$patch"
         run t 300 $GRADE --lab "$lab" --src "$src" --case "$case_name" --timeout-scale 0.25 \
             --out "$BATS_TEST_TMPDIR/out-$(basename "$patch" .patch)"
+        # an extension's case is named "extension: CASE" in the table
         line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name +[0-9]")
         echo "$(basename "$patch"): $line"
         [ "$status" -eq 0 ]
@@ -105,13 +110,15 @@ PY
 }
 
 # The bugs a fixed case on 2 ranks missed (a padded last shard, N instead
-# of K, a bucket shifted by one float), and an overlap that never overlaps,
-# lose points in hidden mode too: every draw of their case reaches them.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets and late overlap" {
+# of K, a bucket shifted by one float), an overlap that never overlaps, and
+# the extension's first bucket closing at the others' size, lose points in
+# hidden mode too: every draw of their case reaches them.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap and a first bucket like the others" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
-                02-bucket-shifted-one-float 02-overlap-starts-after-backward; do
+                02-bucket-shifted-one-float 02-overlap-starts-after-backward \
+                02-first-bucket-at-bucket-size; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
         labdir=$(basename "$ROOT"/solutions/"$lab"_*)
@@ -122,7 +129,7 @@ PY
         for seed in 7; do
             run t 300 $GRADE --lab "$lab" --hidden --hidden-seed $seed --src "$src" --case "$case_name" \
                 --out "$BATS_TEST_TMPDIR/out-$name-$seed"
-            line=$(printf '%s\n' "$output" | grep -E "^$labdir +$case_name \[")
+            line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name \[")
             echo "$name, seed $seed: $line"
             [ "$status" -eq 0 ]
             [[ "$line" != *" ok" ]]
@@ -152,9 +159,9 @@ make_cheat() {
 # every case line of report $1 scores 0
 all_zero() {
     local cases
-    cases=$(grep -cE '^0[23]_[a-z]+ ' "$1")
+    cases=$(case_rows "$1" | grep -cE '^0[23]_')
     [ "$cases" -gt 0 ]
-    [ "$(grep -cE '^0[23]_[a-z]+ .* 0/3 ' "$1")" -eq "$cases" ]
+    [ "$(case_rows "$1" | grep -cE '^0[23]_[a-z]+ .* 0/3 ')" -eq "$cases" ]
     [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 
