@@ -397,6 +397,14 @@ static int check_model(void) {
 
 /* ---- timing (lab 00's extension) ------------------------------------------ */
 
+/* What --require-skip accepts of a backward's GEMM multiply-adds, as a
+ * fraction of the 4 full T x T GEMMs': blocks of b rows against the keys on
+ * or below the diagonal do (1 + b/T)/2 (0.53 at T = 512, b = 32; 0.625 with
+ * b = 128); the diagonal blocks done by hand leave (1 - b/T)/2. Below 0.4
+ * the products no longer go through the kit's GEMM, where they are counted. */
+#define SKIP_MIN 0.40
+#define SKIP_MAX 0.65
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -438,12 +446,16 @@ static double median_ms(int what, float **b, int B, int T, int C, int NH, int re
 
 /* --time attention: the forward pass (the kit's, full T x T products), the
  * backward pass (the student's) and the reference GEMMs at one shape, median
- * of reps calls each. */
-static void time_attention(int B, int T, int C, int NH, int reps) {
+ * of reps calls each, and the multiply-adds one backward call asks of
+ * sgemm_rowmajor_cpu. Returns those as a fraction of the 4 full GEMMs'. */
+static double time_attention(int B, int T, int C, int NH, int reps) {
     size_t BTC = (size_t)B * T * C, ATT = (size_t)B * NH * T * T;
     float *b[6] = {randn(BTC, 0), zeros(BTC), randn(3 * BTC, 2), zeros(ATT), zeros(3 * BTC),
                    zeros(ATT)};
     attention_forward(b[1], b[3], b[2], B, T, C, NH);  /* P for the backward pass */
+    unsigned long long madds0 = sgemm_madds_cpu();
+    attention_backward(b[4], b[5], b[0], b[2], b[3], B, T, C, NH);
+    double madds = (double)(sgemm_madds_cpu() - madds0);
     double fwd = median_ms(0, b, B, T, C, NH, reps), bwd = median_ms(1, b, B, T, C, NH, reps);
     double ref = median_ms(2, b, B, T, C, NH, reps);
     /* a full T x T GEMM with an hs-long inner dimension: 2 T^2 hs FLOPs per head */
@@ -457,7 +469,12 @@ static void time_attention(int B, int T, int C, int NH, int reps) {
            ref, 4 * gemm / 1e6, 4 * gemm / 1e6 / ref);
     printf("  backward        %9.3f ms  (yours)\n", bwd);
     printf("  backward / 4 full GEMMs %.2f\n", bwd / ref);
+    /* a full GEMM does gemm / 2 multiply-adds */
+    double fraction = madds / (2.0 * gemm);
+    printf("  backward's GEMM multiply-adds %.1f M = %.3f of the 4 full GEMMs'\n", madds / 1e6,
+           fraction);
     for (int i = 0; i < 6; i++) mem_free(b[i]);
+    return fraction;
 }
 
 typedef struct { const char *name; int (*run)(void); } LayerCheck;
@@ -477,9 +494,10 @@ int main(int argc, char **argv) {
                                          {"time", required_argument, 0, 't'},
                                          {"shape", required_argument, 0, 'S'},
                                          {"reps", required_argument, 0, 'r'},
+                                         {"require-skip", no_argument, 0, 'k'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *layer = "all", *time_what = NULL;
-    int shape[4] = {16, 128, 128, 4}, reps = 20;
+    int shape[4] = {16, 128, 128, 4}, reps = 20, require_skip = 0;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -498,17 +516,22 @@ int main(int argc, char **argv) {
             break;
         }
         case 'r': reps = (int)cli_int("--reps", optarg, 1, 100000); break;
+        case 'k': require_skip = 1; break;
         case 'h':
             printf("usage: %s [--layer NAME] [--seed N]\n"
-                   "       %s --time attention [--shape B,T,C,NH] [--reps N]\n"
+                   "       %s --time attention [--shape B,T,C,NH] [--reps N] [--require-skip]\n"
                    "Finite-difference check of each layer's backward pass, and that it\n"
                    "accumulates into its gradients.\n"
                    "NAME: all (default)", g_program_name, g_program_name);
             for (int i = 0; i < NUM_CHECKS; i++) printf(", %s", g_checks[i].name);
             printf("\n--time attention: median time of the attention forward and backward\n"
                    "passes (default shape 16,128,128,4, small's; 20 calls; one thread\n"
-                   "unless OMP_NUM_THREADS is set).\n"
-                   "Exit status: 0 all pass, 1 a check failed, 2 bad usage, 3 a lab function is not implemented.\n");
+                   "unless OMP_NUM_THREADS is set), and the multiply-adds the backward pass\n"
+                   "asks of sgemm_rowmajor_cpu. --require-skip (the extension's grading): exit\n"
+                   "1 unless those are %.0f-%.0f%% of the 4 full T x T GEMMs' (the masked\n"
+                   "half skipped, the T x T products still through the kit's GEMM).\n",
+                   100 * SKIP_MIN, 100 * SKIP_MAX);
+            printf("Exit status: 0 all pass, 1 a check failed, 2 bad usage, 3 a lab function is not implemented.\n");
             return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
@@ -518,9 +541,19 @@ int main(int argc, char **argv) {
         if (strcmp(time_what, "attention") != 0)
             USER_ERROR("--time knows only 'attention', got '%s'", time_what);
         if (!getenv("OMP_NUM_THREADS")) omp_set_num_threads(1);
-        time_attention(shape[0], shape[1], shape[2], shape[3], reps);
+        double fraction = time_attention(shape[0], shape[1], shape[2], shape[3], reps);
+        if (!require_skip) return 0;
+        if (fraction < SKIP_MIN || fraction > SKIP_MAX) {
+            printf("gradcheck: FAILED: the backward's GEMMs do %.3f of the full multiply-adds, "
+                   "not %.2f-%.2f: %s\n", fraction, SKIP_MIN, SKIP_MAX,
+                   fraction > SKIP_MAX ? "the masked half is not skipped"
+                                       : "the T x T products bypass sgemm_rowmajor_cpu");
+            return 1;
+        }
+        printf("gradcheck: the backward skips the masked half\n");
         return 0;
     }
+    if (require_skip) USER_ERROR("--require-skip goes with --time attention; see --help");
     int ran = 0, failures = 0;
     for (int i = 0; i < NUM_CHECKS; i++) {
         if (strcmp(layer, "all") != 0 && strcmp(layer, g_checks[i].name) != 0) continue;

@@ -14,7 +14,7 @@
 static const char *const g_usage =
     "usage: memplan [options]\n"
     "Predict per-rank memory of each layout (replicated, ZeRO-1/2/3) from the formulas.\n\n"
-    "  --config NAME     tiny | small | gpt2-124m                   (default tiny)\n"
+    "  --config NAME     tiny | small | medium | gpt2-124m          (default tiny)\n"
     "  --ranks N         data-parallel ranks                             (default 1)\n"
     "  --batch B         sequences per step, all ranks  (default: tiny 8, small 16, gpt2 8)\n"
     "  --grad-accum K    micro-batches per rank and step                 (default 1)\n"

@@ -15,6 +15,7 @@
 typedef struct {
     DdpMode mode;
     double bucket_mb;
+    double first_bucket_mb; /* 0: not given, the first bucket is like the others */
     int check_every;    /* 0: no consistency check */
     Comm *metrics;
 } DdpOptions;
@@ -24,7 +25,15 @@ static const ExtraOption g_ddp_options[] = {
     {"bucket-mb", 1, "--bucket-mb X        bucket size in MB (2^20 bytes)       (default 0.25)"},
     {"check-consistency", 1,
      "--check-consistency K  every K steps, check the parameters agree on all ranks"},
+    {"first-bucket-mb", 1,
+     "--first-bucket-mb X  the first bucket built (the last tensors) in MB (default: --bucket-mb)"},
 };
+
+static double positive_mb(const char *flag, const char *arg) {
+    double mb = cli_double(flag, arg, 0.0, 1e6);
+    if (!(mb > 0)) USER_ERROR("%s must be positive, got '%s'", flag, arg);
+    return mb;
+}
 
 static void on_ddp_option(void *ctx, int index, const char *arg) {
     DdpOptions *d = ctx;
@@ -34,10 +43,11 @@ static void on_ddp_option(void *ctx, int index, const char *arg) {
         else if (strcmp(arg, "overlapped") == 0) d->mode = DDP_OVERLAPPED;
         else USER_ERROR("--ddp expects naive, bucketed or overlapped, got '%s'", arg);
     } else if (index == 1) {
-        d->bucket_mb = cli_double("--bucket-mb", arg, 0.0, 1e6);
-        if (!(d->bucket_mb > 0)) USER_ERROR("--bucket-mb must be positive, got '%s'", arg);
-    } else {
+        d->bucket_mb = positive_mb("--bucket-mb", arg);
+    } else if (index == 2) {
         d->check_every = (int)cli_int("--check-consistency", arg, 1, 1 << 30);
+    } else {
+        d->first_bucket_mb = positive_mb("--first-bucket-mb", arg);
     }
 }
 
@@ -66,12 +76,15 @@ static void check_consistency(void *ctx, int step, const float *params, size_t n
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
-    DdpOptions dopt = {DDP_OVERLAPPED, 0.25, 0, NULL};
+    DdpOptions dopt = {DDP_OVERLAPPED, 0.25, 0, 0, NULL};
     TrainOptions o;
     train_options_parse_with(argc, argv, &o, "02_ddp",
                              "Data-parallel GPT training: every rank trains on its slice of the "
                              "batch, gradients are averaged (lab 02).",
-                             g_ddp_options, 3, on_ddp_option, &dopt);
+                             g_ddp_options, 4, on_ddp_option, &dopt);
+    if (dopt.first_bucket_mb > 0 && dopt.mode == DDP_NAIVE)
+        USER_ERROR("--first-bucket-mb sizes a bucket: it needs --ddp bucketed or overlapped, "
+                   "not naive (one all-reduce per tensor)");
 
     /* pure data parallelism: the dp group is the world (a copy, so that
      * comm.csv tells the gradients' traffic from the loss sums) */
@@ -87,9 +100,14 @@ int main(int argc, char **argv) {
     gpt_tensor_table(&o.model, tensors);
     Ddp ddp = {.mode = dopt.mode, .dp = dp, .tensors = tensors, .ntensors = ntensors,
                .buckets = buckets, .requests = requests};
-    if (dopt.mode != DDP_NAIVE)
-        ddp.nbuckets = ddp_build_buckets(tensors, ntensors,
-                                         (size_t)(dopt.bucket_mb * (1 << 20)), buckets);
+    /* without --first-bucket-mb, the core's plan from the core's function */
+    size_t bucket_bytes = (size_t)(dopt.bucket_mb * (1 << 20));
+    if (dopt.mode != DDP_NAIVE && dopt.first_bucket_mb > 0)
+        ddp.nbuckets = ddp_build_buckets_first(tensors, ntensors,
+                                               (size_t)(dopt.first_bucket_mb * (1 << 20)),
+                                               bucket_bytes, buckets);
+    else if (dopt.mode != DDP_NAIVE)
+        ddp.nbuckets = ddp_build_buckets(tensors, ntensors, bucket_bytes, buckets);
     GradSync sync = {.ctx = &ddp};
     if (dopt.mode == DDP_NAIVE) sync.finish = naive_finish;
     if (dopt.mode == DDP_BUCKETED) sync.finish = bucketed_finish;
@@ -102,7 +120,10 @@ int main(int argc, char **argv) {
         printf("train_ddp: %s, %d tensors%s", dopt.mode == DDP_NAIVE ? "naive" :
                dopt.mode == DDP_BUCKETED ? "bucketed" : "overlapped", ntensors,
                dopt.mode == DDP_NAIVE ? "\n" : "");
-    if (world->rank == 0 && dopt.mode != DDP_NAIVE)
+    if (world->rank == 0 && dopt.mode != DDP_NAIVE && dopt.first_bucket_mb > 0)
+        printf(" in %d buckets: the first of >= %g MB, the others of >= %g MB\n", ddp.nbuckets,
+               dopt.first_bucket_mb, dopt.bucket_mb);
+    else if (world->rank == 0 && dopt.mode != DDP_NAIVE)
         printf(" in %d buckets of >= %g MB\n", ddp.nbuckets, dopt.bucket_mb);
     TrainParallel par = {.world = world, .dp = dp, .metrics = dopt.metrics, .sync = &sync,
                          .after_step = check_consistency, .after_step_ctx = &dopt};

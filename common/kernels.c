@@ -5,14 +5,19 @@
  * CUDA (no KIT_CUDA) has only the CPU backend, and device.c never selects
  * another.
  *
- * KERNEL(name, args...) calls the kernel between device_kernel_begin() and
- * device_kernel_end() (device.h): two empty calls in a real build, the
- * moments when the pretend GPU of tests/fake_gpu lets the host touch its
- * memory. The two kernels that return a value do the same by hand. */
+ * KERNEL(name, flops, bytes, args...) calls the kernel between
+ * device_kernel_begin() and device_kernel_end() (device.h): two empty calls
+ * in a real build, the moments when the pretend GPU of tests/fake_gpu lets
+ * the host touch its memory. Around them the profiler (profile.h) times the
+ * call, when --profile asked for it, and adds the FLOPs and bytes the call
+ * asks for: the formulas are the arguments flops and bytes (F(x) floats:
+ * 4x bytes), evaluated only then. The two kernels that return a value do
+ * the same by hand. */
 #include "kernels.h"
 
 #include "device.h"
 #include "kernels_backend.h"
+#include "profile.h"
 
 #ifdef KIT_CUDA
 #define BACKEND(name) (device_current() == DEVICE_CUDA ? name##_cuda : name##_cpu)
@@ -20,97 +25,120 @@
 #define BACKEND(name) name##_cpu
 #endif
 
-#define KERNEL(name, ...)           \
-    do {                            \
-        device_kernel_begin();      \
-        BACKEND(name)(__VA_ARGS__); \
-        device_kernel_end();        \
+#define KERNEL(name, flops, bytes, ...)                           \
+    do {                                                          \
+        double t0_ = profile_begin();                             \
+        device_kernel_begin();                                    \
+        BACKEND(name)(__VA_ARGS__);                               \
+        device_kernel_end();                                      \
+        if (t0_ > 0.0) profile_end(#name, t0_, (flops), (bytes)); \
     } while (0)
+
+#define F(x) (4.0 * (double)(x))  /* bytes of x floats */
+
+/* Operations per element of the elementwise kernels, as math_shared.h
+ * writes them (a fused multiply-add counts 2): GELU's tanh through
+ * exp_nonpositive is about 30 of the forward's 38; AdamW's update has a
+ * square root and a division among its 15. */
+enum { GELU_FWD_OPS = 38, GELU_BWD_OPS = 50, ADAMW_OPS = 15, EXP_OPS = 24 };
 
 void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                      int B, int T, int C) {
-    KERNEL(encoder_forward, out, tokens, wte, wpe, B, T, C);
+    KERNEL(encoder_forward, (double)B * T * C, F(3.0 * B * T * C + B * T), out, tokens, wte, wpe, B, T, C);
 }
 
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
                       int B, int T, int C) {
-    KERNEL(encoder_backward, dwte, dwpe, dout, tokens, B, T, C);
+    KERNEL(encoder_backward, 2.0 * B * T * C, F(5.0 * B * T * C + B * T), dwte, dwpe, dout, tokens, B, T, C);
 }
 
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                        const float *w, const float *b, int N, int C) {
-    KERNEL(layernorm_forward, out, mean, rstd, inp, w, b, N, C);
+    KERNEL(layernorm_forward, 8.0 * N * C, F(2.0 * N * C + 2.0 * C + 2.0 * N), out, mean, rstd, inp, w, b, N, C);
 }
 
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, const float *mean,
                         const float *rstd, int N, int C) {
-    KERNEL(layernorm_backward, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    KERNEL(layernorm_backward, 14.0 * N * C, F(4.0 * N * C + 5.0 * C + 2.0 * N), dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                     int N, int IC, int OC) {
-    KERNEL(matmul_forward, out, inp, w, bias, N, IC, OC);
+    KERNEL(matmul_forward, 2.0 * N * IC * OC + (bias ? (double)N * OC : 0.0),
+           F((double)N * IC + (double)OC * IC + (double)N * OC + (bias ? OC : 0)), out, inp, w, bias, N, IC, OC);
 }
 
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, int N, int IC, int OC) {
-    KERNEL(matmul_backward, dinp, dw, dbias, dout, inp, w, N, IC, OC);
+    KERNEL(matmul_backward, 4.0 * N * IC * OC + (dbias ? (double)N * OC : 0.0),
+           F((double)N * OC + 3.0 * OC * IC + 3.0 * N * IC + (dbias ? 2 * OC : 0)), dinp, dw, dbias, dout, inp, w, N, IC, OC);
 }
 
+/* (query, key) pairs the causal mask keeps: B NH T (T + 1) / 2 */
+static double attention_pairs(int B, int T, int NH) { return (double)B * NH * T * (T + 1) / 2.0; }
+
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
-    KERNEL(attention_forward, out, att, qkv, B, T, C, NH);
+    KERNEL(attention_forward, attention_pairs(B, T, NH) * (4.0 * (C / NH) + EXP_OPS + 4),
+           F(4.0 * B * T * C + (double)B * NH * T * T), out, att, qkv, B, T, C, NH);
 }
 
 void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH) {
-    KERNEL(attention_backward, dqkv, datt, dout, qkv, att, B, T, C, NH);
+    KERNEL(attention_backward, attention_pairs(B, T, NH) * (8.0 * (C / NH) + 4),
+           F(10.0 * B * T * C + 3.0 * B * NH * T * T), dqkv, datt, dout, qkv, att, B, T, C, NH);
 }
 
-void gelu_forward(float *out, const float *inp, size_t n) { KERNEL(gelu_forward, out, inp, n); }
+void gelu_forward(float *out, const float *inp, size_t n) { KERNEL(gelu_forward, (double)GELU_FWD_OPS * n, F(2.0 * n), out, inp, n); }
 
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
-    KERNEL(gelu_backward, dinp, inp, dout, n);
+    KERNEL(gelu_backward, (double)GELU_BWD_OPS * n, F(4.0 * n), dinp, inp, dout, n);
 }
 
 void residual_forward(float *out, const float *a, const float *b, size_t n) {
-    KERNEL(residual_forward, out, a, b, n);
+    KERNEL(residual_forward, (double)n, F(3.0 * n), out, a, b, n);
 }
 
 void residual_backward(float *dinp, const float *dout, size_t n) {
-    KERNEL(residual_backward, dinp, dout, n);
+    KERNEL(residual_backward, (double)n, F(3.0 * n), dinp, dout, n);
 }
 
 float crossentropy_forward(float *losses, float *probs, const float *logits,
                            const int *targets, int N, int V) {
+    double t0 = profile_begin();
     device_kernel_begin();
     float loss = BACKEND(crossentropy_forward)(losses, probs, logits, targets, N, V);
     device_kernel_end();
+    if (t0 > 0.0)
+        profile_end("crossentropy_forward", t0, (double)N * V * (EXP_OPS + 4), F(2.0 * N * V + 2.0 * N));
     return loss;
 }
 
 void crossentropy_backward(float *probs_to_dlogits, const int *targets, float dloss,
                            int N, int V) {
-    KERNEL(crossentropy_backward, probs_to_dlogits, targets, dloss, N, V);
+    KERNEL(crossentropy_backward, (double)N * V, F(2.0 * N * V + N), probs_to_dlogits, targets, dloss, N, V);
 }
 
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
-    KERNEL(adamw_update, params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
+    KERNEL(adamw_update, (double)ADAMW_OPS * n, F(7.0 * n), params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
 }
 
 double sum_squares(const float *x, size_t n) {
+    double t0 = profile_begin();
     device_kernel_begin();
     double sum = BACKEND(sum_squares)(x, n);
     device_kernel_end();
+    if (t0 > 0.0) profile_end("sum_squares", t0, 2.0 * n, F(n));
     return sum;
 }
-void scale_inplace(float *x, float s, size_t n) { KERNEL(scale_inplace, x, s, n); }
-void add_inplace(float *x, const float *y, size_t n) { KERNEL(add_inplace, x, y, n); }
-void set_zero(float *x, size_t n) { KERNEL(set_zero, x, n); }
+void scale_inplace(float *x, float s, size_t n) { KERNEL(scale_inplace, (double)n, F(2.0 * n), x, s, n); }
+void add_inplace(float *x, const float *y, size_t n) { KERNEL(add_inplace, (double)n, F(3.0 * n), x, y, n); }
+void set_zero(float *x, size_t n) { KERNEL(set_zero, 0.0, F(n), x, n); }
 
 void sgemm_rowmajor(int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *Bm, int ldb, float beta,
                     float *Cm, int ldc) {
-    KERNEL(sgemm_rowmajor, trans_a, trans_b, M, N, K, alpha, A, lda, Bm, ldb, beta, Cm, ldc);
+    KERNEL(sgemm_rowmajor, 2.0 * M * N * K,
+           F((double)M * K + (double)K * N + (beta != 0.0f ? 2.0 : 1.0) * M * N), trans_a, trans_b, M, N, K, alpha, A, lda, Bm, ldb, beta, Cm, ldc);
 }

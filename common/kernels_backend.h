@@ -57,6 +57,11 @@ extern "C" {
 DECLARE_KERNELS(_cpu)
 DECLARE_KERNELS(_cuda)
 
+/* Multiply-adds (M N K per call) sgemm_rowmajor_cpu has done since the
+ * program started, over all threads: the arithmetic a pass asks of the
+ * GEMMs, counted exactly where its timing is noise (gradcheck --time). */
+unsigned long long sgemm_madds_cpu(void);
+
 /* GEMMs in TF32 on tensor cores (Ampere and newer) instead of full fp32:
  * about 8x the throughput for a 10-bit mantissa in the products. Off by
  * default so GPU runs match the CPU baseline; KIT_TF32=1 turns it on. */

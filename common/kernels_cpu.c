@@ -9,9 +9,20 @@
 
 #include "math_shared.h"
 
+static unsigned long long g_sgemm_madds;
+
+unsigned long long sgemm_madds_cpu(void) {
+    unsigned long long n;
+#pragma omp atomic read
+    n = g_sgemm_madds;
+    return n;
+}
+
 void sgemm_rowmajor_cpu(int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *Bm, int ldb, float beta,
                     float *Cm, int ldc) {
+#pragma omp atomic
+    g_sgemm_madds += (unsigned long long)M * N * K;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, Bm, ldb,
                 beta, Cm, ldc);
@@ -77,14 +88,40 @@ void matmul_backward_cpu(float *dinp, float *dw, float *dbias, const float *dout
     sgemm_rowmajor_cpu(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);  /* dinp += dout W */
     sgemm_rowmajor_cpu(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);  /* dW += dout^T inp */
     if (dbias) {
+        /* dbias[o] += sum_n dout[n][o], by blocks of columns: each thread
+         * walks whole rows of its block (contiguous, vector-wide), and each
+         * column still adds its rows in order n = 0, 1, ...: the same bits
+         * as a column-by-column loop, at memory speed instead of one float
+         * per cache line. */
+        enum { COLS = 64 };
 #pragma omp parallel for schedule(static)
-        for (int o = 0; o < OC; o++) {
-            float s = 0.0f;
-            for (int n = 0; n < N; n++) s += dout[(size_t)n * OC + o];
-            dbias[o] += s;
+        for (int o0 = 0; o0 < OC; o0 += COLS) {
+            const int w = OC - o0 < COLS ? OC - o0 : COLS;
+            float s[COLS] = {0};
+            for (int n = 0; n < N; n++) {
+                const float *d = dout + (size_t)n * OC + o0;
+                for (int j = 0; j < w; j++) s[j] += d[j];
+            }
+            for (int j = 0; j < w; j++) dbias[o0 + j] += s[j];
         }
     }
 }
+
+/* Row t of P: softmax of row[0..t], zeros after it (the causal mask).
+ * Every entry is e^(s - max) with s - max <= 0: exp_nonpositive, which
+ * vectorizes where libm's expf is a call per element. */
+static void softmax_causal_row(float *row, int t, int T) {
+    float mx = row[0];
+    for (int j = 1; j <= t; j++) mx = row[j] > mx ? row[j] : mx;
+    for (int j = 0; j <= t; j++) row[j] = exp_nonpositive(row[j] - mx);
+    float sum = 0.0f;  /* in order, apart: a float sum does not vectorize without reordering */
+    for (int j = 0; j <= t; j++) sum += row[j];
+    float inv = 1.0f / sum;
+    for (int j = 0; j <= t; j++) row[j] *= inv;
+    for (int j = t + 1; j < T; j++) row[j] = 0.0f;
+}
+
+enum { ATT_ROWS = 64 };  /* query rows per block of attention_forward_cpu */
 
 void attention_forward_cpu(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
     const int hs = C / NH;
@@ -95,25 +132,20 @@ void attention_forward_cpu(float *out, float *att, const float *qkv, int B, int 
         const float *q = qkv + (size_t)b * T * 3 * C + h * hs;
         const float *k = q + C;
         const float *v = q + 2 * C;
-        float *p = att + (size_t)bh * T * T;
-        /* scores S = scale q k^T, (T,T); rows of q, k are 3C apart */
-        sgemm_rowmajor_cpu(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, p, T);
-        for (int t = 0; t < T; t++) {
-            float *row = p + (size_t)t * T;
-            float mx = -INFINITY;
-            for (int j = 0; j <= t; j++) mx = fmaxf(mx, row[j]);
-            float sum = 0.0f;
-            for (int j = 0; j <= t; j++) {
-                row[j] = expf(row[j] - mx);
-                sum += row[j];
-            }
-            float inv = 1.0f / sum;
-            for (int j = 0; j <= t; j++) row[j] *= inv;
-            for (int j = t + 1; j < T; j++) row[j] = 0.0f;  /* causal mask */
+        float *p = att + (size_t)bh * T * T, *y = out + (size_t)b * T * C + h * hs;
+        /* By blocks of ATT_ROWS query rows I = [t0, n): the mask zeroes
+         * every key j >= n, so both products stop there (lab 00's extension
+         * does the same in the backward pass). */
+        for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
+            const int m = T - t0 < ATT_ROWS ? T - t0 : ATT_ROWS, n = t0 + m;
+            float *pI = p + (size_t)t0 * T;
+            /* scores S_I = scale q_I k^T, (m, n); rows of q, k are 3C apart */
+            sgemm_rowmajor_cpu(0, 1, m, n, hs, scale, q + (size_t)t0 * 3 * C, 3 * C, k, 3 * C,
+                               0.0f, pI, T);
+            for (int t = t0; t < n; t++) softmax_causal_row(p + (size_t)t * T, t, T);
+            /* y_I = P_I v, into this head's columns of out (row stride C) */
+            sgemm_rowmajor_cpu(0, 0, m, hs, n, 1.0f, pI, T, v, 3 * C, 0.0f, y + (size_t)t0 * C, C);
         }
-        /* out = P v, written into this head's columns of out (row stride C) */
-        sgemm_rowmajor_cpu(0, 0, T, hs, T, 1.0f, p, T, v, 3 * C, 0.0f,
-                       out + (size_t)b * T * C + h * hs, C);
     }
 }
 
@@ -148,13 +180,11 @@ float crossentropy_forward_cpu(float *losses, float *probs, const float *logits,
         const float *z = logits + (size_t)n * V;
         float *p = probs + (size_t)n * V;
         float zt = z[targets[n]];  /* read before p (which may alias z) is written */
-        float mx = -INFINITY;
-        for (int i = 0; i < V; i++) mx = fmaxf(mx, z[i]);
+        float mx = z[0];
+        for (int i = 1; i < V; i++) mx = z[i] > mx ? z[i] : mx;
+        for (int i = 0; i < V; i++) p[i] = exp_nonpositive(z[i] - mx);  /* z - max <= 0 */
         float sum = 0.0f;
-        for (int i = 0; i < V; i++) {
-            p[i] = expf(z[i] - mx);
-            sum += p[i];
-        }
+        for (int i = 0; i < V; i++) sum += p[i];
         float inv = 1.0f / sum;
         for (int i = 0; i < V; i++) p[i] *= inv;
         /* -log p[target] = log(sum) - (z_t - max), exact even when p_t underflows */

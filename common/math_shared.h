@@ -9,6 +9,7 @@
 #define MATH_SHARED_H
 
 #include <math.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define HD __host__ __device__
@@ -16,13 +17,25 @@
 #define HD
 #endif
 
-/* 2^k as a float, for integer k in [-126, 127]: the exponent field is k + 127. */
-static inline HD float exp2_int(int k) {
+/* The bits of a float as an int, and back (a reinterpretation, no
+ * conversion: memcpy is the portable spelling, and vectorizes). */
+static inline HD int float_bits(float f) {
 #ifdef __CUDA_ARCH__
-    return __int_as_float((k + 127) << 23);
+    return __float_as_int(f);
 #else
-    union { int i; float f; } u = { (k + 127) << 23 };
-    return u.f;
+    int i;
+    memcpy(&i, &f, sizeof i);
+    return i;
+#endif
+}
+
+static inline HD float bits_float(int i) {
+#ifdef __CUDA_ARCH__
+    return __int_as_float(i);
+#else
+    float f;
+    memcpy(&f, &i, sizeof f);
+    return f;
 #endif
 }
 
@@ -30,12 +43,18 @@ static inline HD float exp2_int(int k) {
  * vectorizes (libm's expf/tanhf are scalar calls, and were a third of a
  * training step). Range reduction x = k ln2 + r with |r| <= ln2/2, then a
  * degree-7 Taylor polynomial for e^r: the truncation error r^8/8! is below
- * 6e-9, so the result is within a few float ulps of expf. x < -87 gives 0. */
+ * 6e-9, so the result is within a few float ulps of expf. x < -87 gives 0.
+ * k comes without a float-to-int conversion (which, after the clamp, keeps
+ * GCC from vectorizing the loop): adding 1.5 x 2^23 rounds x / ln2 to an
+ * integer held in the sum's low mantissa bits, so the sum's bits minus
+ * ROUND's are k, and (k + 127) << 23 are the bits of 2^k. */
 static inline HD float exp_nonpositive(float x) {
     const float LN2_HI = 0.693145752f, LN2_LO = 1.42860677e-6f; /* ln2 = HI + LO */
-    x = fmaxf(x, -87.0f);
-    int k = (int)(x * 1.44269504f - 0.5f);      /* round(x / ln2) for x <= 0 */
-    float r = (x - (float)k * LN2_HI) - (float)k * LN2_LO;
+    const float ROUND = 12582912.0f;                            /* 1.5 x 2^23 */
+    x = x > -87.0f ? x : -87.0f;  /* not fmaxf: without -ffast-math that is a libm call */
+    float t = x * 1.44269504f + ROUND;
+    float kf = t - ROUND;                                       /* round(x / ln2) */
+    float r = (x - kf * LN2_HI) - kf * LN2_LO;
     float p = 1.0f / 5040.0f;
     p = p * r + 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
@@ -44,7 +63,8 @@ static inline HD float exp_nonpositive(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    return x <= -87.0f ? 0.0f : p * exp2_int(k);
+    float two_k = bits_float((float_bits(t) - float_bits(ROUND) + 127) << 23);
+    return x <= -87.0f ? 0.0f : p * two_k;
 }
 
 /* tanh u = sign(u) (1 - e) / (1 + e), e = e^{-2|u|} <= 1: no overflow for

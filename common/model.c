@@ -16,6 +16,7 @@ static const NamedConfig g_configs[] = {
     /*                 V      ctx   L   NH   C */
     {"tiny",      {  256,    64,  4,   4,  64}},
     {"small",     {  256,   128,  4,   4, 128}},
+    {"medium",    {  256,   256,  4,   6, 384}},
     {"gpt2-124m", {50257,  1024, 12,  12, 768}},
 };
 
@@ -28,7 +29,7 @@ int gpt_config_by_name(const char *name, GPTConfig *cfg) {
     return -1;
 }
 
-const char *gpt_config_names(void) { return "tiny, small, gpt2-124m"; }
+const char *gpt_config_names(void) { return "tiny, small, medium, gpt2-124m"; }
 
 const char *gpt_config_problem(const GPTConfig *cfg) {
     if (cfg->vocab_size < 2 || cfg->vocab_size > 65536) return "vocab size must be in 2..65536";

@@ -31,10 +31,11 @@ typedef struct {
     int n_embd;      /* C */
 } GPTConfig;
 
-/* Named configs: "tiny" (grading), "small" (demos), "gpt2-124m". Returns 0,
+/* Named configs: "tiny" (grading), "small" (demos), "medium" (the CPU
+ * benchmark where GEMMs dominate), "gpt2-124m". Returns 0,
  * or -1 for an unknown name. */
 int gpt_config_by_name(const char *name, GPTConfig *cfg);
-const char *gpt_config_names(void);  /* "tiny, small, gpt2-124m" for messages */
+const char *gpt_config_names(void);  /* "tiny, small, medium, gpt2-124m" for messages */
 
 /* Why a config can't be built, or NULL when it can (C % NH, positive sizes). */
 const char *gpt_config_problem(const GPTConfig *cfg);

@@ -112,7 +112,8 @@ static void judge_memory(const GPTConfig *cfg, const MemLayout *layout, const Me
  * would block the run, a directory named run.json would end it). */
 static void judge_outputs(const TrainOptions *o, char *msg, size_t size) {
     static const char *const run_files[] = {"metrics.csv", "memory.csv", "run.json",
-                                            "comm.csv",    "trace.json", "trace.csv"};
+                                            "comm.csv",    "trace.json", "trace.csv",
+                                            "params_checksum.csv", "profile.csv"};
     char why[1400], path[1100];
     msg[0] = '\0';
     if (output_dir_problem(o->out_dir, why, sizeof why)) {

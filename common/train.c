@@ -16,12 +16,13 @@
 #include "device.h"
 #include "kernels.h"
 #include "preflight.h"
+#include "profile.h"
 #include "runlog.h"
 #include "tokens.h"
 #include "trace.h"
 
 static const char *const g_usage =
-    "  --config NAME        tiny | small | gpt2-124m            (default tiny)\n"
+    "  --config NAME        tiny | small | medium | gpt2-124m   (default tiny)\n"
     "  --data FILE          token file                (default build/data/synth.tok)\n"
     "  --out DIR            run directory                (default runs/LAB-CONFIG)\n"
     "  --steps N            optimizer steps                             (default 200)\n"
@@ -41,6 +42,9 @@ static const char *const g_usage =
     "  --val-fraction X     tail of the token file held out              (default 0.1)\n"
     "  --log-every N        console line every N steps (not on a terminal) (default 10)\n"
     "  --threads N          OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)\n"
+    "  --profile            time every kernel of the training steps after the first:\n"
+    "                       a table of time, FLOPs, bytes and roofline bound, and\n"
+    "                       OUT/profile.csv (tools/plot_roofline.sh draws it)\n"
     "  --device cpu|cuda    where to compute; cuda needs `make CUDA=1`     (default cpu)\n"
     COMM_TIMEOUT_HELP
     "  --n-layer L --n-head H --n-embd C --ctx T   override the named config\n"
@@ -50,7 +54,7 @@ enum {
     OPT_CONFIG = 1000, OPT_DATA, OPT_OUT, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MIN_LR,
     OPT_WARMUP, OPT_WD, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_CLIP, OPT_SEED, OPT_EVAL_EVERY,
     OPT_EVAL_BATCHES, OPT_VAL_FRACTION, OPT_LOG_EVERY, OPT_THREADS, OPT_DEVICE, OPT_N_LAYER,
-    OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_COMM_TIMEOUT, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
+    OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
 };
 
 void train_options_parse(int argc, char **argv, TrainOptions *o) {
@@ -84,6 +88,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM},
         {"dump-params", required_argument, 0, OPT_DUMP_PARAMS},
         {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
+        {"profile", no_argument, 0, OPT_PROFILE},
         {"help", no_argument, 0, 'h'}};
     enum { N_COMMON = sizeof common_opts / sizeof *common_opts, MAX_EXTRA = 16 };
     CHECK(n_extra <= MAX_EXTRA, "too many extra options (%d)", n_extra);
@@ -151,6 +156,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
             cli_string(o->dump_params, sizeof o->dump_params, "--dump-params", optarg);
             break;
         case OPT_COMM_TIMEOUT: comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
+        case OPT_PROFILE: o->profile = 1; break;
         case 'h':
             printf("usage: %s [options]\n%s\n\n%s", g_program_name, what, g_usage);
             for (int i = 0; i < n_extra; i++) printf("  %s\n", extra[i].help);
@@ -436,6 +442,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
                device_description());
     RunLog log;
     if (is_root) runlog_open(&log, o);
+    if (o->profile) profile_enable();
     const double tokens_per_step = (double)o->batch * o->seq;
     double sync_seconds = 0.0, step_seconds = 0.0;
     for (int step = 0; step < o->steps; step++) {
@@ -443,6 +450,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         float val_loss = -1.0f;
         if (last_step || (o->eval_every > 0 && step % o->eval_every == 0))
             val_loss = evaluate(o, par, &slice, &dl, st, &acts, staging);
+        profile_set_active(step >= 1);  /* the first step warms caches and BLAS up */
 
         double t0 = wall_seconds();
         float lr = lr_at_step(o, step);
@@ -478,6 +486,8 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         device_synchronize();  /* the step's kernels are queued, not yet done */
         double dt = wall_seconds() - t0;
         step_seconds += dt;
+        profile_add_step(dt);
+        profile_set_active(0);
         if (is_root)
             runlog_step(&log, step, (float)loss_mean, val_loss, lr, (float)norm,
                         tokens_per_step / dt, dt * 1e3);
@@ -521,6 +531,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
                    "backward pass\n",
                    g_program_name, 1e3 * step_seconds / o->steps, 1e3 * sync_seconds / o->steps);
     }
+    if (is_root) profile_report(o->out_dir, slice.rows * o->seq, cfg->n_embd);
     if (device_current() == DEVICE_CUDA) {
         /* the kit's logical bytes (memory.csv) against what the driver sees:
          * the difference is the CUDA context, cuBLAS/NCCL workspaces and the

@@ -22,6 +22,7 @@ typedef struct {
     int grad_accum;             /* micro-batches per rank and step (>= 1) */
     int warmup;                 /* linear warmup steps */
     int eval_every, eval_batches, log_every, threads;
+    int profile;                /* --profile: per-kernel table (profile.h) */
     double lr, min_lr_frac;     /* cosine decays lr to lr * min_lr_frac */
     double weight_decay, beta1, beta2, eps, grad_clip, val_fraction;
     unsigned long long seed;

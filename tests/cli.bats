@@ -37,7 +37,7 @@ trainer() {
 @test "unknown config names the known ones" {
     trainer --config huge
     assert_user_error
-    [[ "$output" == *"tiny, small, gpt2-124m"* ]]
+    [[ "$output" == *"tiny, small, medium, gpt2-124m"* ]]
 }
 @test "a config that can't be built: heads that don't divide the channels" {
     trainer --config tiny --n-head 3

@@ -86,14 +86,15 @@ not_accumulated() {
     printf '%s\n' "$output" | grep -q '^layernorm  *db  *rel err .*does not match finite differences'
 }
 
-@test "gradcheck catches attention's dv written with = (beta 0) instead of +=" {
-    mutant_fails attention 's/sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, p, T, dy, C, 1.0f, dv/sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, p, T, dy, C, 0.0f, dv/'
-    not_accumulated attention dv
+@test "gradcheck catches attention's dq written with = (beta 0) instead of +=" {
+    # each row block of the solution owns its rows of dq: beta 0 is exactly =
+    mutant_fails attention 's/dpI, T, k, 3 \* C, 1.0f, dq/dpI, T, k, 3 * C, 0.0f, dq/'
+    not_accumulated attention dq
 }
 
 @test "gradcheck catches an attention backward that counts on datt arriving zeroed" {
     # dP added into datt instead of written: right only if datt held zeros
-    mutant_fails attention 's/dy, C, v, 3 \* C, 0.0f, dp, T)/dy, C, v, 3 * C, 1.0f, dp, T)/'
+    mutant_fails attention 's/dyI, C, v, 3 \* C, 0.0f, dpI, T)/dyI, C, v, 3 * C, 1.0f, dpI, T)/'
     printf '%s\n' "$output" | grep -q '^attention  *dq  *rel err .*does not match finite differences'
     printf '%s\n' "$output" | grep -q '^attention  *dv  *rel err .* ok$'
 }
@@ -115,6 +116,28 @@ not_accumulated() {
     run t 60 "$LAB00/gradcheck" --time attention --shape 2,40,16,2 --reps 3
     [ "$status" -eq 3 ]
     [[ "$output" == *"not implemented: attention_backward"* ]]
+}
+
+@test "gradcheck --require-skip counts the backward's GEMM multiply-adds against the full four" {
+    # the solution's 32-row blocks at T = 512: (nb + 1) / (2 nb) = 17/32 = 0.531
+    run t 60 "$SOL00/gradcheck" --time attention --shape 2,512,32,2 --reps 1 --require-skip
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"= 0.531 of the 4 full GEMMs'"* ]]
+    [[ "$output" == *"gradcheck: the backward skips the masked half"* ]]
+    # a blocked backward that still multiplies every key does them all
+    sed 's/: ATT_BLOCK, n = i0 + m;/: ATT_BLOCK, n = T;/' \
+        "$ROOT/solutions/00_single_device/backprop.c" > "$BATS_TEST_TMPDIR/backprop.c"
+    ! cmp -s "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device/backprop.c"
+    build_variant "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device" \
+        "$BATS_TEST_TMPDIR/full" gradcheck
+    run t 60 "$BATS_TEST_TMPDIR/full/gradcheck" --time attention --shape 2,512,32,2 --reps 1 --require-skip
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"= 1.000 of the 4 full GEMMs'"* ]]
+    [[ "$output" == *"FAILED: "*"the masked half is not skipped"* ]]
+    run t 60 "$SOL00/gradcheck" --layer attention --require-skip
+    assert_user_error
 }
 
 @test "gradcheck --time: an unknown layer or a bad shape is a user error" {
@@ -144,9 +167,9 @@ not_accumulated() {
 }
 
 @test "gradcheck catches attention backward without the 1/sqrt(hs) scale on dk" {
-    mutant_fails attention 's/sgemm_rowmajor_cpu(1, 0, T, hs, T, scale, dp, T, q/sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, dp, T, q/'
+    mutant_fails attention 's/sgemm_rowmajor_cpu(1, 0, n, hs, m, scale, dpI/sgemm_rowmajor_cpu(1, 0, n, hs, m, 1.0f, dpI/'
 }
 
 @test "gradcheck's model check catches a wrong attention backward too" {
-    mutant_fails model 's/sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, p, T, dy, C, 1.0f, dv/sgemm_rowmajor_cpu(1, 0, T, hs, T, 2.0f, p, T, dy, C, 1.0f, dv/'
+    mutant_fails model 's/sgemm_rowmajor_cpu(1, 0, n, hs, m, 1.0f, pI/sgemm_rowmajor_cpu(1, 0, n, hs, m, 2.0f, pI/'
 }

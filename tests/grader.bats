@@ -9,12 +9,9 @@ GRADE="python3 $ROOT/grader/grade.py"
 # total_of FILE: "got/best" from the report's last line
 total_of() { sed -n 's/^total: //p' "$1"; }
 
-# case_lines FILE: the report's case lines, without the per-lab totals
-# ("NN_name: got/best", and "NN_name extension: got/best" for a lab with
-# extension cases, whose own lines read "NN_name  extension: CASE ...")
-case_lines() {
-    grep -E '^[0-9]{2}_[a-z0-9_]+ ' "$1" | grep -vE '^[0-9]{2}_[a-z0-9_]+ extension: [0-9.]+/[0-9.]+$'
-}
+# case_rows FILE: the report's rows of cases, points then a reason (not the
+# totals under them: "02_ddp: 12/12", "02_ddp extension: 3/3")
+case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
     require_solution 00 01 02 03
@@ -33,9 +30,9 @@ case_lines() {
     echo "$output"
     [ "$status" -eq 0 ]
     [ "$(total_of "$BATS_TEST_TMPDIR/g/report.txt" | cut -d/ -f1)" = 0 ]
-    cases=$(case_lines "$BATS_TEST_TMPDIR/g/report.txt" | wc -l)
+    cases=$(case_rows "$BATS_TEST_TMPDIR/g/report.txt" | wc -l)
     [ "$cases" -gt 0 ]
-    [ "$(case_lines "$BATS_TEST_TMPDIR/g/report.txt" | grep -cE ' 0/[0-9.]+ +not implemented: ')" -eq "$cases" ]
+    [ "$(case_rows "$BATS_TEST_TMPDIR/g/report.txt" | grep -cE ' 0/[0-9.]+ +not implemented: ')" -eq "$cases" ]
 }
 
 @test "grader: JUnit XML and results.json are valid and their totals match the table" {
@@ -81,6 +78,7 @@ PY
         patch -s -d "$src/$labdir" -p1 < "$patch"
         run t 300 $GRADE --lab "$lab" --src "$src" --case "$case_name" --timeout-scale 0.25 \
             --out "$BATS_TEST_TMPDIR/out-$(basename "$patch" .patch)"
+        # an extension's case is named "extension: CASE" in the table
         line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name +[0-9]")
         echo "$(basename "$patch"): $line"
         [ "$status" -eq 0 ]
@@ -112,16 +110,16 @@ PY
 }
 
 # The bugs a fixed case on 2 ranks missed (a padded last shard, N instead
-# of K, a bucket shifted by one float), and an overlap that never overlaps
-# (DDP's buckets, ZeRO-2's reduce-scatters), lose points in hidden mode too:
-# every draw of their case reaches them. (An extension case's line says
-# "extension: " before its name.)
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets and late overlap" {
+# of K, a bucket shifted by one float), an overlap that never overlaps (DDP's
+# buckets, and lab 03's extension's reduce-scatters), and lab 02's
+# extension's first bucket closing at the others' size, lose points in
+# hidden mode too: every draw of their case reaches them.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap and a first bucket like the others" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
                 02-bucket-shifted-one-float 02-overlap-starts-after-backward \
-                03-overlap-starts-after-backward; do
+                02-first-bucket-at-bucket-size 03-overlap-starts-after-backward; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
         labdir=$(basename "$ROOT"/solutions/"$lab"_*)
@@ -162,9 +160,9 @@ make_cheat() {
 # every case line of report $1 scores 0
 all_zero() {
     local cases
-    cases=$(case_lines "$1" | grep -cE '^0[23]_[a-z]+ ')
+    cases=$(case_rows "$1" | grep -cE '^0[23]_')
     [ "$cases" -gt 0 ]
-    [ "$(case_lines "$1" | grep -cE '^0[23]_[a-z]+ .* 0/3 ')" -eq "$cases" ]
+    [ "$(case_rows "$1" | grep -cE '^0[23]_[a-z]+ .* 0/3 ')" -eq "$cases" ]
     [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 

@@ -123,3 +123,32 @@ check_memory() {  # V ctx L NH C B T memory.csv
     [[ "$output" == *"--config NAME"* ]]
     [[ "$output" == *"--steps N"* ]]
 }
+
+@test "--profile: a per-kernel table and profile.csv that add up, drawn as a roofline" {
+    run train --config tiny --steps 4 --eval-every 2 --profile --out "$BATS_TEST_TMPDIR/run"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"profile of 3 steps (the first and the evaluations left out)"* ]]
+    [[ "$output" == *"ridge "*" FLOP/byte"* ]]
+    printf '%s\n' "$output" | grep -Eq '^matmul_backward +17 '
+    printf '%s\n' "$output" | grep -Eq '^GEMMs \(matmul_forward \+ matmul_backward\): [0-9.]+% of the step$'
+    p="$BATS_TEST_TMPDIR/run/profile.csv"
+    [ "$(head -n1 "$p")" = "kernel,calls_per_step,ms_per_step,share,gflop_per_step,mb_per_step,flop_per_byte,gflops,gbps,bound,roof_fraction,peak_gflops,peak_gbps" ]
+    # shares add up to at most the step; matmul_forward's FLOPs are the
+    # formula's: per layer qkv, projection, MLP up and down (2 N IC OC and
+    # N OC for the bias each), and the lm head tied to wte (2 N C V)
+    awk -F, 'NR > 1 { n++; share += $4; if ($3 < 0 || $4 < 0) bad = 1 }
+             $1 == "matmul_forward" { fwd = $5 }
+             END { if (bad || n < 15 || share > 1.0001) exit 1
+                   N = 8 * 64; C = 64; V = 256
+                   f = 4 * (2*N*C*3*C + N*3*C + 2*N*C*C + N*C + 2*N*C*4*C + N*4*C + 2*N*4*C*C + N*C) + 2*N*C*V
+                   d = fwd - f / 1e9; if (d < 0) d = -d
+                   exit !(d < 1e-5) }' "$p"
+    run bash "$ROOT/tools/plot_roofline.sh" "$BATS_TEST_TMPDIR/run"
+    [ "$status" -eq 0 ]
+    [ -s "$BATS_TEST_TMPDIR/run/roofline.png" ]
+    # one step: nothing after the first to profile, said plainly
+    run train --config tiny --steps 1 --profile --out "$BATS_TEST_TMPDIR/one"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"no step after the first to profile"* ]]
+}

@@ -56,6 +56,16 @@ void ddp_naive_sync(Ddp *d, float *grads);
  * and returns how many. */
 int ddp_build_buckets(const TensorInfo *tensors, int ntensors, size_t bucket_bytes, Bucket *out);
 
+/* Extension, part 1: the same walk from the last tensor, but the first bucket
+ * built (the one holding the last tensors, whose all-reduce can start first)
+ * closes as soon as it holds >= first_bytes, every later one at
+ * >= bucket_bytes. With first_bytes == bucket_bytes it returns exactly what
+ * ddp_build_buckets returns. Writes at most ntensors buckets to out and
+ * returns how many. train_ddp calls it, in place of ddp_build_buckets, when
+ * given --first-bucket-mb. */
+int ddp_build_buckets_first(const TensorInfo *tensors, int ntensors, size_t first_bytes,
+                            size_t bucket_bytes, Bucket *out);
+
 /* Bucketed: all-reduce each bucket, then divide by the ranks. */
 void ddp_bucketed_sync(Ddp *d, float *grads);
 

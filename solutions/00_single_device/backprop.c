@@ -65,6 +65,12 @@ void layernorm_backward_cpu(float *dinp, float *dw, float *db, const float *dout
 void attention_backward_cpu(float *dqkv, float *datt, const float *dout, const float *qkv,
                             const float *att, int B, int T, int C, int NH) {
     /* BEGIN SOLUTION */
+    /* The causal mask makes P_ij = dS_ij = 0 for j > i, so the work goes
+     * by blocks of ATT_BLOCK query rows I = [i0, i1), each against the keys
+     * j < i1 only: the four T x T GEMMs shrink to the blocks on or below
+     * the diagonal. With nb = T / ATT_BLOCK blocks that is (nb + 1) / (2 nb)
+     * of the full multiply-adds (0.56 at T = 256, 0.53 at T = 512). */
+    enum { ATT_BLOCK = 32 };
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for schedule(static)
@@ -77,18 +83,25 @@ void attention_backward_cpu(float *dqkv, float *datt, const float *dout, const f
         const float *p = att + (size_t)bh * T * T;
         float *dp = datt + (size_t)bh * T * T;
 
-        sgemm_rowmajor_cpu(0, 1, T, T, hs, 1.0f, dy, C, v, 3 * C, 0.0f, dp, T);      /* dP = dy v^T */
-        sgemm_rowmajor_cpu(1, 0, T, hs, T, 1.0f, p, T, dy, C, 1.0f, dv, 3 * C);      /* dv += P^T dy */
-        for (int i = 0; i < T; i++) {                                            /* dP -> dS */
-            float *dpi = dp + (size_t)i * T;
-            const float *pi = p + (size_t)i * T;
-            float dot = 0.0f;
-            for (int j = 0; j <= i; j++) dot += pi[j] * dpi[j];
-            for (int j = 0; j <= i; j++) dpi[j] = pi[j] * (dpi[j] - dot);
-            for (int j = i + 1; j < T; j++) dpi[j] = 0.0f;
+        for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
+            const int m = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK, n = i0 + m;  /* keys j < n */
+            const float *pI = p + (size_t)i0 * T, *dyI = dy + (size_t)i0 * C;
+            float *dpI = dp + (size_t)i0 * T;
+            sgemm_rowmajor_cpu(0, 1, m, n, hs, 1.0f, dyI, C, v, 3 * C, 0.0f, dpI, T);   /* dP_I = dy_I v^T */
+            sgemm_rowmajor_cpu(1, 0, n, hs, m, 1.0f, pI, T, dyI, C, 1.0f, dv, 3 * C);   /* dv += P_I^T dy_I */
+            for (int i = i0; i < n; i++) {                                          /* dP -> dS */
+                float *dpi = dp + (size_t)i * T;
+                const float *pi = p + (size_t)i * T;
+                float dot = 0.0f;
+                for (int j = 0; j <= i; j++) dot += pi[j] * dpi[j];
+                for (int j = 0; j <= i; j++) dpi[j] = pi[j] * (dpi[j] - dot);
+                for (int j = i + 1; j < n; j++) dpi[j] = 0.0f;
+            }
+            sgemm_rowmajor_cpu(0, 0, m, hs, n, scale, dpI, T, k, 3 * C, 1.0f, dq + (size_t)i0 * 3 * C,
+                               3 * C);                                                  /* dq_I += dS_I k */
+            sgemm_rowmajor_cpu(1, 0, n, hs, m, scale, dpI, T, q + (size_t)i0 * 3 * C, 3 * C, 1.0f, dk,
+                               3 * C);                                                  /* dk += dS_I^T q_I */
         }
-        sgemm_rowmajor_cpu(0, 0, T, hs, T, scale, dp, T, k, 3 * C, 1.0f, dq, 3 * C); /* dq += dS k */
-        sgemm_rowmajor_cpu(1, 0, T, hs, T, scale, dp, T, q, 3 * C, 1.0f, dk, 3 * C); /* dk += dS^T q */
     }
     /* END SOLUTION */
 }
