@@ -75,9 +75,10 @@ san_flags() {
     done
 }
 
-@test "sanitize: ZeRO-1, 2, 3 (and 3 without prefetch) on 3 ranks" {
+@test "sanitize: ZeRO-1, 2, 3 (and 3 without prefetch, and 2 and 3 with --overlap-rs) on 3 ranks" {
     require_solution 03
-    for flags in "--zero 1" "--zero 2" "--zero 3" "--zero 3 --no-prefetch"; do
+    for flags in "--zero 1" "--zero 2" "--zero 3" "--zero 3 --no-prefetch" "--zero 2 --overlap-rs" \
+                 "--zero 3 --overlap-rs"; do
         # shellcheck disable=SC2086  # flags is a list
         run mpirun_t 120 3 "$SAN/solutions/03_zero/train_zero" "${SHORT[@]}" $flags \
             --batch 12 --grad-accum 2 --out "$BATS_TEST_TMPDIR/${flags// /}"
