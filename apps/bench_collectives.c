@@ -8,8 +8,8 @@
  *   3. algbw = S / t and busbw = algbw * factor, decimal GB/s, the factor
  *      (nccl-tests, doc/PERFORMANCE.md) making busbw comparable with a link's
  *      bandwidth whatever p is:
- *        allreduce 2(p-1)/p; reduce_scatter, allgather, alltoall (p-1)/p;
- *        broadcast 1.
+ *        allreduce (all three: ring, tree, halving) 2(p-1)/p;
+ *        reduce_scatter, allgather, alltoall (p-1)/p; broadcast 1.
  * Out of place, float32, sum, root 0. Rank 0 prints a table and writes
  * DIR/busbw.csv (size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps) and
  * DIR/run.json (the options, the memcpy ceiling and the fits below).
@@ -50,7 +50,7 @@
 #define MAX_SIZES 40
 
 typedef enum { BENCH_ALLREDUCE, BENCH_REDUCE_SCATTER, BENCH_ALLGATHER, BENCH_BROADCAST,
-               BENCH_ALLTOALL, BENCH_TREE_ALLREDUCE, BENCH_NUM_OPS } BenchOp;
+               BENCH_ALLTOALL, BENCH_TREE_ALLREDUCE, BENCH_HALVING_ALLREDUCE, BENCH_NUM_OPS } BenchOp;
 typedef enum { IMPL_STUDENT, IMPL_LIBRARY, IMPL_NUM } Impl;
 static const char *const g_impl_names[IMPL_NUM] = {"student", "library"};
 
@@ -67,6 +67,9 @@ static const OpInfo g_ops[BENCH_NUM_OPS] = {
     {"alltoall", "pairwise_alltoall", "t = (p-1) alpha + (p-1)/p S beta"},
     {"tree_allreduce", "tree_allreduce",
      "t = k (alpha + S beta), k = floor(log2 p), +2 if p is no power of 2"},
+    {"halving_allreduce", "halving_doubling_allreduce",
+     "t = 2 log2(p) alpha + 2(p-1)/p S beta; p no power of 2: q = 2^floor(log2 p) for p, "
+     "+2 (alpha + S beta)"},
 };
 
 static int ceil_log2(int p) {
@@ -76,13 +79,18 @@ static int ceil_log2(int p) {
 }
 
 static void model_terms(BenchOp op, int p, double *latency_steps, double *bandwidth_factor) {
-    int rounds = 0;
+    /* the folded all-reduces: k rounds among q = 2^k <= p ranks, and for
+     * q < p the fold and the result back, 2 (alpha + S beta) */
+    int k = 0;
+    while ((2 << k) <= p) k++;
+    const int q = 1 << k, fold = q != p ? 2 : 0;
     switch (op) {
     case BENCH_ALLREDUCE: *latency_steps = 2.0 * (p - 1); *bandwidth_factor = 2.0 * (p - 1) / p; return;
     case BENCH_BROADCAST: *latency_steps = *bandwidth_factor = ceil_log2(p); return;
-    case BENCH_TREE_ALLREDUCE:
-        while ((2 << rounds) <= p) rounds++;
-        *latency_steps = *bandwidth_factor = rounds + ((1 << rounds) != p ? 2 : 0);
+    case BENCH_TREE_ALLREDUCE: *latency_steps = *bandwidth_factor = k + fold; return;
+    case BENCH_HALVING_ALLREDUCE:
+        *latency_steps = 2 * k + fold;
+        *bandwidth_factor = 2.0 * (q - 1) / q + fold;
         return;
     default: *latency_steps = p - 1; *bandwidth_factor = (double)(p - 1) / p; return;
     }
@@ -91,7 +99,8 @@ static void model_terms(BenchOp op, int p, double *latency_steps, double *bandwi
 static double busbw_factor(BenchOp op, int p) {
     switch (op) {
     case BENCH_ALLREDUCE:
-    case BENCH_TREE_ALLREDUCE: return 2.0 * (p - 1) / p;
+    case BENCH_TREE_ALLREDUCE:
+    case BENCH_HALVING_ALLREDUCE: return 2.0 * (p - 1) / p;
     case BENCH_BROADCAST: return 1.0;
     default: return (double)(p - 1) / p;
     }
@@ -108,12 +117,12 @@ static void run_op(Comm *c, BenchOp op, Impl impl, float *send, float *recv, siz
     const int lib = impl == IMPL_LIBRARY;
     switch (op) {
     case BENCH_ALLREDUCE:
-        if (lib) comm_allreduce(c, send, recv, count, COMM_FLOAT, COMM_SUM);
-        else ring_allreduce(c, send, recv, count);
-        break;
     case BENCH_TREE_ALLREDUCE:
+    case BENCH_HALVING_ALLREDUCE:
         if (lib) comm_allreduce(c, send, recv, count, COMM_FLOAT, COMM_SUM);
-        else tree_allreduce(c, send, recv, count);
+        else if (op == BENCH_TREE_ALLREDUCE) tree_allreduce(c, send, recv, count);
+        else if (op == BENCH_HALVING_ALLREDUCE) halving_doubling_allreduce(c, send, recv, count);
+        else ring_allreduce(c, send, recv, count);
         break;
     case BENCH_REDUCE_SCATTER:
         if (lib) comm_reduce_scatter(c, send, recv, count, COMM_FLOAT, COMM_SUM);
@@ -338,7 +347,7 @@ int main(int argc, char **argv) {
                 printf("usage: mpirun -np P %s [options]\n"
                        "Bus bandwidth of lab 01's collectives and of the library's, nccl-tests style.\n"
                        "  --op NAME        allreduce (default), reduce_scatter, allgather, broadcast,\n"
-                       "                   alltoall, tree_allreduce\n"
+                       "                   alltoall, tree_allreduce, halving_allreduce (the extension)\n"
                        "  --impl WHICH     student, library or both (default)\n"
                        "  --min-bytes S    smallest buffer (default 1K; suffixes K, M, G)\n"
                        "  --max-bytes S    largest buffer (default 64M); sizes double in between\n"

@@ -17,6 +17,8 @@
  *     comm_send and comm_sendrecv) equal what the README's schedule sends,
  *     see sent_elements below.
  * --impl library runs the same cases on comm.h's collectives.
+ * --op all runs the core's ops; the extension's (halving_allreduce) runs
+ * only by name, so that the core grades without it.
  */
 #include <getopt.h>
 #include <math.h>
@@ -37,10 +39,15 @@
 typedef enum { IMPL_STUDENT, IMPL_LIBRARY } Impl;
 
 typedef enum { CHECK_REDUCE_SCATTER, CHECK_ALLGATHER, CHECK_ALLREDUCE, CHECK_BROADCAST,
-               CHECK_TREE_ALLREDUCE, CHECK_ALLTOALL, CHECK_NUM_OPS } CheckedOp;
+               CHECK_TREE_ALLREDUCE, CHECK_ALLTOALL,
+               CHECK_HALVING_ALLREDUCE,  /* the extension: not in --op all */
+               CHECK_NUM_OPS } CheckedOp;
 
 static const char *const g_op_names[CHECK_NUM_OPS] = {
-    "reduce_scatter", "allgather", "allreduce", "broadcast", "tree_allreduce", "alltoall"};
+    "reduce_scatter", "allgather", "allreduce", "broadcast", "tree_allreduce", "alltoall",
+    "halving_allreduce"};
+
+static int is_extension(int op) { return op == CHECK_HALVING_ALLREDUCE; }
 
 /* One case on this rank: what ran, and the first thing found wrong. */
 typedef struct {
@@ -108,15 +115,37 @@ static void compare(Case *k, const char *what, const float *got, const float *wa
         }
 }
 
+/* Elements survivor v of q = 2^k sends in the power-of-two part of a folded
+ * all-reduce (below), with count(u) and G_i over the shards of n over q:
+ *   recursive doubling  k n, the whole buffer each round
+ *   halving-doubling    n - count(v) in the halving (every shard but its own,
+ *                       once), then G_i(v) in doubling round i = 0 .. k-1: the
+ *                       elements of the 2^i shards from v with its i low bits
+ *                       cleared (the segment it holds) */
+static size_t survivor_sent(CheckedOp op, size_t n, int q, int v) {
+    size_t sent = 0;
+    if (op == CHECK_TREE_ALLREDUCE) {
+        for (int span = 1; span < q; span *= 2) sent += n;
+        return sent;
+    }
+    sent = n - shard_count(n, q, v);
+    for (int span = 1; span < q; span *= 2) {  /* round i: span = 2^i */
+        int lo = v & ~(span - 1);
+        sent += shard_offset(n, q, lo + span) - shard_offset(n, q, lo);
+    }
+    return sent;
+}
+
 /* Elements this rank sends in the README's schedules, rank r of p, with
  * count(j) = shard_count(n, p, j):
  *   ring reduce-scatter  n - count(r)          every chunk but its own
  *   ring all-gather      n - count(r+1)        every chunk but the last received
  *   ring all-reduce      the sum of both: 2n - count(r) - count(r+1)
  *   binomial broadcast   n per child: ranks v + 2^j, 2^j below v's lowest set bit
- *   recursive doubling   log2(q) n, q = 2^floor(log2 p); among the 2(p-q) lowest
- *                        ranks, even ones send n (their fold) and odd ones
- *                        (log2(q) + 1) n (the doubling, then the result back)
+ *   recursive doubling,  folded to q = 2^floor(log2 p), e = p - q: a rank from 2e
+ *   halving-doubling     on is survivor v = r - e and sends survivor_sent; below
+ *                        2e, even ranks send n (their fold), odd ones are
+ *                        v = r / 2 and send survivor_sent + n (the result back)
  *   pairwise all-to-all  (p-1) n               one block to every other rank */
 static size_t sent_elements(CheckedOp op, size_t n, int p, int r, int root) {
     size_t own = shard_count(n, p, r), next = shard_count(n, p, (r + 1) % p);
@@ -129,11 +158,13 @@ static size_t sent_elements(CheckedOp op, size_t n, int p, int r, int root) {
         for (int bit = 1; bit < p && !(v & bit); bit <<= 1) children += v + bit < p;
         return (size_t)children * n;
     }
-    case CHECK_TREE_ALLREDUCE: {
-        int q = 1, rounds = 0;
-        for (; 2 * q <= p; q *= 2) rounds++;
-        if (r >= 2 * (p - q)) return (size_t)rounds * n;  /* doubling only */
-        return r % 2 ? (size_t)(rounds + 1) * n : n;      /* doubling + result back; fold */
+    case CHECK_TREE_ALLREDUCE:
+    case CHECK_HALVING_ALLREDUCE: {
+        int q = 1;
+        while (2 * q <= p) q *= 2;
+        const int e = p - q;
+        if (r >= 2 * e) return survivor_sent(op, n, q, r - e);
+        return r % 2 ? survivor_sent(op, n, q, r / 2) + n : n;  /* + result back; fold */
     }
     case CHECK_ALLTOALL: return (size_t)(p - 1) * n;
     default: CHECK(0, "bad op %d", (int)op);
@@ -155,6 +186,7 @@ static void run_alltoall(const Case *k, const float *send, float *recv) {
 static void run_allreduce(const Case *k, const float *send, float *recv) {
     if (k->impl == IMPL_LIBRARY) comm_allreduce(k->c, send, recv, k->n, COMM_FLOAT, COMM_SUM);
     else if (k->op == CHECK_TREE_ALLREDUCE) tree_allreduce(k->c, send, recv, k->n);
+    else if (k->op == CHECK_HALVING_ALLREDUCE) halving_doubling_allreduce(k->c, send, recv, k->n);
     else ring_allreduce(k->c, send, recv, k->n);
 }
 
@@ -256,7 +288,8 @@ static void run_case(Case *k) {
     case CHECK_REDUCE_SCATTER: check_reduce_scatter(k); break;
     case CHECK_ALLGATHER: check_allgather(k); break;
     case CHECK_ALLREDUCE:
-    case CHECK_TREE_ALLREDUCE: check_allreduce(k); break;
+    case CHECK_TREE_ALLREDUCE:
+    case CHECK_HALVING_ALLREDUCE: check_allreduce(k); break;
     case CHECK_BROADCAST: check_broadcast(k); break;
     case CHECK_ALLTOALL: check_alltoall(k); break;
     default: CHECK(0, "bad op %d", (int)k->op);
@@ -289,7 +322,7 @@ static int report_case(Case *k) {
                               : k->variant ? "in place" : "out of place";
         failed = errors[0] != '\0';
         if (failed) errors[strcspn(errors, "\n")] = '\0';
-        printf("%-15s n=%-7zu %-13s %s%s%s\n", g_op_names[k->op], k->n, variant,
+        printf("%-17s n=%-7zu %-13s %s%s%s\n", g_op_names[k->op], k->n, variant,
                failed ? "FAIL" : "ok", failed ? ": " : "", errors);
         fflush(stdout);
         free(errors);
@@ -321,9 +354,12 @@ int main(int argc, char **argv) {
         case 'h':
             if (world->rank == 0) {
                 printf("usage: mpirun -np P %s [--op NAME] [--impl student|library] [--comm-timeout S]\n"
-                       "Checks lab 01's collectives bit for bit on P ranks.\nNAME: all (default)",
+                       "Checks lab 01's collectives bit for bit on P ranks.\n"
+                       "NAME: all (default: the core's ops) or one op:",
                        g_program_name);
-                for (int op = 0; op < CHECK_NUM_OPS; op++) printf(", %s", g_op_names[op]);
+                for (int op = 0; op < CHECK_NUM_OPS; op++)
+                    printf("%s %s%s", op ? "," : "", g_op_names[op],
+                           is_extension(op) ? " (the extension: never in all)" : "");
                 printf("\n--impl library checks comm.h's collectives instead of collectives.c.\n"
                        "--comm-timeout S ends the job when a communication waits over S seconds\n"
                        "(default 300; 0 = never): a deadlock is reported instead of hanging.\n"
@@ -349,7 +385,7 @@ int main(int argc, char **argv) {
                impl == IMPL_STUDENT ? "student" : "library", p, p == 1 ? "" : "s");
     int cases = 0, failures = 0;
     for (int op = 0; op < CHECK_NUM_OPS; op++) {
-        if (chosen >= 0 && op != chosen) continue;
+        if (chosen >= 0 ? op != chosen : is_extension(op)) continue;
         for (int i = 0; i < num_counts; i++) {
             int repeated = 0;  /* p - 1, p, p + 1 are 0, 1, 2 on one rank */
             for (int j = 0; j < i; j++) repeated |= counts[j] == counts[i];

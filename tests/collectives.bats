@@ -20,6 +20,8 @@ checker_passes() {
     for op in reduce_scatter allgather allreduce broadcast tree_allreduce alltoall; do
         [[ "$output" == *"$op "*"n=262147"*"ok"* ]]
     done
+    # the extension runs only by name: the core grades without it
+    [[ "$output" != *"halving_allreduce"* ]]
 }
 
 @test "collectives: the solution passes the checker on 1 rank" { checker_passes student 1; }
@@ -40,6 +42,24 @@ checker_passes() {
     [[ "$output" != *"allreduce"* ]]
 }
 
+# The extension, Rabenseifner's all-reduce: every count (0, n < p, uneven,
+# large), in and out of place, bit for bit, and each rank's bytes against
+# the README's formula, the fold's terms included (3, 5, 6, 7 ranks).
+@test "collectives: halving-doubling all-reduce is right to the bit and to the byte on 1 to 8 ranks" {
+    require_solution 01
+    local np cases
+    for np in 1 2 3 4 5 6 7 8; do
+        run mpirun_t 120 "$np" "$SOL01/check_collectives" --op halving_allreduce
+        echo "$np ranks: ${output##*$'\n'}"
+        [ "$status" -eq 0 ]
+        [[ "$output" != *"FAIL"* ]]
+        # counts 0, 1, p-1, p, p+1, 1000, 4099, 262147 (fewer where they coincide), 2 variants each
+        cases=$(( np == 1 ? 12 : np == 2 ? 14 : 16 ))
+        [ "$(printf '%s\n' "$output" | grep -cE '^halving_allreduce +n=[0-9]+ +(in place|out of place) +ok$')" -eq "$cases" ]
+        [[ "$output" == *"halving_allreduce n=$((np - 1)) "*"in place      ok"* ]]
+    done
+}
+
 @test "collectives: the untouched skeleton says not implemented (exit 3) without hanging" {
     require_untouched 01
     run mpirun_t 60 2 "$LAB01/check_collectives"
@@ -49,6 +69,9 @@ checker_passes() {
     run mpirun_t 60 3 "$LAB01/check_collectives" --op broadcast
     [ "$status" -eq 3 ]
     [[ "$output" == *"not implemented: tree_broadcast"* ]]
+    run mpirun_t 60 3 "$LAB01/check_collectives" --op halving_allreduce
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: halving_doubling_allreduce"* ]]
     run mpirun_t 60 2 "$LAB01/bench_collectives" --max-bytes 4K --out "$BATS_TEST_TMPDIR/skel"
     [ "$status" -eq 3 ]
     [[ "$output" == *"not implemented: ring_allreduce"* ]]
@@ -77,7 +100,7 @@ mutant_fails() {
 }
 
 @test "checker catches recursive doubling without the fold, on 3 ranks (4 ranks hide it)" {
-    local expr='0,/add_floats(recv, recv, incoming, n);/s//(void)0;/'
+    local expr='0,/add_floats(recv, send, incoming, n);/s//(void)0;/'
     mutant_fails "$expr" tree_allreduce 3
     run mpirun_t 120 4 "$BATS_TEST_TMPDIR/mutant/check_collectives" --op tree_allreduce
     [ "$status" -eq 0 ]
@@ -87,6 +110,32 @@ mutant_fails() {
     # right values, wrong traffic: only the counters can see it
     mutant_fails 's/ring_reduce_scatter(c, send, own, n);/tree_allreduce(c, send, recv, n);\n    return;/' allreduce 4
     [[ "$output" == *"sent "*" bytes, the schedule sends "* ]]
+    [[ "$output" != *"want"* ]]
+}
+
+# halving_doubling_allreduce's lines, for the mutants below
+HALVING='/^void halving_doubling_allreduce/,/^}/'
+
+@test "checker catches a halving-doubling all-gather that takes its partners in the halving order" {
+    mutant_fails "${HALVING}s|for (int d = 1; v >= 0 \&\& d < q; d \*= 2)|for (int d = q / 2; v >= 0 \&\& d >= 1; d /= 2)|" \
+        halving_allreduce 4
+    [[ "$output" == *"want"* ]]
+}
+
+@test "checker's byte counters catch a halving-doubling all-reduce that is really recursive doubling" {
+    mutant_fails "${HALVING}s|^    const Fold f = fold_in(c, send, recv, n);|    tree_allreduce(c, send, recv, n);\n    return;\n&|" \
+        halving_allreduce 4
+    [[ "$output" == *"sent "*" bytes, the schedule sends "* ]]
+    [[ "$output" != *"want"* ]]
+}
+
+# Right sums, and nearly the right traffic: the ring's all-gather after the
+# halving (the same shards on 4 ranks) sends n - count(r+1), the doubling's
+# G_0 + G_1; they differ by an element or two where shards are uneven.
+@test "checker's byte counts are exact: halving, then the ring's all-gather, fails on 4 ranks" {
+    mutant_fails "${HALVING}s|    for (int d = 1; v >= 0 \&\& d < q; d \*= 2) {|    ring_allgather(c, recv + segment(n, q, v, 1).offset, recv, n);\n    for (int d = 1; 0; d *= 2) {|" \
+        halving_allreduce 4
+    [[ "$output" == *"n=1 "*"sent "*" bytes, the schedule sends "* ]]
     [[ "$output" != *"want"* ]]
 }
 
@@ -135,6 +184,21 @@ mutant_fails() {
     [ "$status" -eq 0 ]
     awk -F, 'NR == 2 { exit !($5 == $6) }' "$out/busbw.csv"
     [ "$(tail -n +2 "$out/busbw.csv" | cut -d, -f3)" = library ]
+}
+
+@test "bench: halving_allreduce on 4 ranks: the all-reduce's busbw factor and its own alpha-beta fit" {
+    require_solution 01
+    local out="$BATS_TEST_TMPDIR/hd"
+    run mpirun_t 120 4 "$SOL01/bench_collectives" --op halving_allreduce --impl student \
+        --min-bytes 4K --max-bytes 16K --iters 2 --out "$out"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"student = halving_doubling_allreduce"* ]]
+    [[ "$output" == *"alpha-beta fit, t = 2 log2(p) alpha + 2(p-1)/p S beta"* ]]
+    [[ "$output" == *"student: alpha = "*" us, 1/beta = "*" GB/s"* ]]
+    [ "$(tail -n +2 "$out/busbw.csv" | wc -l)" -eq 3 ]
+    awk -F, 'NR == 2 { r = $6 / $5; exit !(r > 1.499 && r < 1.501) }' "$out/busbw.csv"
+    grep -q '"op": "halving_allreduce"' "$out/run.json"
 }
 
 @test "collectives: bad flags are one clear error, exit 2" {

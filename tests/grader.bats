@@ -139,6 +139,38 @@ PY
     done
 }
 
+# Lab 01's extension is scored apart from the core: the untouched skeleton's
+# extension cases say "not implemented" and leave the core's total alone;
+# in hidden mode the solutions score full marks on it too, and every draw of
+# the 4-rank case (4 or 8 ranks) catches the planted all-gather bug.
+@test "grader: lab 01's extension scores apart from the core; --hidden grades it and catches its planted bug" {
+    require_untouched 01
+    require_instructor "grader/planted/ is not in a handout"
+    local report="$BATS_TEST_TMPDIR/s/report.txt" seed line
+    run t 300 $GRADE --lab 01 --out "$BATS_TEST_TMPDIR/s"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(grep -cE '^01_collectives +extension: halving-doubling all-reduce, [0-9] ranks +0/[0-9]+ +not implemented: halving_doubling_allreduce$' "$report")" -eq 3 ]
+    [ "$(total_of "$report")" = "$(sed -n 's/^01_collectives: //p' "$report")" ]
+    [[ "$(sed -n 's/^extensions: //p' "$report")" == 0/[1-9]* ]]
+    run t 300 $GRADE --lab 01 --hidden --hidden-seed 5 --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/h"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    line=$(sed -n 's/^extensions: //p' "$BATS_TEST_TMPDIR/h/report.txt")
+    [ -n "$line" ] && [ "${line%/*}" = "${line#*/}" ]
+    local src="$BATS_TEST_TMPDIR/src"
+    mkdir -p "$src" && cp -r "$ROOT/solutions/01_collectives" "$src/"
+    patch -s -d "$src/01_collectives" -p1 < "$ROOT/grader/planted/01-halving-allgather-wrong-order.patch"
+    for seed in 1 3; do   # they draw 8 and 4 ranks
+        run t 300 $GRADE --lab 01 --hidden --hidden-seed $seed --src "$src" \
+            --case "halving-doubling all-reduce, 4 ranks" --out "$BATS_TEST_TMPDIR/p$seed"
+        line=$(printf '%s\n' "$output" | grep -E '^01_collectives +extension: halving-doubling all-reduce, 4 ranks \[')
+        echo "seed $seed: $line"
+        [ "$status" -eq 0 ]
+        [[ "$line" == *" 0/1 "*"FAIL"* ]]
+    done
+}
+
 # make_cheat DIR [PREAMBLE]: DIR/02_ddp and DIR/03_zero, copies of the
 # solutions whose lab file does no gradient communication and, at exit,
 # copies a run's metrics.csv, memory.csv and comm.csv over its own

@@ -60,6 +60,8 @@ san_flags() {
     require_solution 01
     run mpirun_t 120 3 "$SAN/solutions/01_collectives/check_collectives"
     no_reports
+    run mpirun_t 120 3 "$SAN/solutions/01_collectives/check_collectives" --op halving_allreduce
+    no_reports
     run mpirun_t 120 3 "$SAN/solutions/01_collectives/bench_collectives" --min-bytes 4 \
         --max-bytes 16K --iters 2 --warmup 1 --out "$BATS_TEST_TMPDIR/bench"
     no_reports

@@ -67,14 +67,36 @@ load helpers
     [[ "$output" == *"not implemented: layernorm_backward"* ]]
 }
 
-@test "lab 01 skeleton: each of the six collectives becomes a TODO, the header stays whole" {
+@test "lab 01 skeleton: each of the seven collectives becomes a TODO, the shared fold is left out, the header stays whole" {
     require_solution 01
     require_untouched 01
     regions=$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/01_collectives/collectives.c")
-    [ "$regions" -eq 6 ]
+    [ "$regions" -eq 7 ]
     [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/01_collectives/collectives.c")" -eq "$regions" ]
+    # the fold tree_allreduce and the extension share is solution-only code:
+    # in the skeleton it would give the tree's TODO away
+    grep -q 'SOLUTION ONLY BEGIN' "$ROOT/solutions/01_collectives/collectives.c"
+    ! grep -n 'SOLUTION ONLY\|fold_in\|survivor_rank' "$ROOT/labs/01_collectives/collectives.c"
     # the header is the contract: no solution region, the same in both copies
     cmp "$ROOT/solutions/01_collectives/collectives.h" "$ROOT/labs/01_collectives/collectives.h"
+}
+
+@test "the skeleton generator drops SOLUTION ONLY blocks and rejects them unbalanced or nested" {
+    local src="$BATS_TEST_TMPDIR/src/99_x" out="$BATS_TEST_TMPDIR/out"
+    mkdir -p "$src"
+    printf 'int a;\n\n/* SOLUTION ONLY BEGIN */\nstatic int helper(void) { return 1; }\n/* SOLUTION ONLY END */\n\nint f(void) {\n    /* BEGIN SOLUTION */\n    return helper();\n    /* END SOLUTION */\n}\n' > "$src/x.c"
+    run bash "$ROOT/tools/make_skeletons.sh" "$BATS_TEST_TMPDIR/src" "$out"
+    [ "$status" -eq 0 ]
+    [ "$(cat "$out/99_x/x.c")" = "$(printf 'int a;\n\nint f(void) {\n    /* TODO: your code here (see the lab README). */\n    NOT_IMPLEMENTED();\n}')" ]
+    for bad in '/* SOLUTION ONLY BEGIN */\nint b;\n' '/* SOLUTION ONLY END */\n' \
+               '/* SOLUTION ONLY BEGIN */\n/* BEGIN SOLUTION */\n/* END SOLUTION */\n/* SOLUTION ONLY END */\n' \
+               'void g(void) {\n/* BEGIN SOLUTION */\n/* SOLUTION ONLY BEGIN */\n/* SOLUTION ONLY END */\n/* END SOLUTION */\n}\n'; do
+        printf "$bad" > "$src/x.c"
+        run bash "$ROOT/tools/make_skeletons.sh" "$BATS_TEST_TMPDIR/src" "$out"
+        echo "$output"
+        [ "$status" -ne 0 ]
+        [[ "$output" == *"SOLUTION ONLY"* ]]
+    done
 }
 
 @test "labs 02 and 03 skeletons: every solution region becomes a TODO, the headers stay whole" {

@@ -17,7 +17,7 @@
 #include "check.h"
 #include "collectives.h"
 
-enum { TAG_RING = 101, TAG_TREE = 102, TAG_ALLTOALL = 103 };
+enum { TAG_RING = 101, TAG_TREE = 102, TAG_ALLTOALL = 103, TAG_HALVING = 104 };
 
 /* (a mod p) in 0..p-1 for a in -p..2p-1 */
 static inline int wrap(int a, int p) { return (a % p + p) % p; }
@@ -102,6 +102,22 @@ void tree_allreduce(Comm *c, const float *send, float *recv, size_t n) {
  * coming in share a place, so copy the outgoing one aside (scratch_floats).
  * The pairing rule is the exercise. */
 void pairwise_alltoall(Comm *c, const float *send, float *recv, size_t n_per_rank) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+/* Rabenseifner's all-reduce (the extension): the sum on every rank, the
+ * same bits everywhere, in place when send == recv. Among q = 2^k ranks, a
+ * reduce-scatter by recursive halving (k comm_sendrecv rounds, partners at
+ * distance q/2, q/4, .. 1; a rank keeps half of its segment and adds the
+ * partner's copy of that half into it) leaves rank v owning shard v of
+ * shard_count(n, q, v) elements, as the ring does; an all-gather by
+ * recursive doubling (the same partners, distance 1 first) copies the
+ * shards everywhere. For p not a power of two, tree_allreduce's fold
+ * around it. The halving receives into scratch_floats: half the buffer is
+ * enough. The elements each rank sends, for any n, are the exercise
+ * (README): state them in a comment here. */
+void halving_doubling_allreduce(Comm *c, const float *send, float *recv, size_t n) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }

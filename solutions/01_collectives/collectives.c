@@ -17,7 +17,7 @@
 #include "check.h"
 #include "collectives.h"
 
-enum { TAG_RING = 101, TAG_TREE = 102, TAG_ALLTOALL = 103 };
+enum { TAG_RING = 101, TAG_TREE = 102, TAG_ALLTOALL = 103, TAG_HALVING = 104 };
 
 /* (a mod p) in 0..p-1 for a in -p..2p-1 */
 static inline int wrap(int a, int p) { return (a % p + p) % p; }
@@ -120,6 +120,64 @@ void tree_broadcast(Comm *c, float *buf, size_t n, int root) {
     /* END SOLUTION */
 }
 
+/* SOLUTION ONLY BEGIN */
+/* The fold that tree_allreduce and halving_doubling_allreduce share (the
+ * student copy drops this block: it is part of tree_allreduce's exercise).
+ * q = 2^floor(log2 p), e = p - q. Ranks 2i and 2i+1 below 2e pair up: the
+ * even one hands its data to the odd one and waits, and the q survivors
+ * run a power-of-two algorithm, numbered v = r / 2 (odd ranks below 2e,
+ * v = 0 .. e-1) and v = r - e (ranks from 2e on, v = e .. q-1). */
+typedef struct {
+    int q, e;
+    int v;              /* this rank's survivor number; -1 on a folded (even) rank */
+    const float *sums;  /* this rank's partial sums: recv once the fold added into it,
+                         * else still send */
+} Fold;
+
+static int survivor_rank(const Fold *f, int v) { return v < f->e ? 2 * v + 1 : v + f->e; }
+
+/* This rank's Fold. Below 2e, an even rank sends send (n elements) to r+1,
+ * an odd one writes send + r-1's into recv. */
+static Fold fold_in(Comm *c, const float *send, float *recv, size_t n) {
+    const int p = c->size, r = c->rank;
+    Fold f = {.q = 1, .sums = send};
+    while (2 * f.q <= p) f.q *= 2;
+    f.e = p - f.q;
+    f.v = r - f.e;
+    if (r < 2 * f.e) {
+        if (r % 2 == 0) {
+            comm_send(c, send, n, COMM_FLOAT, r + 1, TAG_TREE);
+            f.v = -1;
+        } else {
+            float *incoming = scratch_floats(n);
+            comm_recv(c, incoming, n, COMM_FLOAT, r - 1, TAG_TREE);
+            add_floats(recv, send, incoming, n);
+            f.v = r / 2;
+            f.sums = recv;
+        }
+    }
+    return f;
+}
+
+/* The result back: an odd rank below 2e sends buf (n elements) to r-1. */
+static void fold_out(Comm *c, float *buf, size_t n, const Fold *f) {
+    const int r = c->rank;
+    if (r >= 2 * f->e) return;
+    if (r % 2 == 1) comm_send(c, buf, n, COMM_FLOAT, r - 1, TAG_TREE);
+    else comm_recv(c, buf, n, COMM_FLOAT, r + 1, TAG_TREE);
+}
+
+/* A segment: the elements of shards first .. first + m - 1 of n over q. */
+typedef struct {
+    size_t offset, count;
+} Segment;
+
+static Segment segment(size_t n, int q, int first, int m) {
+    const size_t begin = shard_offset(n, q, first);
+    return (Segment){begin, shard_offset(n, q, first + m) - begin};
+}
+/* SOLUTION ONLY END */
+
 /* Recursive doubling all-reduce, the sum on every rank, identical bits.
  * p = 2^k: k rounds, in round j a comm_sendrecv of the whole partial sum
  * with the rank whose number differs in bit j, then an addition.
@@ -131,34 +189,15 @@ void tree_broadcast(Comm *c, float *buf, size_t n, int root) {
  * Incoming data goes to scratch_floats(n). In place when send == recv. */
 void tree_allreduce(Comm *c, const float *send, float *recv, size_t n) {
     /* BEGIN SOLUTION */
-    const int p = c->size, r = c->rank;
     if (recv != send) memcpy(recv, send, n * sizeof(float));
-    int q = 1;
-    while (2 * q <= p) q *= 2;
-    const int e = p - q;
+    const Fold f = fold_in(c, recv, recv, n);
     float *incoming = scratch_floats(n);
-
-    int v = r - e;  /* virtual rank in the doubling, -1 for a folded one */
-    if (r < 2 * e) {
-        if (r % 2 == 0) {
-            comm_send(c, recv, n, COMM_FLOAT, r + 1, TAG_TREE);
-            v = -1;
-        } else {
-            comm_recv(c, incoming, n, COMM_FLOAT, r - 1, TAG_TREE);
-            add_floats(recv, recv, incoming, n);
-            v = r / 2;
-        }
-    }
-    for (int bit = 1; v >= 0 && bit < q; bit <<= 1) {
-        int pv = v ^ bit;
-        int partner = pv < e ? 2 * pv + 1 : pv + e;
+    for (int bit = 1; f.v >= 0 && bit < f.q; bit <<= 1) {
+        int partner = survivor_rank(&f, f.v ^ bit);
         comm_sendrecv(c, recv, n, partner, incoming, n, partner, COMM_FLOAT, TAG_TREE);
         add_floats(recv, recv, incoming, n);
     }
-    if (r < 2 * e) {
-        if (r % 2 == 1) comm_send(c, recv, n, COMM_FLOAT, r - 1, TAG_TREE);
-        else comm_recv(c, recv, n, COMM_FLOAT, r + 1, TAG_TREE);
-    }
+    fold_out(c, recv, n, &f);
     /* END SOLUTION */
 }
 
@@ -186,5 +225,67 @@ void pairwise_alltoall(Comm *c, const float *send, float *recv, size_t n_per_ran
         }
         comm_sendrecv(c, block, m, q, recv + (size_t)q * m, m, q, COMM_FLOAT, TAG_ALLTOALL);
     }
+    /* END SOLUTION */
+}
+
+/* Rabenseifner's all-reduce (the extension): the sum on every rank, the
+ * same bits everywhere, in place when send == recv. Among q = 2^k ranks, a
+ * reduce-scatter by recursive halving (k comm_sendrecv rounds, partners at
+ * distance q/2, q/4, .. 1; a rank keeps half of its segment and adds the
+ * partner's copy of that half into it) leaves rank v owning shard v of
+ * shard_count(n, q, v) elements, as the ring does; an all-gather by
+ * recursive doubling (the same partners, distance 1 first) copies the
+ * shards everywhere. For p not a power of two, tree_allreduce's fold
+ * around it. The halving receives into scratch_floats: half the buffer is
+ * enough. The elements each rank sends, for any n, are the exercise
+ * (README): state them in a comment here. */
+void halving_doubling_allreduce(Comm *c, const float *send, float *recv, size_t n) {
+    /* BEGIN SOLUTION */
+    /* What rank r sends, exactly, for any n. With e = p - q, survivor v
+     * (v = r when p = q), count(u) = shard_count(n, q, u) and G_i(v) = the
+     * elements of the 2^i shards from v - v mod 2^i (what v holds before
+     * doubling round i):
+     *   survivor v        n - count(v)                  the halving
+     *                     + G_0(v) + .. + G_(k-1)(v)    the doubling
+     *   odd r below 2e    that for v = r / 2, + n       the result back
+     *   even r below 2e   n                             its fold
+     * With even shards a survivor sends 2(q-1)/q n: 2(p-1)/p n when p = q. */
+    const Fold f = fold_in(c, send, recv, n);
+    const int q = f.q, v = f.v;
+    float *incoming = scratch_floats(segment(n, q, 0, q / 2).count);  /* the largest half kept */
+    /* sums: where this rank's partial sums are. Out of place, the first round
+     * reads send and writes the half it keeps into recv, and later rounds stay
+     * within that half: no copy of the whole buffer first, which would move
+     * 2 S more through memory than the ring does. */
+    const float *sums = f.sums;
+    /* Halving, d = q/2 .. 1. Before the round with distance d, v holds the
+     * segment of the 2d shards from lo = v - v mod 2d, summed over the q / 2d
+     * survivors u with u mod 2d = v mod 2d. It keeps the half (d shards)
+     * that holds shard v, sends the other half to v ^ d, who keeps that one,
+     * and adds v ^ d's copy of its own half: then v holds its d shards summed
+     * over the survivors with u mod d = v mod d. After d = 1: shard v, summed
+     * over all. */
+    for (int d = q / 2; v >= 0 && d >= 1; d /= 2) {
+        const int partner = survivor_rank(&f, v ^ d), lo = v & ~(2 * d - 1);
+        const Segment keep = segment(n, q, v & d ? lo + d : lo, d);
+        const Segment give = segment(n, q, v & d ? lo : lo + d, d);
+        comm_sendrecv(c, sums + give.offset, give.count, partner, incoming, keep.count, partner,
+                      COMM_FLOAT, TAG_HALVING);
+        add_floats(recv + keep.offset, sums + keep.offset, incoming, keep.count);
+        sums = recv;
+    }
+    if (v >= 0 && sums != recv) memcpy(recv, sums, n * sizeof(float));  /* p = 1: no round */
+    /* Doubling, d = 1 .. q/2. Before the round with distance d, v holds the
+     * final sums of the d shards from v - v mod d, and v ^ d those of the d
+     * shards next to them: each sends its own and receives the other's into
+     * its place in recv, and both hold the 2d shards from v - v mod 2d. Only
+     * the owner of a shard ever added it; everyone else copies its bits. */
+    for (int d = 1; v >= 0 && d < q; d *= 2) {
+        const int partner = survivor_rank(&f, v ^ d), lo = v & ~(d - 1);
+        const Segment mine = segment(n, q, lo, d), theirs = segment(n, q, lo ^ d, d);
+        comm_sendrecv(c, recv + mine.offset, mine.count, partner, recv + theirs.offset,
+                      theirs.count, partner, COMM_FLOAT, TAG_HALVING);
+    }
+    fold_out(c, recv, n, &f);
     /* END SOLUTION */
 }

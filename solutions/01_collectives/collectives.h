@@ -39,6 +39,14 @@ void tree_broadcast(Comm *c, float *buf, size_t n, int root);
  * the whole buffer, the choice for small messages. In place when send == recv. */
 void tree_allreduce(Comm *c, const float *send, float *recv, size_t n);
 
+/* Same result as ring_allreduce, by Rabenseifner's algorithm (the lab's
+ * extension): a reduce-scatter by recursive halving, then an all-gather by
+ * recursive doubling, log2(p) exchanges each, 2(p-1)/p n elements sent per
+ * rank for even shards; for p not a power of two, the fold of
+ * tree_allreduce around it. Every rank ends with the same bits. In place
+ * when send == recv. */
+void halving_doubling_allreduce(Comm *c, const float *send, float *recv, size_t n);
+
 /* Block j (n_per_rank elements at send + j * n_per_rank) goes to rank j, into
  * block `rank` of its recv; both buffers hold p blocks. In place when
  * send == recv. */
