@@ -54,18 +54,52 @@ void encoder_backward_cpu(float *dwte, float *dwpe, const float *dout, const int
     }
 }
 
+/* Row reductions in LANES interleaved partial results, combined in a fixed
+ * order at the end: a single running float sum is a chain the compiler may
+ * not reorder (so it stays scalar), LANES of them are one vector add per
+ * LANES elements. The order depends on n alone, never on the threads. */
+enum { LANES = 16 };
+
+static float row_sum(const float *x, int n) {
+    float acc[LANES] = {0}, s = 0.0f;
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += x[j + l];
+    for (; j < n; j++) s += x[j];
+    for (int l = 0; l < LANES; l++) s += acc[l];
+    return s;
+}
+
+/* sum of (x - m)^2 over the row */
+static float row_sum_sq_dev(const float *x, float m, int n) {
+    float acc[LANES] = {0}, s = 0.0f;
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += (x[j + l] - m) * (x[j + l] - m);
+    for (; j < n; j++) s += (x[j] - m) * (x[j] - m);
+    for (int l = 0; l < LANES; l++) s += acc[l];
+    return s;
+}
+
+static float row_max(const float *x, int n) {
+    float acc[LANES], mx = x[0];
+    for (int l = 0; l < LANES; l++) acc[l] = x[0];
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    for (int l = 0; l < LANES; l++) mx = acc[l] > mx ? acc[l] : mx;
+    return mx;
+}
+
 void layernorm_forward_cpu(float *out, float *mean, float *rstd, const float *inp,
                        const float *w, const float *b, int N, int C) {
     const float eps = 1e-5f;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
-        float m = 0.0f;
-        for (int i = 0; i < C; i++) m += x[i];
-        m /= C;
-        float var = 0.0f;
-        for (int i = 0; i < C; i++) var += (x[i] - m) * (x[i] - m);
-        var /= C;
+        float m = row_sum(x, C) / C;
+        float var = row_sum_sq_dev(x, m, C) / C;
         float s = 1.0f / sqrtf(var + eps);
         float *o = out + (size_t)n * C;
         for (int i = 0; i < C; i++) o[i] = (x[i] - m) * s * w[i] + b[i];
@@ -111,12 +145,9 @@ void matmul_backward_cpu(float *dinp, float *dw, float *dbias, const float *dout
  * Every entry is e^(s - max) with s - max <= 0: exp_nonpositive, which
  * vectorizes where libm's expf is a call per element. */
 static void softmax_causal_row(float *row, int t, int T) {
-    float mx = row[0];
-    for (int j = 1; j <= t; j++) mx = row[j] > mx ? row[j] : mx;
+    float mx = row_max(row, t + 1);
     for (int j = 0; j <= t; j++) row[j] = exp_nonpositive(row[j] - mx);
-    float sum = 0.0f;  /* in order, apart: a float sum does not vectorize without reordering */
-    for (int j = 0; j <= t; j++) sum += row[j];
-    float inv = 1.0f / sum;
+    float inv = 1.0f / row_sum(row, t + 1);
     for (int j = 0; j <= t; j++) row[j] *= inv;
     for (int j = t + 1; j < T; j++) row[j] = 0.0f;
 }
@@ -180,11 +211,9 @@ float crossentropy_forward_cpu(float *losses, float *probs, const float *logits,
         const float *z = logits + (size_t)n * V;
         float *p = probs + (size_t)n * V;
         float zt = z[targets[n]];  /* read before p (which may alias z) is written */
-        float mx = z[0];
-        for (int i = 1; i < V; i++) mx = z[i] > mx ? z[i] : mx;
+        float mx = row_max(z, V);
         for (int i = 0; i < V; i++) p[i] = exp_nonpositive(z[i] - mx);  /* z - max <= 0 */
-        float sum = 0.0f;
-        for (int i = 0; i < V; i++) sum += p[i];
+        float sum = row_sum(p, V);
         float inv = 1.0f / sum;
         for (int i = 0; i < V; i++) p[i] *= inv;
         /* -log p[target] = log(sum) - (z_t - max), exact even when p_t underflows */

@@ -26,9 +26,12 @@ set title "$title: kernels under the roofline (P = $P GFLOP/s, W = $W GB/s, ridg
 set xlabel "arithmetic intensity (FLOP per byte the kernel must move)"
 set ylabel "achieved GFLOP/s"
 roof(x) = (x * $W < $P) ? x * $W : $P
-# a kernel with no arithmetic (set_zero) has no place on a log axis
+# a kernel with no arithmetic (set_zero) has no place on a log axis; rows
+# next to each other in time often sit close on the chart too, so their
+# labels go alternately above and below the point
 plot roof(x) with lines lw 3 lc rgb "#444444" title "roof: min(P, I x W)", \
      "$csv" using (\$8 > 0 ? \$7 : 1/0):8:(sqrt(\$4) * 6 + 1) every ::1 with points pt 7 ps variable lc rgb "#d62728" title "kernels (size: share of the step)", \
-     "$csv" using (\$8 > 0 ? \$7 : 1/0):8:1 every ::1 with labels offset 1.2,0.6 left font ",9" notitle
+     "$csv" using (\$8 > 0 ? \$7 : 1/0):8:1 every 2::1 with labels offset 1.2,0.7 left font ",9" notitle, \
+     "$csv" using (\$8 > 0 ? \$7 : 1/0):8:1 every 2::2 with labels offset 1.2,-0.7 left font ",9" notitle
 EOF_GP
 echo "plot_roofline: wrote $run/roofline.png"
