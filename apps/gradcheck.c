@@ -444,7 +444,7 @@ static double median_ms(int what, float **b, int B, int T, int C, int NH, int re
     return m;
 }
 
-/* --time attention: the forward pass (the kit's, full T x T products), the
+/* --time attention: the forward pass (the kit's, which skips the masked half), the
  * backward pass (the student's) and the reference GEMMs at one shape, median
  * of reps calls each, and the multiply-adds one backward call asks of
  * sgemm_rowmajor_cpu. Returns those as a fraction of the 4 full GEMMs'. */
@@ -463,7 +463,8 @@ static double time_attention(int B, int T, int C, int NH, int reps) {
     int threads = omp_get_max_threads();
     printf("attention B=%d T=%d C=%d NH=%d, %d thread%s, median of %d calls:\n", B, T, C, NH,
            threads, threads == 1 ? "" : "s", reps);
-    printf("  forward         %9.3f ms  (the kit's: 2 full T x T GEMMs and the softmax)\n", fwd);
+    printf("  forward         %9.3f ms  (the kit's: 2 T x T GEMMs by row blocks, masked half\n"
+           "                                skipped, and the softmax)\n", fwd);
     printf("  4 full GEMMs    %9.3f ms  (%.1f MFLOP, %.1f GFLOP/s: what a backward that\n"
            "                                computes every T x T entry multiplies)\n",
            ref, 4 * gemm / 1e6, 4 * gemm / 1e6 / ref);
