@@ -110,7 +110,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
+.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -126,6 +126,7 @@ help:
 	@echo "make references rerun the solutions and rewrite grader/reference/"
 	@echo "make skeletons  regenerate the student files in labs/ from solutions/"
 	@echo "make handout DEST=dir [RELEASED=00,01] [HINTS=no]  write the tree students get (README: Handing out the labs)"
+	@echo "make slides     one lecture deck per lab, offline HTML in build/slides/ (index.html lists them)"
 	@echo "make bench      lab 00: tokens/s and GFLOP/s of the 'small' config (vs PyTorch if installed)"
 	@echo "make bench-collectives  lab 01's ring all-reduce vs the library on 2 and 4 ranks, busbw chart"
 	@echo "make bench-ddp  lab 02: naive/bucketed/overlapped step and wait times, bucket sweep, timelines"
@@ -248,9 +249,23 @@ demo: deps
 	@$(MAKE) --no-print-directory all data
 	bash scripts/demo.sh $(DEMO_CONFIG) $(DEMO_STEPS) $(DEMO_RANKS)
 
-test: deps
+test:
+	@bash scripts/deps.sh --test
 	@$(MAKE) --no-print-directory all data
 	bash tests/run.sh
+
+# Lecture decks: slides/NN_name.md into self-contained HTML under
+# build/slides/ (tools/make_slides.sh), with the charts the labs'
+# benchmarks draw (tools/slide_figures.sh: made when missing; make
+# slide-figures remakes them).
+slides: deps
+	@$(MAKE) --no-print-directory all data
+	@[ -s $(BUILD)/slides/fig/03/comm.png ] || bash tools/slide_figures.sh $(BUILD)/slides
+	bash tools/make_slides.sh $(BUILD)/slides
+
+slide-figures: deps
+	@$(MAKE) --no-print-directory all data
+	bash tools/slide_figures.sh $(BUILD)/slides
 
 # Instructors' targets refuse to run in a handout, with one line.
 not_in_handout = @if [ -f .handout ]; then echo "$@: error: $(1)" >&2; exit 2; fi

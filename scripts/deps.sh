@@ -2,10 +2,18 @@
 # deps.sh: make sure the Debian packages the kit needs are installed.
 # Installs the missing ones with apt-get when it can (root, or sudo without a
 # password); otherwise prints the exact command to run and fails.
+#   deps.sh          what building, the demo and the slides need
+#   deps.sh --test   and what only the test suite uses: a headless browser
+#                    that screenshots the slides, and PIL to read them
 set -euo pipefail
 
 packages=(build-essential openmpi-bin libopenmpi-dev libopenblas-dev libopenblas-openmp-dev
-          gnuplot-nox bats fortunes-min python3 libxml2-utils)
+          gnuplot-nox bats fortunes-min python3 libxml2-utils pandoc)
+case "${1:-}" in
+    "") ;;
+    --test) packages+=(chromium python3-pil) ;;
+    *) echo "deps: usage: deps.sh [--test]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

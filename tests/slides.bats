@@ -1,0 +1,85 @@
+#!/usr/bin/env bats
+# The lecture decks (slides/, `make slides`): each builds into one HTML file
+# that opens offline, the index lists them, and every slide, rendered in
+# headless Chromium and screenshotted, is neither blank nor overflowing nor
+# missing an image.
+load helpers
+
+# The figures come from the labs' benchmarks (short runs here), once for
+# the whole file.
+setup_file() {
+    export SLIDES="$BATS_FILE_TMPDIR/slides"
+    # the benchmarks run the solutions (a handout without them: the tests skip)
+    if [ -d "$ROOT/solutions/00_single_device" ] && [ -d "$ROOT/solutions/01_collectives" ] \
+        && [ -d "$ROOT/solutions/02_ddp" ] && [ -d "$ROOT/solutions/03_zero" ]; then
+        SLIDES_QUICK=1 BENCH_COPY=solutions timeout 600 bash "$ROOT/tools/slide_figures.sh" "$SLIDES" \
+            > "$BATS_FILE_TMPDIR/figures.log" 2>&1 || true
+    fi
+}
+
+need_figures() {
+    require_solution 00 01 02 03
+    [ -s "$SLIDES/fig/03/comm.png" ] || { cat "$BATS_FILE_TMPDIR/figures.log"; return 1; }
+}
+
+@test "slides: every lab has a deck; each builds into one self-contained HTML file, listed by the index" {
+    need_figures
+    run t 300 bash "$ROOT/tools/make_slides.sh" "$SLIDES"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    for lab in "$ROOT"/labs/[0-9][0-9]_*/; do
+        name=$(basename "$lab")
+        [ -f "$ROOT/slides/$name.md" ]
+        f="$SLIDES/$name.html"
+        [ -s "$f" ]
+        grep -q "href=\"$name.html\"" "$SLIDES/index.html"
+        # offline: no image, script or style from a file or a server
+        ! grep -Eq '<img[^>]* src="(fig/|https?:)' "$f"
+        ! grep -Eq '<(script|link)[^>]* (src|href)="https?:' "$f"
+        grep -q '<math' "$f"
+        # 15-25 slides, as a lecture wants
+        n=$(grep -c '^## ' "$ROOT/slides/$name.md")
+        [ "$n" -ge 14 ] && [ "$n" -le 26 ]
+    done
+}
+
+@test "slides: a deck showing a figure that was not made is one clear error" {
+    mkdir -p "$BATS_TEST_TMPDIR/kit/slides" "$BATS_TEST_TMPDIR/kit/tools"
+    cp "$ROOT/slides/template.html" "$BATS_TEST_TMPDIR/kit/slides/"
+    cp "$ROOT/tools/make_slides.sh" "$BATS_TEST_TMPDIR/kit/tools/"
+    printf -- '---\ntitle: "x"\n---\n\n## One\n\n![a chart](fig/09/none.png)\n' > "$BATS_TEST_TMPDIR/kit/slides/09_x.md"
+    run t 60 bash "$BATS_TEST_TMPDIR/kit/tools/make_slides.sh" "$BATS_TEST_TMPDIR/out"
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"slides/09_x.md shows fig/09/none.png, which is not in "* ]]
+}
+
+@test "slides: in Chromium, no slide is blank, overflows or misses an image (screenshots of every slide)" {
+    command -v chromium > /dev/null || skip "chromium is not installed (apt-get install chromium): no browser to look with"
+    /usr/bin/python3 -c "import PIL" 2> /dev/null || skip "python3-pil is not installed"
+    need_figures
+    t 300 bash "$ROOT/tools/make_slides.sh" "$SLIDES" > /dev/null
+    run t 900 /usr/bin/python3 "$ROOT/tools/check_slides.py" "$SLIDES" "$SLIDES/shots"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"problems; screenshots in"* ]]
+    for lab in "$ROOT"/labs/[0-9][0-9]_*/; do
+        [ -s "$SLIDES/shots/$(basename "$lab")-01.png" ]
+    done
+}
+
+@test "slides: the checker fails an overflowing slide and names it" {
+    command -v chromium > /dev/null || skip "chromium is not installed (apt-get install chromium): no browser to look with"
+    /usr/bin/python3 -c "import PIL" 2> /dev/null || skip "python3-pil is not installed"
+    mkdir -p "$BATS_TEST_TMPDIR/kit/slides" "$BATS_TEST_TMPDIR/kit/tools"
+    cp "$ROOT/slides/template.html" "$BATS_TEST_TMPDIR/kit/slides/"
+    cp "$ROOT/tools/make_slides.sh" "$BATS_TEST_TMPDIR/kit/tools/"
+    { printf -- '---\ntitle: "x"\n---\n\n## Fits\n\n- one line\n\n## Far too long\n\n'
+      for i in $(seq 1 30); do echo "- line $i"; done; } > "$BATS_TEST_TMPDIR/kit/slides/09_x.md"
+    t 60 bash "$BATS_TEST_TMPDIR/kit/tools/make_slides.sh" "$BATS_TEST_TMPDIR/out" > /dev/null
+    run t 120 /usr/bin/python3 "$ROOT/tools/check_slides.py" "$BATS_TEST_TMPDIR/out" "$BATS_TEST_TMPDIR/shots"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"09_x slide 3 ('Far too long'): overflows"* ]]
+    [[ "$output" != *"slide 2"* ]]
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# make_slides.sh [OUT_DIR]: every deck slides/NN_name.md into one
+# self-contained HTML file OUT_DIR/NN_name.html (default build/slides), and
+# OUT_DIR/index.html listing them with their labs. pandoc with the kit's
+# template (slides/template.html); formulas as MathML, images inlined from
+# OUT_DIR/fig/ (tools/slide_figures.sh makes them): each file opens offline.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out=${1:-build/slides}
+die() { echo "slides: error: $*" >&2; exit 2; }
+command -v pandoc > /dev/null || die "pandoc is not installed (apt-get install pandoc)"
+mkdir -p "$out"
+decks=(slides/[0-9][0-9]_*.md)
+[ -e "${decks[0]}" ] || die "no slides/NN_name.md"
+rows=""
+for md in "${decks[@]}"; do
+    name=$(basename "$md" .md)
+    # every figure a deck names must exist: a missing one is an error here,
+    # not a broken image in the browser
+    while read -r fig; do
+        [ -s "$out/$fig" ] || die "$md shows $fig, which is not in $out/ (run tools/slide_figures.sh $out, or make slides)"
+    done < <(grep -o '](fig/[^)]*)' "$md" | sed 's/^](//; s/)$//')
+    pandoc "$md" -f markdown -t html5 --template slides/template.html --section-divs \
+        --mathml --self-contained --resource-path="$out" -o "$out/$name.html" \
+        || die "pandoc failed on $md"
+    title=$(sed -n 's/^title: *"\(.*\)"$/\1/p' "$md" | head -n 1)
+    slides=$(grep -c '^## ' "$md")
+    rows+="<tr><td><a href=\"$name.html\">${title:-$name}</a></td><td>$((slides + 1))</td>"
+    rows+="<td><a href=\"../../labs/$name/README.md\">labs/$name</a></td></tr>"$'\n'
+    echo "slides: wrote $out/$name.html ($((slides + 1)) slides)"
+done
+cat > "$out/index.html" <<HTML
+<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Slides: distributed training, lab by lab</title>
+<style>
+body { font: 18px/1.5 "DejaVu Sans", sans-serif; max-width: 900px; margin: 40px auto; color: #1d1d1d; }
+h1 { color: #1f3a68; } table { border-collapse: collapse; width: 100%; }
+td, th { text-align: left; padding: 8px 12px; border-bottom: 1px solid #ccc; }
+th { border-bottom: 2px solid #1f3a68; }
+</style></head><body>
+<h1>Slides: distributed training, lab by lab</h1>
+<p>One deck per lab, for the lecture before it. Each file opens offline; arrows, space or a
+click move through it, and <code>#N</code> in the address opens slide N.</p>
+<table><tr><th>deck</th><th>slides</th><th>lab</th></tr>
+$rows</table>
+</body></html>
+HTML
+echo "slides: wrote $out/index.html"
