@@ -3,13 +3,15 @@
 # self-contained HTML file OUT_DIR/NN_name.html (default build/slides), and
 # OUT_DIR/index.html listing them with their labs. pandoc with the kit's
 # template (slides/template.html); formulas as MathML, images inlined from
-# OUT_DIR/fig/ (tools/slide_figures.sh makes them): each file opens offline.
+# OUT_DIR/fig/ (tools/slide_figures.sh makes the charts, tools/slide_diagrams.py
+# draws the diagrams, as SVG, every time): each file opens offline.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:-build/slides}
 die() { echo "slides: error: $*" >&2; exit 2; }
 command -v pandoc > /dev/null || die "pandoc is not installed (apt-get install pandoc)"
 mkdir -p "$out"
+/usr/bin/python3 tools/slide_diagrams.py "$out" || die "tools/slide_diagrams.py failed"
 decks=(slides/[0-9][0-9]_*.md)
 [ -e "${decks[0]}" ] || die "no slides/NN_name.md"
 rows=""
