@@ -46,7 +46,7 @@ need_figures() {
 @test "slides: a deck showing a figure that was not made is one clear error" {
     mkdir -p "$BATS_TEST_TMPDIR/kit/slides" "$BATS_TEST_TMPDIR/kit/tools"
     cp "$ROOT/slides/template.html" "$BATS_TEST_TMPDIR/kit/slides/"
-    cp "$ROOT/tools/make_slides.sh" "$BATS_TEST_TMPDIR/kit/tools/"
+    cp "$ROOT/tools/make_slides.sh" "$ROOT/tools/slide_diagrams.py" "$BATS_TEST_TMPDIR/kit/tools/"
     printf -- '---\ntitle: "x"\n---\n\n## One\n\n![a chart](fig/09/none.png)\n' > "$BATS_TEST_TMPDIR/kit/slides/09_x.md"
     run t 60 bash "$BATS_TEST_TMPDIR/kit/tools/make_slides.sh" "$BATS_TEST_TMPDIR/out"
     echo "$output"
@@ -73,7 +73,7 @@ need_figures() {
     /usr/bin/python3 -c "import PIL" 2> /dev/null || skip "python3-pil is not installed"
     mkdir -p "$BATS_TEST_TMPDIR/kit/slides" "$BATS_TEST_TMPDIR/kit/tools"
     cp "$ROOT/slides/template.html" "$BATS_TEST_TMPDIR/kit/slides/"
-    cp "$ROOT/tools/make_slides.sh" "$BATS_TEST_TMPDIR/kit/tools/"
+    cp "$ROOT/tools/make_slides.sh" "$ROOT/tools/slide_diagrams.py" "$BATS_TEST_TMPDIR/kit/tools/"
     { printf -- '---\ntitle: "x"\n---\n\n## Fits\n\n- one line\n\n## Far too long\n\n'
       for i in $(seq 1 30); do echo "- line $i"; done; } > "$BATS_TEST_TMPDIR/kit/slides/09_x.md"
     t 60 bash "$BATS_TEST_TMPDIR/kit/tools/make_slides.sh" "$BATS_TEST_TMPDIR/out" > /dev/null
