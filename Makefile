@@ -127,7 +127,7 @@ help:
 	@echo "make skeletons  regenerate the student files in labs/ from solutions/"
 	@echo "make handout DEST=dir [RELEASED=00,01] [HINTS=no]  write the tree students get (README: Handing out the labs)"
 	@echo "make slides     one lecture deck per lab, offline HTML in build/slides/ (index.html lists them)"
-	@echo "make bench      lab 00: tokens/s and GFLOP/s of the 'small' config (vs PyTorch if installed)"
+	@echo "make bench      lab 00: tokens/s of 'small' at 1 and all threads (vs PyTorch if installed), per-kernel profiles and rooflines of small and medium"
 	@echo "make bench-collectives  lab 01's ring all-reduce vs the library on 2 and 4 ranks, busbw chart"
 	@echo "make bench-ddp  lab 02: naive/bucketed/overlapped step and wait times, bucket sweep, timelines"
 	@echo "make bench-zero lab 03: memory per rank vs the planner, bytes per step, step times (DDP, ZeRO-1/2/3)"
