@@ -27,7 +27,6 @@ static struct {
 } g_prof;
 
 void profile_enable(void) { g_prof.enabled = 1; }
-int profile_enabled(void) { return g_prof.enabled; }
 void profile_set_active(int on) { g_prof.active = g_prof.enabled && on; }
 
 double profile_begin(void) {

@@ -23,7 +23,6 @@
 #define PROFILE_H
 
 void profile_enable(void);   /* --profile: record while active */
-int profile_enabled(void);
 void profile_set_active(int on);  /* the training loop: which calls count */
 
 /* kernels.c, around each kernel call: begin returns the start time (0 when
