@@ -203,7 +203,7 @@ $(EARLIER_OBJ):
 	cp $< $@
 
 # the memory planner's command line (common/memplan.h)
-$(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 

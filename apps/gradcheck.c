@@ -75,6 +75,7 @@ struct GradCheck {
     float *buf[16];
     int *tokens;
     GPTConfig cfg;
+    GPTLayout layout;  /* the whole model */
     GPTParams p, g;
     GPTActs acts;
     BackwardScratch scratch;
@@ -353,34 +354,35 @@ static int check_crossentropy(void) {
 
 /* ---- the whole model ------------------------------------------------------ */
 
-static double loss_model(GradCheck *c) { return gpt_forward(&c->cfg, &c->p, &c->acts, NULL); }
+static double loss_model(GradCheck *c) { return gpt_forward(&c->layout, &c->p, &c->acts, NULL); }
 static void backward_model(GradCheck *c) {
-    gpt_forward(&c->cfg, &c->p, &c->acts, NULL);
-    gpt_backward(&c->cfg, &c->p, &c->g, &c->acts, &c->scratch, NULL);
+    gpt_forward(&c->layout, &c->p, &c->acts, NULL);
+    gpt_backward(&c->layout, &c->p, &c->g, &c->acts, &c->scratch, NULL);
 }
 static int check_model(void) {
     GradCheck c = {.loss = loss_model, .backward = backward_model, .B = 2, .T = 8};
     c.cfg = (GPTConfig){.vocab_size = 32, .ctx_len = 8, .n_layer = 2, .n_head = 2, .n_embd = 16};
+    c.layout = gpt_layout_whole(&c.cfg);
     size_t n = gpt_num_params(&c.cfg);
     float *params = mem_alloc(MEM_PARAMS, n * sizeof(float));
     float *grads = mem_alloc(MEM_GRADS, n * sizeof(float));
-    gpt_init_params(&c.cfg, g_seed, 0, n, params);
+    gpt_init_params(&c.layout, g_seed, 0, n, params);
     /* Larger than GPT-2's init (std 0.02): with tiny weights most gradients
      * are too small to measure in float. Biases and layernorm weights get
      * random values too, so that their gradients are exercised. */
     for (size_t i = 0; i < n; i++) params[i] += 0.3f * rng_normal(g_seed, RNG_STREAM_TEST, i, 99);
-    gpt_params_view(&c.cfg, params, &c.p);
-    gpt_params_view(&c.cfg, grads, &c.g);
-    gpt_acts_alloc(&c.cfg, c.B, c.T, &c.acts, &c.scratch);
+    gpt_params_view(&c.layout, params, &c.p);
+    gpt_params_view(&c.layout, grads, &c.g);
+    gpt_acts_alloc(&c.layout, c.B, c.T, &c.acts, &c.scratch);
     for (int i = 0; i < c.B * c.T; i++) {
         c.acts.inputs[i] = (int)rng_below(g_seed, RNG_STREAM_TEST, i, 7, c.cfg.vocab_size);
         c.acts.targets[i] = (int)rng_below(g_seed, RNG_STREAM_TEST, i, 8, c.cfg.vocab_size);
     }
-    int nt = gpt_num_tensors(&c.cfg);
+    int nt = gpt_num_tensors(&c.layout);
     TensorInfo *info = malloc(nt * sizeof *info);
     Checked *t = malloc(nt * sizeof *t);
     CHECK(info && t, "out of memory");
-    gpt_tensor_table(&c.cfg, info);
+    gpt_tensor_table(&c.layout, info);
     for (int k = 0; k < nt; k++)
         t[k] = (Checked)TENSOR(info[k].name, params + info[k].offset, grads + info[k].offset,
                                info[k].count);

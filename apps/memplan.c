@@ -38,7 +38,8 @@ static const char *const g_layouts[] = {"replicated", "zero1", "zero2", "zero3",
 static void plan_of(int i, const GPTConfig *cfg, int ranks, int rows, int seq, int overlap_rs,
                     MemPlan *plan) {
     int stage = i < 4 ? i : 3;
-    MemLayout l = {stage, ranks, i == 3, rows, seq, overlap_rs && stage >= 2};
+    MemLayout l = {.zero_stage = stage, .ranks = ranks, .prefetch = i == 3, .rows = rows, .seq = seq,
+                   .overlap_rs = overlap_rs && stage >= 2};
     memplan_predict(cfg, &l, plan);
 }
 

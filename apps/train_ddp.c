@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "comm.h"
 #include "ddp.h"
+#include "mesh.h"
 #include "preflight.h"
 #include "train.h"
 
@@ -86,18 +87,21 @@ int main(int argc, char **argv) {
         USER_ERROR("--first-bucket-mb sizes a bucket: it needs --ddp bucketed or overlapped, "
                    "not naive (one all-reduce per tensor)");
 
-    /* pure data parallelism: the dp group is the world (a copy, so that
-     * comm.csv tells the gradients' traffic from the loss sums) */
-    Comm *dp = comm_split(world, 0, world->rank, "dp");
-    MemLayout layout = {0, dp->size, 0, train_micro_batch_rows(&o, dp->size), o.seq, 0};
+    /* pure data parallelism: the mesh (mesh.h) is all dp, the dp group
+     * every rank; the loss sums go over a copy of it (metrics), so that
+     * comm.csv tells the gradients' traffic from theirs */
+    Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = 1, .cp = 1, .dp = 0, .pp = 1, .ep = 1});
+    Comm *dp = mesh->dp_group;
+    MemLayout layout = {.ranks = dp->size, .rows = train_micro_batch_rows(&o, dp->size), .seq = o.seq};
     preflight_run(&o, &layout, world);
-    dopt.metrics = comm_split(world, 0, world->rank, "metrics");
-    int ntensors = gpt_num_tensors(&o.model);
+    dopt.metrics = comm_split(dp, 0, dp->rank, "metrics");
+    const GPTLayout model = gpt_layout_whole(&o.model);
+    int ntensors = gpt_num_tensors(&model);
     TensorInfo *tensors = calloc((size_t)ntensors, sizeof *tensors);
     Bucket *buckets = calloc((size_t)ntensors, sizeof *buckets);
     CommRequest *requests = calloc((size_t)ntensors, sizeof *requests);
     CHECK(tensors && buckets && requests, "out of memory");
-    gpt_tensor_table(&o.model, tensors);
+    gpt_tensor_table(&model, tensors);
     Ddp ddp = {.mode = dopt.mode, .dp = dp, .tensors = tensors, .ntensors = ntensors,
                .buckets = buckets, .requests = requests};
     /* without --first-bucket-mb, the core's plan from the core's function */

@@ -7,7 +7,7 @@ int main(int argc, char **argv) {
     program_set_name(argv[0]);
     TrainOptions o;
     train_options_parse(argc, argv, &o);
-    MemLayout layout = {0, 1, 0, train_micro_batch_rows(&o, 1), o.seq, 0};
+    MemLayout layout = {.ranks = 1, .rows = train_micro_batch_rows(&o, 1), .seq = o.seq};
     preflight_run(&o, &layout, NULL);
     train_run(&o);
     return 0;

@@ -14,6 +14,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "memplan.h"
+#include "mesh.h"
 #include "preflight.h"
 #include "train.h"
 #include "zero.h"
@@ -110,13 +111,17 @@ int main(int argc, char **argv) {
     if (!zo.prefetch && zo.stage != 3 && world->rank == 0)
         printf("train_zero: --no-prefetch has no effect below ZeRO-3\n");
 
-    Comm *dp = comm_split(world, 0, world->rank, "dp");
-    MemLayout layout = {zo.stage, dp->size, zo.prefetch, train_micro_batch_rows(&o, dp->size),
-                        o.seq, zo.overlap_rs};
+    /* the mesh (mesh.h) is all dp; metrics: a copy of dp for the loss sums */
+    Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = 1, .cp = 1, .dp = 0, .pp = 1, .ep = 1});
+    Comm *dp = mesh->dp_group;
+    MemLayout layout = {.zero_stage = zo.stage, .ranks = dp->size, .prefetch = zo.prefetch,
+                        .rows = train_micro_batch_rows(&o, dp->size), .seq = o.seq,
+                        .overlap_rs = zo.overlap_rs};
     preflight_run(&o, &layout, world);
-    Comm *metrics = comm_split(world, 0, world->rank, "metrics");
+    Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
     Zero z;
-    zero_init(&z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &o.model, o.seed);
+    const GPTLayout model = gpt_layout_whole(&o.model);
+    zero_init(&z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &model, o.seed);
     z.overlap_rs = zo.overlap_rs;
     ModelHooks hooks = {.ctx = &z};
     if (zo.stage >= 2) {

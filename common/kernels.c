@@ -15,9 +15,20 @@
  * the same by hand. */
 #include "kernels.h"
 
+#include "check.h"
 #include "device.h"
 #include "kernels_backend.h"
 #include "profile.h"
+
+/* Lab 00's two backward passes live in the lab's object, not in the
+ * library: weak references, so that a program with no backward pass (the
+ * planner, most unit tests) links without any lab's object, and one that
+ * needs them and was linked without stops with a message, not a crash. */
+#pragma weak layernorm_backward_cpu
+#pragma weak attention_backward_cpu
+#define REQUIRE_LAB00(fn)                                                                   \
+    CHECK(device_current() != DEVICE_CPU || fn != NULL,                                     \
+          #fn " is lab 00's: link the lab's backprop.o (build/earlier/00_single_device/)")
 
 #ifdef KIT_CUDA
 #define BACKEND(name) (device_current() == DEVICE_CUDA ? name##_cuda : name##_cpu)
@@ -60,6 +71,7 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, const float *mean,
                         const float *rstd, int N, int C) {
+    REQUIRE_LAB00(layernorm_backward_cpu);
     KERNEL(layernorm_backward, 14.0 * N * C, F(4.0 * N * C + 5.0 * C + 2.0 * N), dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
@@ -85,6 +97,7 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 
 void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH) {
+    REQUIRE_LAB00(attention_backward_cpu);
     KERNEL(attention_backward, attention_pairs(B, T, NH) * (8.0 * (C / NH) + 4),
            F(10.0 * B * T * C + 3.0 * B * NH * T * T), dqkv, datt, dout, qkv, att, B, T, C, NH);
 }

@@ -19,7 +19,8 @@
  *
  * layernorm_backward_cpu and attention_backward_cpu are lab 00's exercise:
  * they are defined in solutions/00_single_device/backprop.c (or the
- * student's copy in labs/), which every program links in.
+ * student's copy in labs/), which every program with a backward pass links
+ * in (the library refers to them weakly: kernels.c).
  */
 #ifndef KERNELS_H
 #define KERNELS_H

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "layout.h"
+#include "model.h"
 
 void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     CHECK(l->zero_stage >= 0 && l->zero_stage <= 3 && l->ranks >= 1, "bad layout: stage %d, %d ranks",
@@ -10,13 +12,15 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     CHECK(!l->overlap_rs || l->zero_stage >= 2, "bad layout: overlap_rs needs ZeRO-2 or 3, not %d",
           l->zero_stage);
     memset(plan, 0, sizeof *plan);
-    const size_t F = sizeof(float), phi = gpt_num_params(cfg);
-    const int N = l->ranks, U = gpt_num_units(cfg);
+    /* this rank's share of the model: all of it, or its TP shard */
+    const GPTLayout m = gpt_layout_make(cfg, l->tp > 1 ? l->tp : 1, 0);
+    const size_t F = sizeof(float), phi = m.num_params;
+    const int N = l->ranks, U = gpt_num_units(&m);
     /* padded[u] = N S_u; shard = sum S_u, what each rank owns */
     size_t padded[U], shard = 0, max_shard = 0;
     for (int u = 0; u < U; u++) {
         size_t offset, count;
-        gpt_unit_range(cfg, u, &offset, &count);
+        gpt_unit_range(&m, u, &offset, &count);
         size_t s = unit_shard_size(count, N);
         padded[u] = (size_t)N * s;
         shard += s;
@@ -50,9 +54,9 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
         pk[MEM_PARAMS] += F * (padded[GPT_UNIT_EMBED] + (l->prefetch ? two_units : one_unit));
     if (l->zero_stage >= 1) pk[MEM_COMM] = F * max_shard;
 
-    pk[MEM_ACTIVATIONS] = F * gpt_activation_floats(cfg, l->rows, l->seq)
+    pk[MEM_ACTIVATIONS] = F * gpt_activation_floats(&m, l->rows, l->seq)
                           + sizeof(int) * gpt_activation_ints(l->rows, l->seq);
-    pk[MEM_WORKSPACE] = F * gpt_scratch_floats(cfg, l->rows, l->seq);
+    pk[MEM_WORKSPACE] = F * gpt_scratch_floats(&m, l->rows, l->seq);
 }
 
 double memplan_states_bytes(double phi, int zero_stage, int ranks) {

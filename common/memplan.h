@@ -5,7 +5,9 @@
  * peaks a run measured (memory.csv), byte for byte. Later labs add their
  * layouts here.
  *
- * Model states, fp32 AdamW, Phi parameters, N data-parallel ranks:
+ * Model states, fp32 AdamW, Phi parameters per rank (the whole model, or
+ * under tensor parallelism its shard: layout.h num_params), N data-parallel
+ * ranks:
  *                 params   grads    moments (m, v)   total
  *   replicated    4 Phi    4 Phi    8 Phi            16 Phi     (one device, DDP)
  *   ZeRO-1        4 Phi    4 Phi    8 Phi / N        8 Phi + 8 Phi / N
@@ -52,9 +54,9 @@
 #include <stddef.h>
 
 #include "alloc.h"
-#include "model.h"
+#include "config.h"
 
-/* ZeRO's partition of one unit (model.h) of n elements over N ranks: the
+/* ZeRO's partition of one unit (layout.h) of n elements over N ranks: the
  * unit is padded with zeros to N S elements, S = ceil(n / N), and rank r
  * owns elements [r S, (r + 1) S) of it, so every rank holds S elements and
  * the collectives move equal shards (what NCCL's reduce-scatter and
@@ -68,6 +70,8 @@ typedef struct {
     int prefetch;    /* ZeRO-3: the next unit is gathered while one computes */
     int rows, seq;   /* one micro-batch on one rank: rows sequences of seq tokens */
     int overlap_rs;  /* ZeRO-2/3: the reduce-scatter behind the backward pass (above) */
+    int tp;          /* tensor parallelism (lab 04; 0 or 1: none): Phi and the
+                        activations are the rank's shard's (layout.h, model.h) */
 } MemLayout;
 
 typedef struct {

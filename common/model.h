@@ -1,104 +1,69 @@
-/* model.h: a GPT-2 style transformer as flat buffers with named views.
+/* model.h: the GPT's forward and backward passes over a rank's share of it.
  *
- *   tokens -> encoder (wte + wpe) -> L x block -> layernorm f -> logits = x wte^T
- *   block:  x1 = x  + attproj( attention( qkv( ln1(x)  ) ) )
- *           x2 = x1 + fcproj( gelu( fc( ln2(x1) ) ) )
- *
- * All parameters live in ONE float buffer (and the gradients in a second one
- * of the same layout). A table of tensors gives each its name, offset and
- * initialization; GPTParams holds pointers into the buffer under their names.
- * Layout: wte, wpe, then block 0's tensors, block 1's, ..., then lnf. A block
- * is contiguous, so later labs can gather, shard or hand out whole layers.
- *
- * Parameter init is independent of sharding: element i of tensor t is
- * std * N(0,1) drawn from the counter (i, t) of rng.h.
+ * The model's shape is config.h's, a rank's parameters (flat buffer, named
+ * views, shard map) layout.h's. Here: what the forward pass keeps for the
+ * backward pass, and the passes, one forward and one backward function per
+ * block and for the whole model.
  *
  * Forward keeps what the backward pass needs in explicit activation structs
  * (BlockActs, GPTActs): nothing is hidden, so pipeline schedules can keep
  * several micro-batches, recomputation can rebuild one, sharded layouts can
- * give a layer only its shard.
+ * give a layer only its shard. Sizes are the layout's local ones: at tensor
+ * parallelism tp, qkv holds the rank's NH/tp heads (3C/tp columns), fch its
+ * 4C/tp columns, probs its Vp/tp vocabulary columns; the residual stream,
+ * the layernorms and the losses are whole on every rank.
+ *
+ * Communication inside the passes goes through the layout's
+ * TensorParallelOps (below), called unconditionally: the whole model's
+ * versions (tp = 1, labs 00-03) are the plain kernels and communicate
+ * nothing; lab 04's split them over the TP group.
  */
 #ifndef MODEL_H
 #define MODEL_H
 
 #include <stddef.h>
 
-typedef struct {
-    int vocab_size;  /* V */
-    int ctx_len;     /* maximum sequence length (wpe rows) */
-    int n_layer;     /* L */
-    int n_head;      /* NH */
-    int n_embd;      /* C */
-} GPTConfig;
+#include "config.h"
+#include "layout.h"
 
-/* Named configs: "tiny" (grading), "small" (demos), "medium" (the CPU
- * benchmark where GEMMs dominate), "gpt2-124m". Returns 0,
- * or -1 for an unknown name. */
-int gpt_config_by_name(const char *name, GPTConfig *cfg);
-const char *gpt_config_names(void);  /* "tiny, small, medium, gpt2-124m" for messages */
-
-/* Why a config can't be built, or NULL when it can (C % NH, positive sizes). */
-const char *gpt_config_problem(const GPTConfig *cfg);
-
-#define BLOCK_NUM_TENSORS 12
-
-typedef struct {
-    float *ln1w, *ln1b;          /* (C) */
-    float *qkvw, *qkvb;          /* (3C, C), (3C) */
-    float *attprojw, *attprojb;  /* (C, C), (C) */
-    float *ln2w, *ln2b;          /* (C) */
-    float *fcw, *fcb;            /* (4C, C), (4C) */
-    float *fcprojw, *fcprojb;    /* (C, 4C), (C) */
-} BlockParams;
-
-typedef struct {
-    float *wte;          /* (V, C), also the LM head (tied) */
-    float *wpe;          /* (ctx_len, C) */
-    BlockParams *blocks; /* L of them */
-    float *lnfw, *lnfb;  /* (C) */
-} GPTParams;
-
-typedef enum { INIT_ZEROS, INIT_ONES, INIT_NORMAL } InitKind;
-
-typedef struct {
-    char name[32];   /* "wte", "blocks.3.qkvw", "lnfw" */
-    size_t offset;   /* in floats, into the flat buffer */
-    size_t count;    /* elements */
-    int rows, cols;  /* cols = 1 for vectors */
-    InitKind init;
-    float std;       /* for INIT_NORMAL */
-} TensorInfo;
-
-/* Size of the model, from the config alone (memory formulas use these). */
-size_t gpt_num_params(const GPTConfig *cfg);        /* Phi */
-size_t gpt_block_num_params(const GPTConfig *cfg);  /* 12C^2 + 13C */
-int gpt_num_tensors(const GPTConfig *cfg);          /* 2 + 12L + 2 */
-/* Fill t (gpt_num_tensors entries) with the layout described above. */
-void gpt_tensor_table(const GPTConfig *cfg, TensorInfo *t);
-
-/* Point the named views of p at a flat buffer with the standard layout
- * (flat = NULL: every view NULL, for a caller that points units one by one
- * with gpt_unit_view). */
-void gpt_params_view(const GPTConfig *cfg, float *flat, GPTParams *p);
-void gpt_params_view_free(GPTParams *p);
-
-/* Units: the pieces the forward and backward passes use whole, each a
- * contiguous range of the flat buffer, in buffer order:
- *   unit 0       the embeddings, wte and wpe (wte is also the tied LM head)
- *   unit 1 + l   block l
- *   unit L + 1   the final layernorm
- * Sharded layouts (ZeRO-3) gather, free and reduce parameters unit by unit. */
-enum { GPT_UNIT_EMBED = 0 };
-int gpt_num_units(const GPTConfig *cfg);  /* L + 2 */
-void gpt_unit_range(const GPTConfig *cfg, int unit, size_t *offset, size_t *count);
-/* Point the views of unit's tensors in p (set up by gpt_params_view) at
- * base, which holds the unit's elements in the standard order. */
-void gpt_unit_view(const GPTConfig *cfg, int unit, float *base, GPTParams *p);
-
-/* Initialize elements [first, first + n) of the flat buffer (global indices)
- * into out[0..n): a rank can make exactly its shard. */
-void gpt_init_params(const GPTConfig *cfg, unsigned long long seed, size_t first, size_t n,
-                     float *out);
+/* The layers that tensor parallelism splits, as the passes call them.
+ * Shapes are local: N = B T rows, C = n_embd, and OC or IC the layout's
+ * local width where a weight is split. Conventions are kernels.h's (weights
+ * (OC, IC), backward ACCUMULATES).
+ *   column_*   out (N, OC) = inp (N, IC) W^T + b, W and b this rank's OC
+ *              rows: the input is whole on every rank, the output split by
+ *              columns (Megatron's f before it: identity forward, all-reduce
+ *              of dinp backward; dinp must hold zeros on entry);
+ *   row_*      out (N, OC) = inp W^T + b, W this rank's IC columns: the
+ *              input split by columns, the output the sum over ranks (g:
+ *              all-reduce forward, identity backward), the bias added once,
+ *              after the sum;
+ *   embedding_*  out (B,T,C) = wte[token] + wpe[t], wte this rank's
+ *              vocabulary rows;
+ *   crossentropy_*  softmax over the whole vocabulary of logits split by
+ *              columns (probs: this rank's Vp/tp), the mean loss over N rows;
+ *              backward turns probs into dloss (probs - onehot) in place.
+ * gpt_layout_whole's (tp_ops NULL) are the kernels themselves. */
+struct TensorParallelOps {
+    void (*column_forward)(const GPTLayout *l, float *out, const float *inp, const float *w,
+                           const float *b, int N, int IC, int OC);
+    void (*column_backward)(const GPTLayout *l, float *dinp, float *dw, float *db,
+                            const float *dout, const float *inp, const float *w, int N, int IC,
+                            int OC);
+    void (*row_forward)(const GPTLayout *l, float *out, const float *inp, const float *w,
+                        const float *b, int N, int IC, int OC);
+    void (*row_backward)(const GPTLayout *l, float *dinp, float *dw, float *db,
+                         const float *dout, const float *inp, const float *w, int N, int IC,
+                         int OC);
+    void (*embedding_forward)(const GPTLayout *l, float *out, const int *tokens,
+                              const float *wte, const float *wpe, int B, int T);
+    void (*embedding_backward)(const GPTLayout *l, float *dwte, float *dwpe, const float *dout,
+                               const int *tokens, int B, int T);
+    float (*crossentropy_forward)(const GPTLayout *l, float *losses, float *probs,
+                                  float *stats, const int *targets, int N);
+    void (*crossentropy_backward)(const GPTLayout *l, float *probs, const int *targets,
+                                  float dloss, int N);
+};
 
 /* What one block's forward keeps. Shapes for a batch of B sequences of T. */
 typedef struct {
@@ -118,8 +83,10 @@ typedef struct {
     float *encoded;                         /* (B,T,C) */
     BlockActs *blocks;                      /* L of them */
     float *lnf, *lnf_mean, *lnf_rstd;       /* (B,T,C), (B,T), (B,T) */
-    float *probs;                           /* (B,T,V); dlogits in backward */
+    float *probs;                           /* (B,T,Vp/tp); dlogits in backward */
     float *losses;                          /* (B,T) */
+    float *ce_stats;                        /* (3,B,T) per row: max, sum of exps, target
+                                               logit over the TP group (tp > 1 only) */
 } GPTActs;
 
 /* Scratch for the backward pass: activation gradients of ONE block at a
@@ -137,21 +104,22 @@ typedef struct {
 } BackwardScratch;
 
 /* Floats of forward activations and of backward scratch, and int32s of token
- * ids, for B x T (the memory formulas in labs/00_single_device/README.md). */
-size_t gpt_activation_floats(const GPTConfig *cfg, int B, int T);
+ * ids, for B x T on this layout (the memory formulas in
+ * labs/00_single_device/README.md, and labs/04_tensor_parallel/README.md's). */
+size_t gpt_activation_floats(const GPTLayout *l, int B, int T);
 size_t gpt_activation_ints(int B, int T);
-size_t gpt_scratch_floats(const GPTConfig *cfg, int B, int T);
+size_t gpt_scratch_floats(const GPTLayout *l, int B, int T);
 
-void gpt_acts_alloc(const GPTConfig *cfg, int B, int T, GPTActs *a, BackwardScratch *s);
+void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratch *s);
 void gpt_acts_free(GPTActs *a, BackwardScratch *s);
 
 /* One block. x is the block input (B,T,C); its output is a->res2. */
-void block_forward(const GPTConfig *cfg, const BlockParams *p, BlockActs *a, const float *x,
+void block_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a, const float *x,
                    int B, int T);
 /* Given dout = d(loss)/d(res2), accumulate parameter gradients into g and
  * d(loss)/d(x) into dx. Uses s->dres_mid, dln, dqkv, datt, datty, dfch,
  * dfch_gelu as scratch. */
-void block_backward(const GPTConfig *cfg, const BlockParams *p, BlockParams *g,
+void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
                     const BlockActs *a, const float *x, const float *dout, float *dx,
                     BackwardScratch *s, int B, int T);
 
@@ -184,13 +152,8 @@ typedef struct {
  * loss; backward accumulates d(mean loss)/d(params) into grads. hooks may be
  * NULL. The views in p and g are read after each hook call, so a hook may
  * repoint them. */
-float gpt_forward(const GPTConfig *cfg, const GPTParams *p, GPTActs *a, const ModelHooks *hooks);
-void gpt_backward(const GPTConfig *cfg, const GPTParams *p, GPTParams *g, GPTActs *a,
+float gpt_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a, const ModelHooks *hooks);
+void gpt_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,
                   BackwardScratch *s, const ModelHooks *hooks);
-
-/* Training FLOPs per token: 6 Phi' + 12 L C T (forward + backward), where Phi'
- * leaves out wpe (a lookup, no arithmetic) and 12 L C T counts the attention
- * score and value GEMMs over the full T x T, as PaLM's appendix B does. */
-double gpt_flops_per_token(const GPTConfig *cfg, int T);
 
 #endif

@@ -243,22 +243,66 @@ static double sum_over_ranks(const TrainParallel *par, double x) {
 }
 
 /* Mean loss over the fixed held-out batches 0..eval_batches-1. */
-static float evaluate(const TrainOptions *o, const TrainParallel *par, const BatchSlice *b,
-                      const DataLoader *dl, const ModelStates *st, GPTActs *a, int *staging) {
+static float evaluate(const TrainOptions *o, const TrainParallel *par, const GPTLayout *layout,
+                      const BatchSlice *b, const DataLoader *dl, const ModelStates *st,
+                      GPTActs *a, int *staging) {
     double total = 0.0;
     for (int e = 0; e < o->eval_batches; e++)
         for (int k = 0; k < b->micro; k++) {
             load_batch(dl, SPLIT_VAL, (uint64_t)e, slice_first_row(b, k), b->rows, o->seq, a,
                        staging);
-            total += gpt_forward(&o->model, st->params, a, st->hooks);
+            total += gpt_forward(layout, st->params, a, st->hooks);
         }
     return (float)(sum_over_ranks(par, total) / ((double)o->eval_batches * b->micro * b->ranks));
 }
 
-/* ---- replicated model states: every rank holds all of them ----------------
- * Lab 00 (one rank) and DDP (a GradSync averages the gradients). */
+/* ---- the layout's whole-model view ----------------------------------------- */
+
+/* The sum of squares of the gradients of the whole model, each parameter
+ * counted once: a tensor split over TP is summed over the TP group, a
+ * replicated one (whole on every TP rank, the same gradient) counted on TP
+ * rank 0 only. At tp = 1, the whole buffer at once. */
+static double layout_sum_squares(const GPTLayout *l, const float *grads) {
+    if (l->tp == 1) return sum_squares(grads, l->num_params);
+    int nt = gpt_num_tensors(l);
+    TensorInfo *t = malloc((size_t)nt * sizeof *t);
+    CHECK(t, "out of memory");
+    gpt_tensor_table(l, t);
+    double sum = 0.0;
+    for (int i = 0; i < nt; i++)
+        if (t[i].split || l->tp_rank == 0) sum += sum_squares(grads + t[i].offset, t[i].count);
+    free(t);
+    comm_allreduce(l->tp_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
+    return sum;
+}
+
+/* The whole model in the standard layout (host memory, gpt_num_params
+ * floats; the caller frees it), assembled from every TP rank's local
+ * buffer (a collective over the TP group): the split tensors from their
+ * owners, the replicated ones from this rank's own copy when mine_replicated,
+ * else from TP rank 0's. */
+static float *layout_gather_standard(const GPTLayout *l, const float *local, int mine_replicated) {
+    const size_t n = l->num_params;
+    float *mine = malloc(n * sizeof(float)), *all = malloc(n * l->tp * sizeof(float));
+    float *whole = malloc(gpt_num_params(&l->cfg) * sizeof(float));
+    CHECK(mine && all && whole, "out of memory for gathering the parameters");
+    device_copy(mine, local, n * sizeof(float));
+    comm_allgather(l->tp_group, mine, all, n, COMM_FLOAT);
+    for (int r = 0; r < l->tp; r++) {
+        GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
+        gpt_layout_to_standard(&lr, all + (size_t)r * n, whole, !mine_replicated && r == 0);
+    }
+    if (mine_replicated) gpt_layout_to_standard(l, mine, whole, 1);
+    free(mine);
+    free(all);
+    return whole;
+}
+
+/* ---- replicated model states: every rank holds all of its layout's -------
+ * Lab 00 (one rank), DDP (a GradSync averages the gradients over dp) and
+ * tensor parallelism (each rank holds its shard whole, layout.h). */
 typedef struct {
-    const GPTConfig *cfg;
+    const GPTLayout *layout;
     const GradSync *sync;  /* NULL on one device */
     size_t n;
     float *params, *grads, *adam_m, *adam_v;
@@ -279,7 +323,7 @@ static void replicated_begin_backward(void *ctx, int last) {
 static void replicated_grads_ready(void *ctx, int unit) {
     Replicated *r = ctx;
     size_t offset, count;
-    gpt_unit_range(r->cfg, unit, &offset, &count);
+    gpt_unit_range(r->layout, unit, &offset, &count);
     r->sync->grads_ready(r->sync->ctx, offset, count);
 }
 
@@ -288,7 +332,7 @@ static double replicated_finish_grads(void *ctx, int micro_batches) {
     if (r->sync) r->sync->finish(r->sync->ctx, r->grads, r->n);
     /* each micro-batch's backward gave the gradient of its own mean loss */
     if (micro_batches > 1) scale_inplace(r->grads, 1.0f / micro_batches, r->n);
-    return sum_squares(r->grads, r->n);
+    return layout_sum_squares(r->layout, r->grads);
 }
 
 static void replicated_update(void *ctx, const AdamWStep *s) {
@@ -300,25 +344,41 @@ static void replicated_update(void *ctx, const AdamWStep *s) {
 
 static void replicated_gather_params(void *ctx, float *out) {
     Replicated *r = ctx;
-    if (out) device_copy(out, r->params, r->n * sizeof(float));
+    if (r->layout->tp == 1) {
+        if (out) device_copy(out, r->params, r->n * sizeof(float));
+        return;
+    }
+    float *whole = layout_gather_standard(r->layout, r->params, 0);
+    if (out) memcpy(out, whole, gpt_num_params(&r->layout->cfg) * sizeof(float));
+    free(whole);
 }
 
-static void replicated_local_params(void *ctx, float *out) { replicated_gather_params(ctx, out); }
+static void replicated_local_params(void *ctx, float *out) {
+    Replicated *r = ctx;
+    if (r->layout->tp == 1) {
+        device_copy(out, r->params, r->n * sizeof(float));
+        return;
+    }
+    float *whole = layout_gather_standard(r->layout, r->params, 1);
+    memcpy(out, whole, gpt_num_params(&r->layout->cfg) * sizeof(float));
+    free(whole);
+}
 
-/* Model states: 4 bytes each of params and grads, 8 of AdamW moments. */
-static void replicated_init(Replicated *r, const TrainOptions *o, const GradSync *sync,
-                            ModelStates *st) {
+/* Model states: 4 bytes each of params and grads, 8 of AdamW moments, of
+ * the layout's num_params. */
+static void replicated_init(Replicated *r, const TrainOptions *o, const GPTLayout *layout,
+                            const GradSync *sync, ModelStates *st) {
     memset(r, 0, sizeof *r);
-    r->cfg = &o->model;
+    r->layout = layout;
     r->sync = sync;
-    r->n = gpt_num_params(&o->model);
+    r->n = layout->num_params;
     r->params = mem_alloc(MEM_PARAMS, r->n * sizeof(float));
     r->grads = mem_alloc(MEM_GRADS, r->n * sizeof(float));
     r->adam_m = mem_alloc(MEM_OPTIMIZER, r->n * sizeof(float));
     r->adam_v = mem_alloc(MEM_OPTIMIZER, r->n * sizeof(float));
-    gpt_init_params(&o->model, o->seed, 0, r->n, r->params);
-    gpt_params_view(&o->model, r->params, &r->p);
-    gpt_params_view(&o->model, r->grads, &r->g);
+    gpt_init_params(layout, o->seed, 0, r->n, r->params);
+    gpt_params_view(layout, r->params, &r->p);
+    gpt_params_view(layout, r->grads, &r->g);
     r->hooks = (ModelHooks){.ctx = r};
     if (sync && sync->grads_ready) r->hooks.grads_ready = replicated_grads_ready;
     *st = (ModelStates){r, &r->p, &r->g, &r->hooks, replicated_begin_step,
@@ -414,18 +474,20 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     if (why) USER_ERROR("%s: %s", o->data_path, why);
 
     const size_t nparams = gpt_num_params(cfg);
+    const GPTLayout whole = gpt_layout_whole(cfg);
+    const GPTLayout *layout = par && par->layout ? par->layout : &whole;
     Replicated replicated = {0};
     ModelStates own;
     const ModelStates *st = par ? par->states : NULL;
     if (!st) {
-        replicated_init(&replicated, o, par ? par->sync : NULL, &own);
+        replicated_init(&replicated, o, layout, par ? par->sync : NULL, &own);
         st = &own;
     }
     TracedHooks traced = {st->hooks, 0.0};
     const ModelHooks hooks = {&traced, traced_needed, traced_done, traced_begin, traced_ready};
     GPTActs acts;
     BackwardScratch scratch;
-    gpt_acts_alloc(cfg, slice.rows, o->seq, &acts, &scratch);
+    gpt_acts_alloc(layout, slice.rows, o->seq, &acts, &scratch);
     int *staging = NULL;  /* host side of the token batch, on a GPU */
     if (device_current() == DEVICE_CUDA) {
         staging = malloc(2 * (size_t)slice.rows * o->seq * sizeof(int));
@@ -449,7 +511,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         int last_step = step == o->steps - 1;
         float val_loss = -1.0f;
         if (last_step || (o->eval_every > 0 && step % o->eval_every == 0))
-            val_loss = evaluate(o, par, &slice, &dl, st, &acts, staging);
+            val_loss = evaluate(o, par, layout, &slice, &dl, st, &acts, staging);
         profile_set_active(step >= 1);  /* the first step warms caches and BLAS up */
 
         double t0 = wall_seconds();
@@ -462,14 +524,14 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
             load_batch(&dl, SPLIT_TRAIN, (uint64_t)step, slice_first_row(&slice, k), slice.rows,
                        o->seq, &acts, staging);
             double tf0 = trace_now();
-            float loss = gpt_forward(cfg, st->params, &acts, st->hooks);
+            float loss = gpt_forward(layout, st->params, &acts, st->hooks);
             trace_event("compute", "forward", NULL, tf0, trace_now(), 0);
             if (!isfinite(loss))
                 die_at(__FILE__, __LINE__, "loss is %f at step %d: training diverged", loss, step);
             loss_sum += loss;
             st->begin_backward(st->ctx, k == o->grad_accum - 1);
             traced.t_last = trace_now();
-            gpt_backward(cfg, st->params, st->grads, &acts, &scratch, &hooks);
+            gpt_backward(layout, st->params, st->grads, &acts, &scratch, &hooks);
         }
         /* what the backward pass did not hide: the wait for the gradients */
         double ts = wall_seconds();
@@ -482,7 +544,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         st->update(st->ctx, &adamw);
         trace_event("compute", "optimizer", NULL, to, trace_now(), 0);
         if (par && par->after_step && st == &own)
-            par->after_step(par->after_step_ctx, step, replicated.params, nparams);
+            par->after_step(par->after_step_ctx, step, replicated.params, replicated.n);
         device_synchronize();  /* the step's kernels are queued, not yet done */
         double dt = wall_seconds() - t0;
         step_seconds += dt;

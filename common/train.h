@@ -128,6 +128,9 @@ typedef struct {
     Comm *dp;        /* the data-parallel group: gradients */
     Comm *metrics;   /* the same ranks as dp, for loss sums, so that the
                         gradient traffic in comm.csv is the gradients' alone */
+    /* the model on this rank (layout.h); NULL: the whole model. Ranks of one
+     * TP group take the same rows of the batch (the dp group's slice) */
+    const GPTLayout *layout;
     /* exactly one of: */
     const GradSync *sync;         /* replicated states (DDP) */
     const ModelStates *states;    /* the layout's own states (ZeRO) */

@@ -2,7 +2,7 @@
 
 One definition, used by tests/torch_check.py (is the C model right?) and by
 bench/torch_gpt.py (how fast is it next to PyTorch eager?). It follows
-common/model.c exactly:
+common/model.c (and layout.c's init) exactly:
 
     tokens -> wte[token] + wpe[t] -> L pre-LN blocks -> layernorm f -> x wte^T
     block:  x1 = x  + attproj(attention(qkv(ln1(x))))
@@ -13,7 +13,7 @@ Layernorm eps 1e-5; qkv is one (3C, C) linear whose output columns are
 attention scaled by 1/sqrt(hs); MLP width 4C; logits through the tied wte;
 mean cross-entropy over all B*T positions.
 
-The parameters carry gpt_tensor_table's names (model.c), and
+The parameters carry gpt_tensor_table's names (layout.c), and
 ordered_parameters() walks them in the C flat buffer's order: wte, wpe,
 blocks.0.ln1w ... blocks.0.fcprojb, blocks.1..., lnfw, lnfb.
 """
@@ -26,7 +26,7 @@ from torch import nn
 LN_EPS = 1e-5
 INIT_STD = 0.02
 
-# The benchmark configs: common/model.c's named configs with train_gpt's
+# The benchmark configs: common/config.c's named configs with train_gpt's
 # default batch (tiny 8, small 16) and T = ctx.
 CONFIGS = {
     "tiny": dict(vocab_size=256, ctx_len=64, n_layer=4, n_head=4, n_embd=64, batch=8, seq=64),
@@ -62,7 +62,7 @@ def tensor_table(vocab_size, ctx_len, n_layer, n_embd):
 
 
 def _init_tensor(name, shape, n_layer):
-    """model.c's init: layernorm weights 1, biases 0, weight matrices N(0, 0.02),
+    """layout.c's init: layernorm weights 1, biases 0, weight matrices N(0, 0.02),
     the two projections into the residual stream N(0, 0.02 / sqrt(2L))."""
     short = name.rsplit(".", 1)[-1]
     if short in ("ln1w", "ln2w", "lnfw"):

@@ -24,15 +24,15 @@ static float *owned_grads(const Zero *z, int u) {
                          : z->grads_shard + z->units[u].shard_offset;
 }
 
-void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const GPTConfig *cfg,
+void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const GPTLayout *layout,
                unsigned long long seed) {
     memset(z, 0, sizeof *z);
     z->stage = stage;
     z->prefetch = prefetch;
     z->dp = dp;
     z->metrics = metrics;
-    z->cfg = cfg;
-    z->nunits = gpt_num_units(cfg);
+    z->layout = layout;
+    z->nunits = gpt_num_units(layout);
     z->units = calloc((size_t)z->nunits, sizeof *z->units);
     z->grad_work = calloc((size_t)z->nunits, sizeof *z->grad_work);
     z->gathered = calloc((size_t)z->nunits, sizeof *z->gathered);
@@ -44,7 +44,7 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
     const int N = dp->size, r = dp->rank;
     for (int u = 0; u < z->nunits; u++) {
         ZeroUnit *x = &z->units[u];
-        gpt_unit_range(cfg, u, &x->offset, &x->count);
+        gpt_unit_range(layout, u, &x->offset, &x->count);
         x->shard = unit_shard_size(x->count, N);
         x->padded_offset = z->padded_total;
         x->shard_offset = z->shard_total;
@@ -52,14 +52,14 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
         z->shard_total += x->shard;
     }
     const size_t F = sizeof(float);
-    gpt_params_view(cfg, NULL, &z->p);
-    gpt_params_view(cfg, NULL, &z->g);
+    gpt_params_view(layout, NULL, &z->p);
+    gpt_params_view(layout, NULL, &z->g);
     if (stage <= 2) {
         z->params_full = mem_alloc(MEM_PARAMS, z->padded_total * F);
         for (int u = 0; u < z->nunits; u++) {
             const ZeroUnit *x = &z->units[u];
-            gpt_init_params(cfg, seed, x->offset, x->count, z->params_full + x->padded_offset);
-            gpt_unit_view(cfg, u, z->params_full + x->padded_offset, &z->p);
+            gpt_init_params(layout, seed, x->offset, x->count, z->params_full + x->padded_offset);
+            gpt_unit_view(layout, u, z->params_full + x->padded_offset, &z->p);
         }
     } else {
         /* each rank makes exactly its shard: the real elements among
@@ -70,13 +70,13 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
             size_t first = (size_t)r * x->shard;
             size_t real = first >= x->count ? 0
                         : (x->count - first < x->shard ? x->count - first : x->shard);
-            gpt_init_params(cfg, seed, x->offset + first, real, z->params_shard + x->shard_offset);
+            gpt_init_params(layout, seed, x->offset + first, real, z->params_shard + x->shard_offset);
         }
     }
     if (stage == 1) {
         z->grads_full = mem_alloc(MEM_GRADS, z->padded_total * F);
         for (int u = 0; u < z->nunits; u++)
-            gpt_unit_view(cfg, u, z->grads_full + z->units[u].padded_offset, &z->g);
+            gpt_unit_view(layout, u, z->grads_full + z->units[u].padded_offset, &z->g);
     } else {
         z->grads_shard = mem_alloc(MEM_GRADS, z->shard_total * F);
     }

@@ -11,7 +11,7 @@
  *               backward pass has finished all its gradients, and runs while
  *               the backward pass goes on through earlier layers
  *
- * The gradients live in one flat buffer (model.h): a tensor, and a bucket of
+ * The gradients live in one flat buffer (layout.h): a tensor, and a bucket of
  * consecutive tensors, is a contiguous range of it, so a bucket is
  * all-reduced in place without packing. The backward pass finishes ranges
  * from the END of the buffer towards its start (lnf, the last block, ...,

@@ -12,7 +12,7 @@
  *           forward (and again the backward) pass reads it and freed right
  *           after; the next unit's gather can run while one computes.
  *
- * Everything is sharded unit by unit (model.h: embeddings, each block,
+ * Everything is sharded unit by unit (layout.h: embeddings, each block,
  * final layernorm), with memplan.h's padding: unit u (n_u elements) is
  * padded to N S_u, S_u = ceil(n_u / N), and rank r owns [r S_u, (r+1) S_u)
  * of it. This rank's shards of all units sit one after another in the
@@ -36,7 +36,7 @@
 #include "train.h"
 
 typedef struct {
-    size_t offset, count;   /* the unit's range in the standard layout (model.h) */
+    size_t offset, count;   /* the unit's range in the flat buffer (layout.h) */
     size_t shard;           /* S_u: elements per rank; the unit is padded to N S_u */
     size_t padded_offset;   /* where the unit starts in a full padded buffer */
     size_t shard_offset;    /* where this rank's S_u start in a shard buffer */
@@ -47,7 +47,7 @@ typedef struct {
     int prefetch;           /* ZeRO-3: gather the next unit while this one computes */
     Comm *dp;               /* the data-parallel group: gradients and parameters */
     Comm *metrics;          /* the gradient norm's sum (kept out of dp's counts) */
-    const GPTConfig *cfg;
+    const GPTLayout *layout; /* the model on this rank (layout.h): its units */
     int nunits;
     ZeroUnit *units;
     size_t shard_total;     /* sum of S_u: what this rank owns */
@@ -79,8 +79,8 @@ typedef struct {
 } Zero;
 
 /* Lay out and allocate the states, initialize this rank's parameters (the
- * same values as one device: model.h's init is counter-based). */
-void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const GPTConfig *cfg,
+ * same values as one device: layout.h's init is counter-based). */
+void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const GPTLayout *layout,
                unsigned long long seed);
 void zero_free(Zero *z);
 

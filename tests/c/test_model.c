@@ -14,7 +14,7 @@
 #include "unit.h"
 
 typedef struct {
-    const GPTConfig *cfg;
+    const GPTLayout *m;
     const float *grads;
     float *snapshot;      /* the buffer as each range was reported */
     size_t total, next_end;
@@ -36,7 +36,7 @@ static void on_ready(void *ctx, int unit) {
     HookLog *h = ctx;
     log_event(h, 'r', unit);
     size_t offset, count;
-    gpt_unit_range(h->cfg, unit, &offset, &count);
+    gpt_unit_range(h->m, unit, &offset, &count);
     h->calls++;
     if (offset + count != h->next_end) h->out_of_order++;
     h->next_end = offset;
@@ -48,7 +48,7 @@ static void on_ready(void *ctx, int unit) {
  * when needed (freed when done), gradients accumulate in a fresh buffer per
  * unit and are added to the real buffer when ready. */
 typedef struct {
-    const GPTConfig *cfg;
+    const GPTLayout *m;
     const float *params;
     float *grads;
     GPTParams *p, *g;
@@ -60,10 +60,10 @@ static void private_needed(void *ctx, int unit, int backward) {
     (void)backward;
     Private *v = ctx;
     size_t offset, count;
-    gpt_unit_range(v->cfg, unit, &offset, &count);
+    gpt_unit_range(v->m, unit, &offset, &count);
     v->param_copy[unit] = malloc(count * sizeof(float));
     memcpy(v->param_copy[unit], v->params + offset, count * sizeof(float));
-    gpt_unit_view(v->cfg, unit, v->param_copy[unit], v->p);
+    gpt_unit_view(v->m, unit, v->param_copy[unit], v->p);
     v->live_params++;
 }
 
@@ -79,15 +79,15 @@ static void private_done(void *ctx, int unit, int backward) {
 static void private_begin(void *ctx, int unit) {
     Private *v = ctx;
     size_t offset, count;
-    gpt_unit_range(v->cfg, unit, &offset, &count);
+    gpt_unit_range(v->m, unit, &offset, &count);
     v->grad_copy[unit] = calloc(count, sizeof(float));
-    gpt_unit_view(v->cfg, unit, v->grad_copy[unit], v->g);
+    gpt_unit_view(v->m, unit, v->grad_copy[unit], v->g);
 }
 
 static void private_ready(void *ctx, int unit) {
     Private *v = ctx;
     size_t offset, count;
-    gpt_unit_range(v->cfg, unit, &offset, &count);
+    gpt_unit_range(v->m, unit, &offset, &count);
     for (size_t i = 0; i < count; i++) v->grads[offset + i] += v->grad_copy[unit][i];
     free(v->grad_copy[unit]);
     v->grad_copy[unit] = NULL;
@@ -95,18 +95,19 @@ static void private_ready(void *ctx, int unit) {
 
 int main(void) {
     GPTConfig cfg = {.vocab_size = 32, .ctx_len = 8, .n_layer = 3, .n_head = 2, .n_embd = 8};
+    const GPTLayout m = gpt_layout_whole(&cfg);
     const int B = 2, T = 8;
     size_t n = gpt_num_params(&cfg);
     float *params = mem_alloc(MEM_PARAMS, n * sizeof(float));
     float *grads = mem_alloc(MEM_GRADS, n * sizeof(float));
     float *grads_private = mem_alloc(MEM_GRADS, n * sizeof(float));
-    gpt_init_params(&cfg, 5, 0, n, params);
+    gpt_init_params(&m, 5, 0, n, params);
     GPTParams p, g;
-    gpt_params_view(&cfg, params, &p);
-    gpt_params_view(&cfg, grads, &g);
+    gpt_params_view(&m, params, &p);
+    gpt_params_view(&m, grads, &g);
     GPTActs a;
     BackwardScratch s;
-    gpt_acts_alloc(&cfg, B, T, &a, &s);
+    gpt_acts_alloc(&m, B, T, &a, &s);
     for (int i = 0; i < B * T; i++) {
         a.inputs[i] = (int)rng_below(5, RNG_STREAM_TEST, (uint64_t)i, 0, 32);
         a.targets[i] = (int)rng_below(5, RNG_STREAM_TEST, (uint64_t)i, 1, 32);
@@ -114,22 +115,22 @@ int main(void) {
 
     /* units tile the buffer in order */
     size_t next = 0;
-    for (int u = 0; u < gpt_num_units(&cfg); u++) {
+    for (int u = 0; u < gpt_num_units(&m); u++) {
         size_t offset, count;
-        gpt_unit_range(&cfg, u, &offset, &count);
+        gpt_unit_range(&m, u, &offset, &count);
         EXPECT(offset == next, "unit %d starts at %zu, expected %zu", u, offset, next);
         next = offset + count;
     }
     EXPECT(next == n, "units cover %zu of %zu parameters", next, n);
 
-    HookLog h = {.cfg = &cfg, .grads = grads, .total = n, .next_end = n};
+    HookLog h = {.m = &m, .grads = grads, .total = n, .next_end = n};
     h.snapshot = calloc(n, sizeof(float));
     h.reported = calloc(n, 1);
     ModelHooks logging = {&h, on_needed, on_done, on_begin, on_ready};
-    float loss = gpt_forward(&cfg, &p, &a, &logging);
+    float loss = gpt_forward(&m, &p, &a, &logging);
     EXPECT(strcmp(h.events, "n0 n1 d1 n2 d2 n3 d3 n4 d4 d0") == 0, "forward hooks: %s", h.events);
     h.events[0] = '\0';
-    gpt_backward(&cfg, &p, &g, &a, &s, &logging);
+    gpt_backward(&m, &p, &g, &a, &s, &logging);
     EXPECT(strcmp(h.events, "n0 b0 d0 n4 b4 d4 r4 n3 b3 d3 r3 n2 b2 d2 r2 n1 b1 d1 r1 r0") == 0,
            "backward hooks: %s", h.events);
 
@@ -144,13 +145,13 @@ int main(void) {
 
     /* private copies: views start NULL, so a read outside needed/done crashes */
     GPTParams pv, gv;
-    gpt_params_view(&cfg, NULL, &pv);
-    gpt_params_view(&cfg, NULL, &gv);
-    Private v = {.cfg = &cfg, .params = params, .grads = grads_private, .p = &pv, .g = &gv};
+    gpt_params_view(&m, NULL, &pv);
+    gpt_params_view(&m, NULL, &gv);
+    Private v = {.m = &m, .params = params, .grads = grads_private, .p = &pv, .g = &gv};
     ModelHooks private_hooks = {&v, private_needed, private_done, private_begin, private_ready};
-    float loss_private = gpt_forward(&cfg, &pv, &a, &private_hooks);
+    float loss_private = gpt_forward(&m, &pv, &a, &private_hooks);
     EXPECT(v.live_params == 0, "%d units still gathered after forward", v.live_params);
-    gpt_backward(&cfg, &pv, &gv, &a, &s, &private_hooks);
+    gpt_backward(&m, &pv, &gv, &a, &s, &private_hooks);
     EXPECT(v.live_params == 0, "%d units still gathered after backward", v.live_params);
     EXPECT(loss_private == loss, "loss %.9g with private copies, %.9g without", loss_private, loss);
     EXPECT(memcmp(grads_private, grads, n * sizeof(float)) == 0,

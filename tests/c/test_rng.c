@@ -39,19 +39,20 @@ int main(void) {
     /* sharding independence: whole vs 3 uneven shards, same bits */
     GPTConfig cfg;
     CHECK(gpt_config_by_name("tiny", &cfg) == 0, "tiny config missing");
+    const GPTLayout m = gpt_layout_whole(&cfg);
     size_t np = gpt_num_params(&cfg);
     float *whole = malloc(np * sizeof(float)), *sharded = malloc(np * sizeof(float));
     CHECK(whole && sharded, "out of memory");
-    gpt_init_params(&cfg, 7, 0, np, whole);
+    gpt_init_params(&m, 7, 0, np, whole);
     size_t cuts[] = {0, 12345, np / 2 + 17, np};
     for (int k = 0; k < 3; k++)
-        gpt_init_params(&cfg, 7, cuts[k], cuts[k + 1] - cuts[k], sharded + cuts[k]);
+        gpt_init_params(&m, 7, cuts[k], cuts[k + 1] - cuts[k], sharded + cuts[k]);
     EXPECT(memcmp(whole, sharded, np * sizeof(float)) == 0, "sharded init differs");
 
     /* the init follows the table: ones, zeros and std-0.02 normals */
     TensorInfo t[64];
-    CHECK(gpt_num_tensors(&cfg) <= 64, "table too small");
-    gpt_tensor_table(&cfg, t);
+    CHECK(gpt_num_tensors(&m) <= 64, "table too small");
+    gpt_tensor_table(&m, t);
     EXPECT(strcmp(t[2].name, "blocks.0.ln1w") == 0 && whole[t[2].offset] == 1.0f, "ln1w");
     EXPECT(whole[t[3].offset] == 0.0f, "ln1b");
     double ss = 0;
@@ -60,7 +61,7 @@ int main(void) {
     EXPECT(fabs(std - 0.02) < 0.001, "wte std %g", std);
     /* another seed gives other weights */
     float other;
-    gpt_init_params(&cfg, 8, 0, 1, &other);
+    gpt_init_params(&m, 8, 0, 1, &other);
     EXPECT(other != whole[0], "seed ignored");
     free(whole);
     free(sharded);

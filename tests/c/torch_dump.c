@@ -64,6 +64,7 @@ int main(int argc, char **argv) {
     const int B = BATCH, T = SEQ;
     const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
     CHECK(gpt_config_problem(&cfg) == NULL, "bad built-in config");
+    const GPTLayout m = gpt_layout_whole(&cfg);
 
     const size_t nparams = gpt_num_params(&cfg);
     float *params = mem_alloc(MEM_PARAMS, nparams * sizeof(float));
@@ -72,15 +73,15 @@ int main(int argc, char **argv) {
     float *grads0 = mem_alloc(MEM_GRADS, nparams * sizeof(float));
     float *adam_m = mem_alloc(MEM_OPTIMIZER, nparams * sizeof(float));
     float *adam_v = mem_alloc(MEM_OPTIMIZER, nparams * sizeof(float));
-    gpt_init_params(&cfg, SEED, 0, nparams, params);
+    gpt_init_params(&m, SEED, 0, nparams, params);
     memcpy(params0, params, nparams * sizeof(float));
 
     GPTParams p, g;
-    gpt_params_view(&cfg, params, &p);
-    gpt_params_view(&cfg, grads, &g);
+    gpt_params_view(&m, params, &p);
+    gpt_params_view(&m, grads, &g);
     GPTActs acts;
     BackwardScratch scratch;
-    gpt_acts_alloc(&cfg, B, T, &acts, &scratch);
+    gpt_acts_alloc(&m, B, T, &acts, &scratch);
     for (int i = 0; i < B * T; i++) {
         acts.inputs[i] = (int)rng_below(SEED, RNG_STREAM_TEST, (uint64_t)i, 101,
                                         (uint64_t)cfg.vocab_size);
@@ -97,8 +98,8 @@ int main(int argc, char **argv) {
     float losses[NSTEPS];
     for (int step = 0; step < NSTEPS; step++) {
         memset(grads, 0, nparams * sizeof(float));
-        losses[step] = gpt_forward(&cfg, &p, &acts, NULL);
-        gpt_backward(&cfg, &p, &g, &acts, &scratch, NULL);
+        losses[step] = gpt_forward(&m, &p, &acts, NULL);
+        gpt_backward(&m, &p, &g, &acts, &scratch, NULL);
         if (step == 0) memcpy(grads0, grads, nparams * sizeof(float));
         adamw_update(params, grads, adam_m, adam_v, nparams, lr, beta1, beta2, eps,
                      weight_decay, step + 1);

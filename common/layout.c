@@ -1,0 +1,266 @@
+#include "layout.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "device.h"
+#include "rng.h"
+
+const char *gpt_layout_problem(const GPTConfig *cfg, int tp) {
+    static char why[160];
+    if (tp < 1) return "the tensor-parallel degree must be at least 1";
+    if (cfg->n_head % tp != 0) {
+        /* NH % tp == 0 makes C = NH hs and 4C divide too */
+        snprintf(why, sizeof why, "tensor parallelism splits the heads: --tp %d does not divide "
+                 "n_head %d", tp, cfg->n_head);
+        return why;
+    }
+    return NULL;
+}
+
+/* Floats of one block on this rank: layernorms 4C, qkv 3 aw (C + 1),
+ * attproj C aw + C, fc mw (C + 1), fcproj C mw + C; 12C^2 + 13C at tp = 1. */
+static size_t block_local_params(const GPTLayout *l) {
+    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
+    return 4 * C + 3 * aw * (C + 1) + C * aw + C + mw * (C + 1) + C * mw + C;
+}
+
+GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank) {
+    const char *why = gpt_layout_problem(cfg, tp);
+    CHECK(!why, "%s", why);
+    CHECK(tp_rank >= 0 && tp_rank < tp, "tp rank %d of %d", tp_rank, tp);
+    GPTLayout l = {0};
+    l.cfg = *cfg;
+    l.tp = tp;
+    l.tp_rank = tp_rank;
+    l.vocab_padded = (cfg->vocab_size + tp - 1) / tp * tp;
+    l.vocab_rows = l.vocab_padded / tp;
+    l.vocab_first = tp_rank * l.vocab_rows;
+    l.n_head = cfg->n_head / tp;
+    l.attn_width = cfg->n_embd / tp;
+    l.mlp_width = 4 * cfg->n_embd / tp;
+    const size_t C = cfg->n_embd;
+    l.num_params = ((size_t)l.vocab_rows + cfg->ctx_len) * C
+                   + cfg->n_layer * block_local_params(&l) + 2 * C;
+    return l;
+}
+
+GPTLayout gpt_layout_whole(const GPTConfig *cfg) { return gpt_layout_make(cfg, 1, 0); }
+
+int gpt_num_tensors(const GPTLayout *l) { return 2 + BLOCK_NUM_TENSORS * l->cfg.n_layer + 2; }
+
+/* How a tensor is split over TP (the table in layout.h) */
+typedef enum {
+    WHOLE,       /* replicated */
+    VOCAB_ROWS,  /* wte: a range of the padded vocabulary */
+    HEAD_ROWS,   /* qkv: the local heads' rows of q, of k and of v */
+    ROWS,        /* fc: rows [r n/tp, (r+1) n/tp) */
+    COLUMNS      /* attproj, fcproj: columns [r n/tp, (r+1) n/tp) */
+} Split;
+
+typedef struct {
+    const GPTLayout *l;
+    TensorInfo *t;
+    int n;
+    size_t offset, global_offset;
+} TableBuilder;
+
+static void add_tensor(TableBuilder *b, const char *name, int rows, int cols, Split split,
+                       InitKind init, float std) {
+    const GPTLayout *l = b->l;
+    TensorInfo *t = &b->t[b->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->global_rows = rows;
+    t->global_cols = cols;
+    t->global_offset = b->global_offset;
+    t->offset = b->offset;
+    t->init = init;
+    t->std = std;
+    t->split = split != WHOLE && l->tp > 1;
+    t->rows = rows;
+    t->cols = cols;
+    ShardPiece *p = t->piece;
+    if (split == WHOLE) {
+        p[t->npieces++] = (ShardPiece){0, rows, 0, cols, t->offset};
+    } else if (split == VOCAB_ROWS) {
+        t->rows = l->vocab_rows;
+        int real = rows - l->vocab_first;  /* rows past V are padding */
+        if (real > l->vocab_rows) real = l->vocab_rows;
+        if (real > 0) p[t->npieces++] = (ShardPiece){l->vocab_first, real, 0, cols, t->offset};
+    } else if (split == HEAD_ROWS) {
+        /* rows is 3C (q, k, v stacked); each part gives attn_width rows */
+        const int part = rows / 3, w = l->attn_width;
+        t->rows = 3 * w;
+        for (int k = 0; k < 3; k++)
+            p[t->npieces++] = (ShardPiece){k * part + l->tp_rank * w, w, 0, cols,
+                                           t->offset + (size_t)k * w * cols};
+    } else if (split == ROWS) {
+        t->rows = rows / l->tp;
+        p[t->npieces++] = (ShardPiece){l->tp_rank * t->rows, t->rows, 0, cols, t->offset};
+    } else {
+        t->cols = cols / l->tp;
+        p[t->npieces++] = (ShardPiece){0, rows, l->tp_rank * t->cols, t->cols, t->offset};
+    }
+    t->count = (size_t)t->rows * t->cols;
+    b->offset += t->count;
+    b->global_offset += (size_t)rows * cols;
+}
+
+void gpt_tensor_table(const GPTLayout *l, TensorInfo *t) {
+    const int C = l->cfg.n_embd, L = l->cfg.n_layer;
+    const float std = 0.02f;
+    /* GPT-2 scales the two projections that write into the residual stream
+     * by 1/sqrt(2L), so the stream's variance does not grow with depth. */
+    const float std_proj = std / sqrtf(2.0f * L);
+    TableBuilder b = {l, t, 0, 0, 0};
+    char name[32];
+    add_tensor(&b, "wte", l->cfg.vocab_size, C, VOCAB_ROWS, INIT_NORMAL, std);
+    add_tensor(&b, "wpe", l->cfg.ctx_len, C, WHOLE, INIT_NORMAL, std);
+    for (int i = 0; i < L; i++) {
+#define BLOCK_TENSOR(suffix, rows, cols, split, init, s)                \
+    snprintf(name, sizeof name, "blocks.%d." suffix, i);               \
+    add_tensor(&b, name, rows, cols, split, init, s)
+        BLOCK_TENSOR("ln1w", C, 1, WHOLE, INIT_ONES, 0);
+        BLOCK_TENSOR("ln1b", C, 1, WHOLE, INIT_ZEROS, 0);
+        BLOCK_TENSOR("qkvw", 3 * C, C, HEAD_ROWS, INIT_NORMAL, std);
+        BLOCK_TENSOR("qkvb", 3 * C, 1, HEAD_ROWS, INIT_ZEROS, 0);
+        BLOCK_TENSOR("attprojw", C, C, COLUMNS, INIT_NORMAL, std_proj);
+        BLOCK_TENSOR("attprojb", C, 1, WHOLE, INIT_ZEROS, 0);
+        BLOCK_TENSOR("ln2w", C, 1, WHOLE, INIT_ONES, 0);
+        BLOCK_TENSOR("ln2b", C, 1, WHOLE, INIT_ZEROS, 0);
+        BLOCK_TENSOR("fcw", 4 * C, C, ROWS, INIT_NORMAL, std);
+        BLOCK_TENSOR("fcb", 4 * C, 1, ROWS, INIT_ZEROS, 0);
+        BLOCK_TENSOR("fcprojw", C, 4 * C, COLUMNS, INIT_NORMAL, std_proj);
+        BLOCK_TENSOR("fcprojb", C, 1, WHOLE, INIT_ZEROS, 0);
+#undef BLOCK_TENSOR
+    }
+    add_tensor(&b, "lnfw", C, 1, WHOLE, INIT_ONES, 0);
+    add_tensor(&b, "lnfb", C, 1, WHOLE, INIT_ZEROS, 0);
+    CHECK(b.offset == l->num_params && b.global_offset == gpt_num_params(&l->cfg) &&
+          b.n == gpt_num_tensors(l), "tensor table disagrees with the layout's sizes");
+}
+
+int gpt_num_units(const GPTLayout *l) { return l->cfg.n_layer + 2; }
+
+void gpt_unit_range(const GPTLayout *l, int unit, size_t *offset, size_t *count) {
+    const size_t C = l->cfg.n_embd, embed = ((size_t)l->vocab_rows + l->cfg.ctx_len) * C;
+    const size_t block = block_local_params(l);
+    CHECK(unit >= 0 && unit < gpt_num_units(l), "unit %d out of range", unit);
+    if (unit == GPT_UNIT_EMBED) {
+        *offset = 0;
+        *count = embed;
+    } else if (unit <= l->cfg.n_layer) {
+        *offset = embed + (size_t)(unit - 1) * block;
+        *count = block;
+    } else {
+        *offset = embed + (size_t)l->cfg.n_layer * block;
+        *count = 2 * C;
+    }
+}
+
+void gpt_unit_view(const GPTLayout *l, int unit, float *x, GPTParams *p) {
+    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
+    if (unit == GPT_UNIT_EMBED) {
+        p->wte = x;
+        p->wpe = x + (size_t)l->vocab_rows * C;
+        return;
+    }
+    if (unit == l->cfg.n_layer + 1) {
+        p->lnfw = x;
+        p->lnfb = x + C;
+        return;
+    }
+    BlockParams *b = &p->blocks[unit - 1];
+    /* same order as gpt_tensor_table */
+    b->ln1w = x;     x += C;
+    b->ln1b = x;     x += C;
+    b->qkvw = x;     x += 3 * aw * C;
+    b->qkvb = x;     x += 3 * aw;
+    b->attprojw = x; x += C * aw;
+    b->attprojb = x; x += C;
+    b->ln2w = x;     x += C;
+    b->ln2b = x;     x += C;
+    b->fcw = x;      x += mw * C;
+    b->fcb = x;      x += mw;
+    b->fcprojw = x;  x += C * mw;
+    b->fcprojb = x;
+}
+
+void gpt_params_view(const GPTLayout *l, float *flat, GPTParams *p) {
+    memset(p, 0, sizeof *p);
+    p->blocks = calloc(l->cfg.n_layer, sizeof(BlockParams));
+    CHECK(p->blocks != NULL, "out of memory");
+    if (!flat) return;
+    for (int u = 0; u < gpt_num_units(l); u++) {
+        size_t offset, count;
+        gpt_unit_range(l, u, &offset, &count);
+        gpt_unit_view(l, u, flat + offset, p);
+    }
+}
+
+void gpt_params_view_free(GPTParams *p) {
+    free(p->blocks);
+    p->blocks = NULL;
+}
+
+static TensorInfo *tensor_table_alloc(const GPTLayout *l) {
+    TensorInfo *table = malloc((size_t)gpt_num_tensors(l) * sizeof *table);
+    CHECK(table != NULL, "out of memory");
+    gpt_tensor_table(l, table);
+    return table;
+}
+
+void gpt_init_params(const GPTLayout *l, unsigned long long seed, size_t first, size_t n,
+                     float *out) {
+    /* the generator runs on the host; GPU parameters get a copy */
+    float *host = device_is_gpu_pointer(out) ? malloc(n * sizeof(float)) : out;
+    CHECK(host != NULL, "out of memory");
+    memset(host, 0, n * sizeof(float));  /* the vocabulary's padding rows */
+    const int nt = gpt_num_tensors(l);
+    TensorInfo *table = tensor_table_alloc(l);
+    for (int t = 0; t < nt; t++) {
+        const TensorInfo *ti = &table[t];
+        for (int k = 0; k < ti->npieces; k++) {
+            const ShardPiece *pc = &ti->piece[k];
+            const size_t size = (size_t)pc->rows * pc->cols;
+            size_t lo = pc->local_offset > first ? pc->local_offset : first;
+            size_t hi = pc->local_offset + size < first + n ? pc->local_offset + size : first + n;
+            for (size_t e = lo; e < hi; e++) {
+                size_t k_in = e - pc->local_offset;  /* row-major in the piece */
+                size_t row = pc->row0 + k_in / pc->cols, col = pc->col0 + k_in % pc->cols;
+                size_t i = row * ti->global_cols + col;  /* index within the global tensor */
+                host[e - first] = ti->init == INIT_ONES ? 1.0f
+                                : ti->init == INIT_ZEROS ? 0.0f
+                                : ti->std * rng_normal(seed, RNG_STREAM_INIT, i, (uint32_t)t);
+            }
+        }
+    }
+    free(table);
+    if (host != out) {
+        device_copy(out, host, n * sizeof(float));
+        free(host);
+    }
+}
+
+void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole,
+                            int with_replicated) {
+    const int nt = gpt_num_tensors(l);
+    TensorInfo *table = tensor_table_alloc(l);
+    for (int t = 0; t < nt; t++) {
+        const TensorInfo *ti = &table[t];
+        if (!ti->split && !with_replicated) continue;
+        for (int k = 0; k < ti->npieces; k++) {
+            const ShardPiece *pc = &ti->piece[k];
+            for (int r = 0; r < pc->rows; r++)
+                memcpy(whole + ti->global_offset + (size_t)(pc->row0 + r) * ti->global_cols
+                           + pc->col0,
+                       local + pc->local_offset + (size_t)r * pc->cols,
+                       (size_t)pc->cols * sizeof(float));
+        }
+    }
+    free(table);
+}

@@ -1,0 +1,163 @@
+/* layout.h: a rank's share of the model, and the map from its tensors to
+ * the whole model's.
+ *
+ * Labs 00-03 keep the whole model on every rank (DDP) or cut the flat
+ * buffer into equal pieces without looking inside (ZeRO). From lab 04 on, a
+ * layout changes what a rank computes, so one value, the layout, says what
+ * a rank holds, and allocation, init, the passes and the memory planner
+ * read their sizes from it, never from the global config:
+ *
+ *   GPTLayout     the global config, the degrees and coordinates, the
+ *                 groups the in-block communication runs on, and the local
+ *                 sizes derived from them (gpt_layout_make);
+ *   TensorInfo    per local tensor, its place in this rank's flat buffer
+ *                 and its shard map: which rectangle(s) of which global
+ *                 tensor it holds.
+ *
+ * Tensor parallelism (lab 04, Megatron-LM) splits, over tp ranks:
+ *   tensor      global     local           rank r holds
+ *   wte         (V, C)     (Vp/tp, C)      vocabulary rows [r Vp/tp, (r+1) Vp/tp),
+ *                                          Vp = V rounded up to a multiple of tp;
+ *                                          rows >= V are padding (zeros, no piece)
+ *   qkvw        (3C, C)    (3C/tp, C)      3 pieces: rows of q, k and v of heads
+ *   qkvb        (3C)       (3C/tp)           [r NH/tp, (r+1) NH/tp): [q_r | k_r | v_r]
+ *   attprojw    (C, C)     (C, C/tp)       columns [r C/tp, (r+1) C/tp)
+ *   fcw, fcb    (4C, C)    (4C/tp, C)      rows [r 4C/tp, ...)
+ *   fcprojw     (C, 4C)    (C, 4C/tp)      columns [r 4C/tp, ...)
+ *   wpe, layernorms, attprojb, fcprojb     whole on every rank (replicated)
+ * At tp = 1 every tensor is one piece covering the whole global tensor, and
+ * the local buffer is the standard layout itself.
+ *
+ * The buffer keeps model.h's order (wte, wpe, blocks, lnf) with local sizes,
+ * so a unit (embeddings, one block, lnf) stays contiguous: ZeRO and, later,
+ * pipeline stages still hand out whole units.
+ *
+ * What the later labs add here (DESIGN.md, "Toward the composed trainer"):
+ * sequence parallelism (lab 05) shards the tokens outside the TP GEMMs
+ * (local rows = B T / tp); context parallelism (lab 07) a degree, a rank and
+ * a chunking of the sequence; pipeline stages (lab 06) the range of units
+ * a rank holds; experts (lab 08) the experts' range. Each becomes fields of
+ * GPTLayout, local sizes computed in gpt_layout_make, and pieces in the
+ * shard map, so that init, gathering, memory accounting and checkpoints
+ * follow without new code of their own.
+ */
+#ifndef LAYOUT_H
+#define LAYOUT_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+typedef struct Comm Comm;
+typedef struct TensorParallelOps TensorParallelOps;  /* model.h */
+
+typedef struct {
+    GPTConfig cfg;                 /* the whole model */
+    /* tensor parallelism */
+    int tp, tp_rank;               /* degree and this rank's coordinate */
+    Comm *tp_group;                /* the in-block collectives' group (NULL at tp = 1) */
+    const TensorParallelOps *tp_ops; /* the split layers (NULL: the whole ones) */
+    /* local sizes (gpt_layout_make) */
+    int vocab_padded;              /* Vp: V rounded up to a multiple of tp */
+    int vocab_rows, vocab_first;   /* this rank's wte rows: [vocab_first, + vocab_rows) of Vp */
+    int n_head;                    /* NH / tp heads */
+    int attn_width;                /* C / tp: local width of q, k, v and attention's output */
+    int mlp_width;                 /* 4C / tp */
+    size_t num_params;             /* floats in this rank's buffer (Phi at tp = 1) */
+} GPTLayout;
+
+/* Why tp can't split cfg, or NULL: tp must divide the heads (and so C and
+ * 4C). The vocabulary need not divide: it is padded. */
+const char *gpt_layout_problem(const GPTConfig *cfg, int tp);
+
+/* The layout of rank tp_rank of tp (gpt_layout_problem must be NULL); its
+ * tp_group and tp_ops are NULL, for the caller to set when tp > 1. */
+GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank);
+/* The whole model on one rank: gpt_layout_make(cfg, 1, 0). */
+GPTLayout gpt_layout_whole(const GPTConfig *cfg);
+
+/* ---- the flat buffer and its named views ---------------------------------- */
+
+#define BLOCK_NUM_TENSORS 12
+
+/* Shapes are local (layout.h's table above): (3C, C) at tp = 1 is
+ * (3 attn_width, C) in general. */
+typedef struct {
+    float *ln1w, *ln1b;          /* (C) */
+    float *qkvw, *qkvb;          /* (3C, C), (3C) */
+    float *attprojw, *attprojb;  /* (C, C), (C) */
+    float *ln2w, *ln2b;          /* (C) */
+    float *fcw, *fcb;            /* (4C, C), (4C) */
+    float *fcprojw, *fcprojb;    /* (C, 4C), (C) */
+} BlockParams;
+
+typedef struct {
+    float *wte;          /* (V, C), also the LM head (tied) */
+    float *wpe;          /* (ctx_len, C) */
+    BlockParams *blocks; /* L of them */
+    float *lnfw, *lnfb;  /* (C) */
+} GPTParams;
+
+typedef enum { INIT_ZEROS, INIT_ONES, INIT_NORMAL } InitKind;
+
+/* One rectangle of a global tensor that a rank holds: global rows
+ * [row0, row0 + rows) x columns [col0, col0 + cols), stored row-major from
+ * local_offset (floats into the rank's flat buffer). */
+typedef struct {
+    int row0, rows, col0, cols;
+    size_t local_offset;
+} ShardPiece;
+
+typedef struct {
+    char name[32];          /* "wte", "blocks.3.qkvw", "lnfw" */
+    size_t offset;          /* in floats, into this rank's flat buffer */
+    size_t count;           /* local elements (rows x cols) */
+    int rows, cols;         /* local shape; cols = 1 for vectors */
+    int global_rows, global_cols;
+    size_t global_offset;   /* where the whole tensor starts in the standard layout */
+    int split;              /* 1: split over TP; 0: whole on every TP rank */
+    InitKind init;
+    float std;              /* for INIT_NORMAL */
+    int npieces;            /* 0 (a rank holding only vocabulary padding) to 3 (qkv) */
+    ShardPiece piece[3];
+} TensorInfo;
+
+int gpt_num_tensors(const GPTLayout *l);  /* 2 + 12L + 2, on every layout */
+/* Fill t (gpt_num_tensors entries) with this rank's tensors, in buffer order. */
+void gpt_tensor_table(const GPTLayout *l, TensorInfo *t);
+
+/* Point the named views of p at a flat buffer of this layout (flat = NULL:
+ * every view NULL, for a caller that points units one by one with
+ * gpt_unit_view). */
+void gpt_params_view(const GPTLayout *l, float *flat, GPTParams *p);
+void gpt_params_view_free(GPTParams *p);
+
+/* Units: the pieces the forward and backward passes use whole, each a
+ * contiguous range of the flat buffer, in buffer order:
+ *   unit 0       the embeddings, wte and wpe (wte is also the tied LM head)
+ *   unit 1 + l   block l
+ *   unit L + 1   the final layernorm
+ * Sharded layouts (ZeRO-3) gather, free and reduce parameters unit by unit. */
+enum { GPT_UNIT_EMBED = 0 };
+int gpt_num_units(const GPTLayout *l);  /* L + 2 */
+void gpt_unit_range(const GPTLayout *l, int unit, size_t *offset, size_t *count);
+/* Point the views of unit's tensors in p (set up by gpt_params_view) at
+ * base, which holds the unit's elements in buffer order. */
+void gpt_unit_view(const GPTLayout *l, int unit, float *base, GPTParams *p);
+
+/* Initialize elements [first, first + n) of this rank's flat buffer into
+ * out[0..n), from the shard map: global element i of tensor t is
+ * std * N(0,1) drawn from the counter (i, t) of rng.h (or 0, or 1), the
+ * same number on every layout, so every layout starts from lab 00's
+ * weights; padding is 0. A rank (or a ZeRO shard) makes exactly its part. */
+void gpt_init_params(const GPTLayout *l, unsigned long long seed, size_t first, size_t n,
+                     float *out);
+
+/* Copy what this rank holds (its pieces; host memory) from local, its flat
+ * buffer, into whole, a buffer in the standard layout (gpt_num_params(cfg)
+ * floats); nothing else of whole is written. Replicated tensors are copied
+ * only when with_replicated (one rank of a TP group provides them). */
+void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole,
+                            int with_replicated);
+
+#endif
