@@ -54,8 +54,11 @@ LAB02_BINS := $(foreach v,$(call copies_of,02_ddp),$(BUILD)/$(v)/02_ddp/train_dd
 
 LAB03_BINS := $(foreach v,$(call copies_of,03_zero),$(BUILD)/$(v)/03_zero/train_zero)
 
-# Earlier labs' objects that later labs, the planner and the tests link.
+LAB04_BINS := $(foreach v,$(call copies_of,04_tensor_parallel),$(BUILD)/$(v)/04_tensor_parallel/train_tp)
+
+# Earlier labs' objects that later labs and the tests link.
 EARLIER_OBJ := $(BUILD)/earlier/00_single_device/backprop.o
+EARLIER_DDP := $(BUILD)/earlier/02_ddp/ddp.o
 
 # ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has
 # nvcc but no GPU), `make cuda-tests` links the GPU tests (they skip, exit
@@ -114,7 +117,7 @@ DEMO_RANKS ?= 2
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -184,11 +187,12 @@ $(BUILD)/%/01_collectives/check_collectives: $(BUILD)/apps/check_collectives.o $
 $(BUILD)/%/01_collectives/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/%/01_collectives/collectives.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
-# lab 02: train_ddp links the student's (or the solution's) ddp.o
-$(BUILD)/apps/train_ddp.o: CPPFLAGS += -I$(call copy_of,02_ddp)/02_ddp
+# lab 02: train_ddp links the student's (or the solution's) ddp.o, through
+# apps/ddp_sync.c (lab 02's averaging as the loop's GradSync; lab 04 uses it too)
+$(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o: CPPFLAGS += -I$(call copy_of,02_ddp)/02_ddp
 # (and, like every later lab, lab 00 through build/earlier/: its solution when
 # here, so that a student stuck on one lab can still do the next)
-$(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/%/02_ddp/ddp.o $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/02_ddp/ddp.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 03: train_zero links the student's (or the solution's) zero.o
@@ -196,9 +200,16 @@ $(BUILD)/apps/train_zero.o: CPPFLAGS += -I$(call copy_of,03_zero)/03_zero
 $(BUILD)/%/03_zero/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/03_zero/zero.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
+# lab 04: train_tp links the student's (or the solution's) tensor_parallel.o,
+# and lab 02's DDP through build/earlier/ for the data-parallel groups
+$(BUILD)/apps/train_tp.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
+$(BUILD)/%/04_tensor_parallel/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/04_tensor_parallel/tensor_parallel.o $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
 $(BUILD)/earlier/00_single_device/backprop.o: $(BUILD)/$(call copy_of,00_single_device)/00_single_device/backprop.o
-$(EARLIER_OBJ):
+$(BUILD)/earlier/02_ddp/ddp.o: $(BUILD)/$(call copy_of,02_ddp)/02_ddp/ddp.o
+$(EARLIER_OBJ) $(EARLIER_DDP):
 	@mkdir -p $(@D)
 	cp $< $@
 
@@ -218,7 +229,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(EARLIER_OBJ) $(LIBCOMMON)
 # host code touching GPU memory outside a kernel or a copy crashes, as on a
 # GPU. selftest checks the pretend GPU itself. -rdynamic: the crash report's
 # backtrace names the programs' functions.
-FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero bench_collectives selftest)
+FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero train_tp bench_collectives selftest)
 FAKE_GPU_LDFLAGS := -rdynamic
 # It runs every lab's solution: in a handout without them all it skips.
 ifeq ($(filter-out $(SOLVED),$(LAB_NAMES)),)
@@ -228,8 +239,9 @@ fake-gpu:
 	@echo "fake-gpu: skipped: it builds every lab's solution, and this handout has none for $(filter-out $(SOLVED),$(LAB_NAMES))"
 endif
 $(BUILD)/fake_gpu/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
 $(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o $(BUILD)/solutions/00_single_device/backprop.o
 $(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(LIBCOMMON)
@@ -299,7 +311,7 @@ gpu-build:
 # unit tests. tests/sanitize.bats runs them.
 SANITIZE_BUILD := $(BUILD)/sanitize
 # (the outer make passes BUILD=$(SANITIZE_BUILD) and SANITIZE=1 to the inner one)
-SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS)) \
+SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS)) \
 	$(DATASET_BINS) $(BUILD)/bin/memplan $(TEST_BINS)
 ifeq ($(SANITIZE),1)
 sanitize: $(SANITIZE_BINS)

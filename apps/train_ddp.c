@@ -8,7 +8,7 @@
 #include "check.h"
 #include "cli.h"
 #include "comm.h"
-#include "ddp.h"
+#include "ddp_sync.h"
 #include "mesh.h"
 #include "preflight.h"
 #include "train.h"
@@ -52,21 +52,6 @@ static void on_ddp_option(void *ctx, int index, const char *arg) {
     }
 }
 
-/* GradSync's callbacks, by mode */
-static void naive_finish(void *ctx, float *grads, size_t n) { (void)n; ddp_naive_sync(ctx, grads); }
-static void bucketed_finish(void *ctx, float *grads, size_t n) {
-    (void)n;
-    ddp_bucketed_sync(ctx, grads);
-}
-static void overlap_begin(void *ctx, float *grads, int last) { ddp_overlap_begin(ctx, grads, last); }
-static void overlap_ready(void *ctx, size_t offset, size_t count) {
-    ddp_overlap_on_ready(ctx, offset, count);
-}
-static void overlap_finish(void *ctx, float *grads, size_t n) {
-    (void)n;
-    ddp_overlap_finish(ctx, grads);
-}
-
 static void check_consistency(void *ctx, int step, const float *params, size_t n) {
     DdpOptions *d = ctx;
     if (d->check_every && (step + 1) % d->check_every == 0 &&
@@ -96,48 +81,26 @@ int main(int argc, char **argv) {
     preflight_run(&o, &layout, world);
     dopt.metrics = comm_split(dp, 0, dp->rank, "metrics");
     const GPTLayout model = gpt_layout_whole(&o.model);
-    int ntensors = gpt_num_tensors(&model);
-    TensorInfo *tensors = calloc((size_t)ntensors, sizeof *tensors);
-    Bucket *buckets = calloc((size_t)ntensors, sizeof *buckets);
-    CommRequest *requests = calloc((size_t)ntensors, sizeof *requests);
-    CHECK(tensors && buckets && requests, "out of memory");
-    gpt_tensor_table(&model, tensors);
-    Ddp ddp = {.mode = dopt.mode, .dp = dp, .tensors = tensors, .ntensors = ntensors,
-               .buckets = buckets, .requests = requests};
-    /* without --first-bucket-mb, the core's plan from the core's function */
-    size_t bucket_bytes = (size_t)(dopt.bucket_mb * (1 << 20));
-    if (dopt.mode != DDP_NAIVE && dopt.first_bucket_mb > 0)
-        ddp.nbuckets = ddp_build_buckets_first(tensors, ntensors,
-                                               (size_t)(dopt.first_bucket_mb * (1 << 20)),
-                                               bucket_bytes, buckets);
-    else if (dopt.mode != DDP_NAIVE)
-        ddp.nbuckets = ddp_build_buckets(tensors, ntensors, bucket_bytes, buckets);
-    GradSync sync = {.ctx = &ddp};
-    if (dopt.mode == DDP_NAIVE) sync.finish = naive_finish;
-    if (dopt.mode == DDP_BUCKETED) sync.finish = bucketed_finish;
-    if (dopt.mode == DDP_OVERLAPPED) {
-        sync.begin_backward = overlap_begin;
-        sync.grads_ready = overlap_ready;
-        sync.finish = overlap_finish;
-    }
+    DdpSync ds;
+    ddp_sync_init(&ds, dp, &model, dopt.mode, (size_t)(dopt.bucket_mb * (1 << 20)),
+                  (size_t)(dopt.first_bucket_mb * (1 << 20)));
+    int ntensors = ds.ddp.ntensors;
     if (world->rank == 0)
         printf("train_ddp: %s, %d tensors%s", dopt.mode == DDP_NAIVE ? "naive" :
                dopt.mode == DDP_BUCKETED ? "bucketed" : "overlapped", ntensors,
                dopt.mode == DDP_NAIVE ? "\n" : "");
     if (world->rank == 0 && dopt.mode != DDP_NAIVE && dopt.first_bucket_mb > 0)
-        printf(" in %d buckets: the first of >= %g MB, the others of >= %g MB\n", ddp.nbuckets,
+        printf(" in %d buckets: the first of >= %g MB, the others of >= %g MB\n", ds.ddp.nbuckets,
                dopt.first_bucket_mb, dopt.bucket_mb);
     else if (world->rank == 0 && dopt.mode != DDP_NAIVE)
-        printf(" in %d buckets of >= %g MB\n", ddp.nbuckets, dopt.bucket_mb);
-    TrainParallel par = {.world = world, .dp = dp, .metrics = dopt.metrics, .sync = &sync,
+        printf(" in %d buckets of >= %g MB\n", ds.ddp.nbuckets, dopt.bucket_mb);
+    TrainParallel par = {.world = world, .dp = dp, .metrics = dopt.metrics, .sync = &ds.sync,
                          .after_step = check_consistency, .after_step_ctx = &dopt};
     train_run_parallel(&o, &par);
     if (world->rank == 0 && dopt.check_every)
         printf("train_ddp: parameters identical on all %d ranks (checked every %d steps)\n",
                world->size, dopt.check_every);
-    free(tensors);
-    free(buckets);
-    free(requests);
+    ddp_sync_free(&ds);
     comm_finalize();
     return 0;
 }

@@ -84,18 +84,6 @@ static void local_params(void *ctx, float *out) {
 static void grads_begin(void *ctx, int u) { zero_grads_begin(ctx, u); }
 static void grads_ready(void *ctx, int u) { zero_grads_ready(ctx, u); }
 
-/* Rank 0: the planner's bytes next to this rank's measured peaks. */
-static void print_memory_check(const TrainOptions *o, const MemLayout *layout) {
-    MemPlan plan;
-    memplan_predict(&o->model, layout, &plan);
-    printf("train_zero: memory per rank, predicted by memplan vs measured (peak bytes):\n");
-    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
-        size_t measured = mem_peak_bytes((MemCategory)c);
-        printf("  %-12s predicted %12zu  measured %12zu  %s\n", mem_category_name((MemCategory)c),
-               plan.peak[c], measured, measured == plan.peak[c] ? "ok" : "DIFFERENT");
-    }
-}
-
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
@@ -144,7 +132,7 @@ int main(int argc, char **argv) {
                z.shard_total);
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .states = &states};
     train_run_parallel(&o, &par);
-    if (world->rank == 0) print_memory_check(&o, &layout);
+    if (world->rank == 0) memplan_print_check("train_zero", &o.model, &layout);
     zero_free(&z);
     comm_finalize();
     return 0;

@@ -132,6 +132,57 @@ void crossentropy_backward(float *probs_to_dlogits, const int *targets, float dl
     KERNEL(crossentropy_backward, (double)N * V, F(2.0 * N * V + N), probs_to_dlogits, targets, dloss, N, V);
 }
 
+void vocab_embedding_forward(float *out, const int *tokens, const float *wte, int first,
+                             int rows, int N, int C) {
+    KERNEL(vocab_embedding_forward, 0.0, F(2.0 * N * C + N), out, tokens, wte, first, rows, N, C);
+}
+
+void vocab_embedding_backward(float *dwte, const float *dout, const int *tokens, int first,
+                              int rows, int N, int C) {
+    KERNEL(vocab_embedding_backward, (double)N * C, F(3.0 * N * C + N), dwte, dout, tokens, first, rows, N, C);
+}
+
+void position_forward(float *out, const float *wpe, int B, int T, int C) {
+    KERNEL(position_forward, (double)B * T * C, F(3.0 * B * T * C), out, wpe, B, T, C);
+}
+
+void position_backward(float *dwpe, const float *dout, int B, int T, int C) {
+    KERNEL(position_backward, (double)B * T * C, F(3.0 * B * T * C), dwpe, dout, B, T, C);
+}
+
+void bias_forward(float *out, const float *bias, int N, int OC) {
+    KERNEL(bias_forward, (double)N * OC, F(2.0 * N * OC + OC), out, bias, N, OC);
+}
+
+void vocab_logits_max(float *maxes, const float *logits, int N, int V, int valid) {
+    KERNEL(vocab_logits_max, (double)N * valid, F((double)N * valid + N), maxes, logits, N, V, valid);
+}
+
+void vocab_target_logit(float *out, const float *logits, const int *targets, int first, int N,
+                        int V) {
+    KERNEL(vocab_target_logit, 0.0, F(3.0 * N), out, logits, targets, first, N, V);
+}
+
+void vocab_softmax_exp(float *probs, float *sums, const float *logits, const float *maxes,
+                       int N, int V, int valid) {
+    KERNEL(vocab_softmax_exp, (double)N * valid * (EXP_OPS + 2), F(2.0 * N * V + 2.0 * N), probs, sums, logits, maxes, N, V, valid);
+}
+
+float vocab_crossentropy_finish(float *losses, float *probs, const float *sums,
+                                const float *maxes, const float *target_logits, int N, int V) {
+    double t0 = profile_begin();
+    device_kernel_begin();
+    float loss = BACKEND(vocab_crossentropy_finish)(losses, probs, sums, maxes, target_logits, N, V);
+    device_kernel_end();
+    if (t0 > 0.0) profile_end("vocab_crossentropy_finish", t0, (double)N * V, F(2.0 * N * V + 4.0 * N));
+    return loss;
+}
+
+void vocab_crossentropy_backward(float *probs_to_dlogits, const int *targets, float dloss,
+                                 int first, int N, int V) {
+    KERNEL(vocab_crossentropy_backward, (double)N * V, F(2.0 * N * V + N), probs_to_dlogits, targets, dloss, first, N, V);
+}
+
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
     KERNEL(adamw_update, (double)ADAMW_OPS * n, F(7.0 * n), params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);

@@ -74,6 +74,44 @@ float crossentropy_forward(float *losses, float *probs, const float *logits,
 void crossentropy_backward(float *probs_to_dlogits, const int *targets, float dloss,
                            int N, int V);
 
+/* ---- the vocabulary-parallel layers' pieces (lab 04) ----
+ * A rank holds rows [first, first + rows) of the vocabulary (its wte rows,
+ * its columns of the logits); the lab joins the ranks with all-reduces
+ * between these. */
+/* out[n] = wte[tokens[n] - first] when this rank holds that row, else 0 */
+void vocab_embedding_forward(float *out, const int *tokens, const float *wte, int first,
+                             int rows, int N, int C);
+/* dwte[tokens[n] - first] += dout[n] for the rows this rank holds */
+void vocab_embedding_backward(float *dwte, const float *dout, const int *tokens, int first,
+                              int rows, int N, int C);
+/* out[b,t,:] += wpe[t,:], and its backward dwpe[t,:] += sum_b dout[b,t,:] */
+void position_forward(float *out, const float *wpe, int B, int T, int C);
+void position_backward(float *dwpe, const float *dout, int B, int T, int C);
+/* out[n,:] += bias (N rows of OC) */
+void bias_forward(float *out, const float *bias, int N, int OC);
+/* Softmax and cross-entropy over logits split by columns, V local columns
+ * per row of which the first `valid` are real (the rest: the padding of a
+ * vocabulary that does not divide; probability 0). In this order:
+ *   vocab_logits_max     maxes[n] = max of the row's valid logits (-inf if none)
+ *   vocab_target_logit   out[n] = logits[n, targets[n] - first], or 0 when
+ *                        another rank holds the target
+ *   vocab_softmax_exp    probs = e^(logit - maxes[n]) (may alias logits: read
+ *                        the target logit first), sums[n] = their row sum
+ *   vocab_crossentropy_finish  with the global maxes, sums and target
+ *                        logits: probs /= sums, losses[n] = log(sums[n]) -
+ *                        (target_logits[n] - maxes[n]); returns their mean
+ *   vocab_crossentropy_backward  probs becomes dloss (probs - onehot) in
+ *                        place, the onehot where this rank holds the target */
+void vocab_logits_max(float *maxes, const float *logits, int N, int V, int valid);
+void vocab_target_logit(float *out, const float *logits, const int *targets, int first, int N,
+                        int V);
+void vocab_softmax_exp(float *probs, float *sums, const float *logits, const float *maxes,
+                       int N, int V, int valid);
+float vocab_crossentropy_finish(float *losses, float *probs, const float *sums,
+                                const float *maxes, const float *target_logits, int N, int V);
+void vocab_crossentropy_backward(float *probs_to_dlogits, const int *targets, float dloss,
+                                 int first, int N, int V);
+
 /* AdamW over n elements, step t >= 1 (bias corrections from t). */
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t);

@@ -43,6 +43,24 @@ extern "C" {
                                        const int *targets, int N, int V);                    \
     void crossentropy_backward##SUFFIX(float *probs_to_dlogits, const int *targets,          \
                                        float dloss, int N, int V);                           \
+    void vocab_embedding_forward##SUFFIX(float *out, const int *tokens, const float *wte,    \
+                                         int first, int rows, int N, int C);                 \
+    void vocab_embedding_backward##SUFFIX(float *dwte, const float *dout, const int *tokens, \
+                                          int first, int rows, int N, int C);                \
+    void position_forward##SUFFIX(float *out, const float *wpe, int B, int T, int C);        \
+    void position_backward##SUFFIX(float *dwpe, const float *dout, int B, int T, int C);     \
+    void bias_forward##SUFFIX(float *out, const float *bias, int N, int OC);                 \
+    void vocab_logits_max##SUFFIX(float *maxes, const float *logits, int N, int V,           \
+                                  int valid);                                                \
+    void vocab_target_logit##SUFFIX(float *out, const float *logits, const int *targets,     \
+                                    int first, int N, int V);                                \
+    void vocab_softmax_exp##SUFFIX(float *probs, float *sums, const float *logits,           \
+                                   const float *maxes, int N, int V, int valid);             \
+    float vocab_crossentropy_finish##SUFFIX(float *losses, float *probs, const float *sums,  \
+                                            const float *maxes, const float *target_logits,  \
+                                            int N, int V);                                   \
+    void vocab_crossentropy_backward##SUFFIX(float *probs_to_dlogits, const int *targets,    \
+                                             float dloss, int first, int N, int V);          \
     void adamw_update##SUFFIX(float *params, const float *grads, float *m, float *v,          \
                               size_t n, float lr, float beta1, float beta2, float eps,       \
                               float weight_decay, int t);                                    \

@@ -234,6 +234,108 @@ void crossentropy_backward_cpu(float *probs_to_dlogits, const int *targets, floa
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* The pieces of the vocabulary-parallel layers (lab 04): each rank holds    */
+/* rows [first, first + rows) of the (padded) vocabulary; the lab joins the  */
+/* ranks' results with all-reduces between these kernels.                    */
+
+void vocab_embedding_forward_cpu(float *out, const int *tokens, const float *wte, int first,
+                                 int rows, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * C;
+        int r = tokens[n] - first;
+        if (r >= 0 && r < rows) memcpy(o, wte + (size_t)r * C, (size_t)C * sizeof(float));
+        else memset(o, 0, (size_t)C * sizeof(float));
+    }
+}
+
+void vocab_embedding_backward_cpu(float *dwte, const float *dout, const int *tokens, int first,
+                                  int rows, int N, int C) {
+    /* serial: several positions can hold the same token (encoder_backward) */
+    for (int n = 0; n < N; n++) {
+        int r = tokens[n] - first;
+        if (r < 0 || r >= rows) continue;
+        const float *d = dout + (size_t)n * C;
+        float *te = dwte + (size_t)r * C;
+        for (int i = 0; i < C; i++) te[i] += d[i];
+    }
+}
+
+void position_forward_cpu(float *out, const float *wpe, int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *pe = wpe + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+        for (int i = 0; i < C; i++) o[i] += pe[i];
+    }
+}
+
+void position_backward_cpu(float *dwpe, const float *dout, int B, int T, int C) {
+    for (int bt = 0; bt < B * T; bt++) {  /* in encoder_backward's order */
+        const float *d = dout + (size_t)bt * C;
+        float *pe = dwpe + (size_t)(bt % T) * C;
+        for (int i = 0; i < C; i++) pe[i] += d[i];
+    }
+}
+
+void bias_forward_cpu(float *out, const float *bias, int N, int OC) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
+}
+
+void vocab_logits_max_cpu(float *maxes, const float *logits, int N, int V, int valid) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        maxes[n] = valid > 0 ? row_max(logits + (size_t)n * V, valid) : -INFINITY;
+}
+
+void vocab_target_logit_cpu(float *out, const float *logits, const int *targets, int first,
+                            int N, int V) {
+    for (int n = 0; n < N; n++) {
+        int j = targets[n] - first;
+        out[n] = j >= 0 && j < V ? logits[(size_t)n * V + j] : 0.0f;
+    }
+}
+
+void vocab_softmax_exp_cpu(float *probs, float *sums, const float *logits, const float *maxes,
+                           int N, int V, int valid) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *z = logits + (size_t)n * V;
+        float *p = probs + (size_t)n * V;
+        for (int i = 0; i < valid; i++) p[i] = exp_nonpositive(z[i] - maxes[n]);
+        for (int i = valid; i < V; i++) p[i] = 0.0f;  /* padding: probability 0 */
+        sums[n] = row_sum(p, V);
+    }
+}
+
+float vocab_crossentropy_finish_cpu(float *losses, float *probs, const float *sums,
+                                    const float *maxes, const float *target_logits, int N,
+                                    int V) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float inv = 1.0f / sums[n], *p = probs + (size_t)n * V;
+        for (int i = 0; i < V; i++) p[i] *= inv;
+        losses[n] = logf(sums[n]) - (target_logits[n] - maxes[n]);
+    }
+    double total = 0.0;
+    for (int n = 0; n < N; n++) total += losses[n];
+    return (float)(total / N);
+}
+
+void vocab_crossentropy_backward_cpu(float *probs_to_dlogits, const int *targets, float dloss,
+                                     int first, int N, int V) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *d = probs_to_dlogits + (size_t)n * V;
+        for (int i = 0; i < V; i++) d[i] *= dloss;
+        int j = targets[n] - first;
+        if (j >= 0 && j < V) d[j] -= dloss;
+    }
+}
+
 void adamw_update_cpu(float *params, const float *grads, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
     float c1 = 1.0f - powf(beta1, (float)t);

@@ -621,13 +621,9 @@ static __global__ void crossentropy_backward_kernel(float *d, const int *targets
     }
 }
 
-float crossentropy_forward_cuda(float *losses, float *probs, const float *logits,
-                                const int *targets, int N, int V) {
-    if (N == 0) return NAN;   /* as the CPU's 0/0: a mean over no rows */
-    softmax_crossentropy_forward_kernel<<<N, ROW_BLOCK_THREADS>>>(losses, probs, logits,
-                                                                  targets, V);
-    LAUNCH_CHECK();
-    /* The mean is summed on the host in double, in row order, as on the CPU. */
+/* The mean of N row losses, summed on the host in double, in row order, as
+ * on the CPU (the copy waits for the kernels before it). */
+static float mean_on_host(const float *losses, int N) {
     float *host = (float *)malloc((size_t)N * sizeof(float));
     CHECK(host, "out of memory");
     CUDA_CHECK(cudaMemcpy(host, losses, (size_t)N * sizeof(float), cudaMemcpyDeviceToHost));
@@ -637,11 +633,197 @@ float crossentropy_forward_cuda(float *losses, float *probs, const float *logits
     return (float)(total / N);
 }
 
+float crossentropy_forward_cuda(float *losses, float *probs, const float *logits,
+                                const int *targets, int N, int V) {
+    if (N == 0) return NAN;   /* as the CPU's 0/0: a mean over no rows */
+    softmax_crossentropy_forward_kernel<<<N, ROW_BLOCK_THREADS>>>(losses, probs, logits,
+                                                                  targets, V);
+    LAUNCH_CHECK();
+    return mean_on_host(losses, N);
+}
+
 void crossentropy_backward_cuda(float *probs_to_dlogits, const int *targets, float dloss,
                                 int N, int V) {
     if (N == 0) return;
     crossentropy_backward_kernel<<<N, ROW_BLOCK_THREADS>>>(probs_to_dlogits, targets, dloss,
                                                            V);
+    LAUNCH_CHECK();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Vocabulary-parallel pieces (lab 04; kernels.h)                            */
+
+static __global__ void vocab_embedding_forward_kernel(float *out, const int *tokens,
+                                                      const float *wte, int first, int rows,
+                                                      int C, size_t n) {
+    GRID_STRIDE_LOOP(i, n) {
+        size_t row = i / C, c = i % C;
+        int r = tokens[row] - first;
+        out[i] = r >= 0 && r < rows ? wte[(size_t)r * C + c] : 0.0f;
+    }
+}
+
+/* atomic: several positions can hold the same token (encoder_backward_kernel) */
+static __global__ void vocab_embedding_backward_kernel(float *dwte, const float *dout,
+                                                       const int *tokens, int first, int rows,
+                                                       int C, size_t n) {
+    GRID_STRIDE_LOOP(i, n) {
+        size_t row = i / C, c = i % C;
+        int r = tokens[row] - first;
+        if (r >= 0 && r < rows) atomicAdd(&dwte[(size_t)r * C + c], dout[i]);
+    }
+}
+
+static __global__ void position_forward_kernel(float *out, const float *wpe, int T, int C,
+                                               size_t n) {
+    GRID_STRIDE_LOOP(i, n) {
+        size_t bt = i / C, c = i % C;
+        out[i] += wpe[(bt % T) * C + c];
+    }
+}
+
+/* thread (t, c) adds dout[b, t, c] for b in order, as the CPU */
+static __global__ void position_backward_kernel(float *dwpe, const float *dout, int B, int T,
+                                                int C) {
+    size_t n = (size_t)T * C;
+    GRID_STRIDE_LOOP(i, n) {
+        float pe = dwpe[i];
+        for (int b = 0; b < B; b++) pe += dout[(size_t)b * n + i];
+        dwpe[i] = pe;
+    }
+}
+
+static __global__ void bias_forward_kernel(float *out, const float *bias, int OC, size_t n) {
+    GRID_STRIDE_LOOP(i, n) out[i] += bias[i % OC];
+}
+
+/* one block per row for the row reductions */
+static __global__ void vocab_logits_max_kernel(float *maxes, const float *logits, int V,
+                                               int valid) {
+    const float *z = logits + (size_t)blockIdx.x * V;
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < valid; i += blockDim.x) mx = fmaxf(mx, z[i]);
+    mx = block_allreduce(mx, MaxOp(), -INFINITY);
+    if (threadIdx.x == 0) maxes[blockIdx.x] = mx;
+}
+
+static __global__ void vocab_target_logit_kernel(float *out, const float *logits,
+                                                 const int *targets, int first, int N, int V) {
+    GRID_STRIDE_LOOP(n, (size_t)N) {
+        int j = targets[n] - first;
+        out[n] = j >= 0 && j < V ? logits[n * V + j] : 0.0f;
+    }
+}
+
+static __global__ void vocab_softmax_exp_kernel(float *probs, float *sums, const float *logits,
+                                                const float *maxes, int V, int valid) {
+    const float *z = logits + (size_t)blockIdx.x * V;
+    float *p = probs + (size_t)blockIdx.x * V, mx = maxes[blockIdx.x], sum = 0.0f;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        float e = i < valid ? exp_nonpositive(z[i] - mx) : 0.0f;
+        p[i] = e;
+        sum += e;
+    }
+    sum = block_allreduce(sum, SumOp(), 0.0f);
+    if (threadIdx.x == 0) sums[blockIdx.x] = sum;
+}
+
+static __global__ void vocab_crossentropy_finish_kernel(float *losses, float *probs,
+                                                        const float *sums, const float *maxes,
+                                                        const float *target_logits, int V) {
+    float *p = probs + (size_t)blockIdx.x * V, inv = 1.0f / sums[blockIdx.x];
+    for (int i = threadIdx.x; i < V; i += blockDim.x) p[i] *= inv;
+    if (threadIdx.x == 0)
+        losses[blockIdx.x] =
+            logf(sums[blockIdx.x]) - (target_logits[blockIdx.x] - maxes[blockIdx.x]);
+}
+
+static __global__ void vocab_crossentropy_backward_kernel(float *d, const int *targets,
+                                                          float dloss, int first, int V) {
+    int target = targets[blockIdx.x] - first;
+    float *dr = d + (size_t)blockIdx.x * V;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        float g = __fmul_rn(dr[i], dloss);  /* rounded alone, as the CPU's */
+        if (i == target) g -= dloss;
+        dr[i] = g;
+    }
+}
+
+void vocab_embedding_forward_cuda(float *out, const int *tokens, const float *wte, int first,
+                                  int rows, int N, int C) {
+    size_t n = (size_t)N * C;
+    if (n == 0) return;
+    vocab_embedding_forward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(out, tokens, wte, first,
+                                                                     rows, C, n);
+    LAUNCH_CHECK();
+}
+
+void vocab_embedding_backward_cuda(float *dwte, const float *dout, const int *tokens, int first,
+                                   int rows, int N, int C) {
+    size_t n = (size_t)N * C;
+    if (n == 0) return;
+    vocab_embedding_backward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dwte, dout, tokens, first,
+                                                                      rows, C, n);
+    LAUNCH_CHECK();
+}
+
+void position_forward_cuda(float *out, const float *wpe, int B, int T, int C) {
+    size_t n = (size_t)B * T * C;
+    if (n == 0) return;
+    position_forward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(out, wpe, T, C, n);
+    LAUNCH_CHECK();
+}
+
+void position_backward_cuda(float *dwpe, const float *dout, int B, int T, int C) {
+    size_t n = (size_t)T * C;
+    if (n == 0 || B == 0) return;
+    position_backward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dwpe, dout, B, T, C);
+    LAUNCH_CHECK();
+}
+
+void bias_forward_cuda(float *out, const float *bias, int N, int OC) {
+    size_t n = (size_t)N * OC;
+    if (n == 0) return;
+    bias_forward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(out, bias, OC, n);
+    LAUNCH_CHECK();
+}
+
+void vocab_logits_max_cuda(float *maxes, const float *logits, int N, int V, int valid) {
+    if (N == 0) return;
+    vocab_logits_max_kernel<<<N, ROW_BLOCK_THREADS>>>(maxes, logits, V, valid);
+    LAUNCH_CHECK();
+}
+
+void vocab_target_logit_cuda(float *out, const float *logits, const int *targets, int first,
+                             int N, int V) {
+    if (N == 0) return;
+    vocab_target_logit_kernel<<<elem_blocks((size_t)N), ELEM_THREADS>>>(out, logits, targets,
+                                                                       first, N, V);
+    LAUNCH_CHECK();
+}
+
+void vocab_softmax_exp_cuda(float *probs, float *sums, const float *logits, const float *maxes,
+                            int N, int V, int valid) {
+    if (N == 0) return;
+    vocab_softmax_exp_kernel<<<N, ROW_BLOCK_THREADS>>>(probs, sums, logits, maxes, V, valid);
+    LAUNCH_CHECK();
+}
+
+float vocab_crossentropy_finish_cuda(float *losses, float *probs, const float *sums,
+                                     const float *maxes, const float *target_logits, int N,
+                                     int V) {
+    if (N == 0) return NAN;
+    vocab_crossentropy_finish_kernel<<<N, ROW_BLOCK_THREADS>>>(losses, probs, sums, maxes,
+                                                              target_logits, V);
+    LAUNCH_CHECK();
+    return mean_on_host(losses, N);
+}
+
+void vocab_crossentropy_backward_cuda(float *probs_to_dlogits, const int *targets, float dloss,
+                                      int first, int N, int V) {
+    if (N == 0) return;
+    vocab_crossentropy_backward_kernel<<<N, ROW_BLOCK_THREADS>>>(probs_to_dlogits, targets,
+                                                                dloss, first, V);
     LAUNCH_CHECK();
 }
 

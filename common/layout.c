@@ -39,6 +39,8 @@ GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank) {
     l.vocab_padded = (cfg->vocab_size + tp - 1) / tp * tp;
     l.vocab_rows = l.vocab_padded / tp;
     l.vocab_first = tp_rank * l.vocab_rows;
+    l.vocab_real = cfg->vocab_size - l.vocab_first;
+    l.vocab_real = l.vocab_real < 0 ? 0 : l.vocab_real > l.vocab_rows ? l.vocab_rows : l.vocab_real;
     l.n_head = cfg->n_head / tp;
     l.attn_width = cfg->n_embd / tp;
     l.mlp_width = 4 * cfg->n_embd / tp;
@@ -88,9 +90,8 @@ static void add_tensor(TableBuilder *b, const char *name, int rows, int cols, Sp
         p[t->npieces++] = (ShardPiece){0, rows, 0, cols, t->offset};
     } else if (split == VOCAB_ROWS) {
         t->rows = l->vocab_rows;
-        int real = rows - l->vocab_first;  /* rows past V are padding */
-        if (real > l->vocab_rows) real = l->vocab_rows;
-        if (real > 0) p[t->npieces++] = (ShardPiece){l->vocab_first, real, 0, cols, t->offset};
+        if (l->vocab_real > 0)
+            p[t->npieces++] = (ShardPiece){l->vocab_first, l->vocab_real, 0, cols, t->offset};
     } else if (split == HEAD_ROWS) {
         /* rows is 3C (q, k, v stacked); each part gives attn_width rows */
         const int part = rows / 3, w = l->attn_width;

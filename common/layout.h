@@ -55,11 +55,15 @@ typedef struct {
     GPTConfig cfg;                 /* the whole model */
     /* tensor parallelism */
     int tp, tp_rank;               /* degree and this rank's coordinate */
-    Comm *tp_group;                /* the in-block collectives' group (NULL at tp = 1) */
-    const TensorParallelOps *tp_ops; /* the split layers (NULL: the whole ones) */
+    /* the split layers, set together by the program that runs them (lab
+     * 04's, at any degree, 1 included), else 0 / NULL: the whole model's */
+    int split_layers;
+    Comm *tp_group;                /* the in-block collectives' group */
+    const TensorParallelOps *tp_ops;
     /* local sizes (gpt_layout_make) */
     int vocab_padded;              /* Vp: V rounded up to a multiple of tp */
     int vocab_rows, vocab_first;   /* this rank's wte rows: [vocab_first, + vocab_rows) of Vp */
+    int vocab_real;                /* how many of them are real (the rest, rows >= V: padding) */
     int n_head;                    /* NH / tp heads */
     int attn_width;                /* C / tp: local width of q, k, v and attention's output */
     int mlp_width;                 /* 4C / tp */
@@ -70,8 +74,9 @@ typedef struct {
  * 4C). The vocabulary need not divide: it is padded. */
 const char *gpt_layout_problem(const GPTConfig *cfg, int tp);
 
-/* The layout of rank tp_rank of tp (gpt_layout_problem must be NULL); its
- * tp_group and tp_ops are NULL, for the caller to set when tp > 1. */
+/* The layout of rank tp_rank of tp (gpt_layout_problem must be NULL), with
+ * the whole model's layers: the caller sets split_layers, tp_group and
+ * tp_ops to run its own. */
 GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank);
 /* The whole model on one rank: gpt_layout_make(cfg, 1, 0). */
 GPTLayout gpt_layout_whole(const GPTConfig *cfg);

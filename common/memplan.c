@@ -1,5 +1,6 @@
 #include "memplan.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "check.h"
@@ -13,7 +14,8 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
           l->zero_stage);
     memset(plan, 0, sizeof *plan);
     /* this rank's share of the model: all of it, or its TP shard */
-    const GPTLayout m = gpt_layout_make(cfg, l->tp > 1 ? l->tp : 1, 0);
+    GPTLayout m = gpt_layout_make(cfg, l->tp > 1 ? l->tp : 1, 0);
+    m.split_layers = l->tp >= 1;
     const size_t F = sizeof(float), phi = m.num_params;
     const int N = l->ranks, U = gpt_num_units(&m);
     /* padded[u] = N S_u; shard = sum S_u, what each rank owns */
@@ -66,5 +68,24 @@ double memplan_states_bytes(double phi, int zero_stage, int ranks) {
     case 1: return 4 * phi + 4 * phi + 8 * phi / n;
     case 2: return 4 * phi + 12 * phi / n;
     default: return 16 * phi / n;
+    }
+}
+
+void memplan_tp_comm(const GPTConfig *cfg, int rows, int seq, CommCount *forward,
+                     CommCount *backward) {
+    const size_t N = (size_t)rows * seq, NC = N * cfg->n_embd, L = cfg->n_layer;
+    const size_t F = sizeof(float);
+    *forward = (CommCount){2 * L + 4, F * ((2 * L + 1) * NC + 3 * N)};
+    *backward = (CommCount){2 * L + 1, F * (2 * L + 1) * NC};
+}
+
+void memplan_print_check(const char *program, const GPTConfig *cfg, const MemLayout *layout) {
+    MemPlan plan;
+    memplan_predict(cfg, layout, &plan);
+    printf("%s: memory per rank, predicted by memplan vs measured (peak bytes):\n", program);
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
+        size_t measured = mem_peak_bytes((MemCategory)c);
+        printf("  %-12s predicted %12zu  measured %12zu  %s\n", mem_category_name((MemCategory)c),
+               plan.peak[c], measured, measured == plan.peak[c] ? "ok" : "DIFFERENT");
     }
 }

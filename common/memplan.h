@@ -70,8 +70,9 @@ typedef struct {
     int prefetch;    /* ZeRO-3: the next unit is gathered while one computes */
     int rows, seq;   /* one micro-batch on one rank: rows sequences of seq tokens */
     int overlap_rs;  /* ZeRO-2/3: the reduce-scatter behind the backward pass (above) */
-    int tp;          /* tensor parallelism (lab 04; 0 or 1: none): Phi and the
-                        activations are the rank's shard's (layout.h, model.h) */
+    int tp;          /* tensor parallelism (lab 04's program, >= 1; 0: the whole
+                        model's layers): Phi and the activations are the rank's
+                        shard's (layout.h, model.h) */
 } MemLayout;
 
 typedef struct {
@@ -84,6 +85,25 @@ typedef struct {
 /* Predict the per-rank peak bytes of every category (identical on every
  * rank: every rank holds S_u of each unit). Fills plan. */
 void memplan_predict(const GPTConfig *cfg, const MemLayout *layout, MemPlan *plan);
+
+/* Tensor parallelism's all-reduces over the TP group (lab 04), in one
+ * forward and one backward pass of a micro-batch of N = rows x seq tokens:
+ *   forward   per block 2 x N C floats (g after attention's and the MLP's
+ *             row-parallel layers), the embedding's N C, and the loss's
+ *             three of N (row max, sum of exps, target logit): 2L + 4 calls;
+ *   backward  per block 2 x N C (f before the qkv and fc layers), the LM
+ *             head's f: N C: 2L + 1 calls.
+ * The same on every TP rank and for every tp > 1 (an all-reduce's payload
+ * is the whole tensor, whatever the group's size). */
+typedef struct {
+    size_t calls, bytes;
+} CommCount;
+void memplan_tp_comm(const GPTConfig *cfg, int rows, int seq, CommCount *forward,
+                     CommCount *backward);
+
+/* Print, for rank 0 of a trainer, the planner's peak bytes per category
+ * next to this rank's measured peaks (alloc.h), "ok" or "DIFFERENT". */
+void memplan_print_check(const char *program, const GPTConfig *cfg, const MemLayout *layout);
 
 /* Model-state bytes per rank for a model of phi parameters, from the table
  * above without padding: for back-of-the-envelope sizes (the README's 7B). */

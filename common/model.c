@@ -24,7 +24,7 @@ size_t gpt_activation_floats(const GPTLayout *l, int B, int T) {
            + BT * (C + 2)                        /* lnf, mean, rstd */
            + BT * l->vocab_rows                  /* probs */
            + BT                                  /* losses */
-           + (l->tp > 1 ? 3 * BT : 0);           /* ce_stats */
+           + (l->split_layers ? 3 * BT : 0);     /* ce_stats */
 }
 
 size_t gpt_activation_ints(int B, int T) { return 2 * (size_t)B * T; }
@@ -78,7 +78,7 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
     a->lnf_rstd = take(&cur, BT);
     a->probs = take(&cur, BT * l->vocab_rows);
     a->losses = take(&cur, BT);
-    if (l->tp > 1) a->ce_stats = take(&cur, 3 * BT);
+    if (l->split_layers) a->ce_stats = take(&cur, 3 * BT);
     CHECK((size_t)(cur - base) == nf, "activation layout disagrees with its formula");
 
     size_t ns = gpt_scratch_floats(l, B, T);
@@ -146,7 +146,9 @@ static const TensorParallelOps g_whole_ops = {
 };
 
 static const TensorParallelOps *ops_of(const GPTLayout *l) {
-    return l->tp_ops ? l->tp_ops : &g_whole_ops;
+    CHECK(!l->split_layers == !l->tp_ops && (l->split_layers || l->tp == 1),
+          "a layout of tp %d must run split layers (split_layers and tp_ops set together)", l->tp);
+    return l->split_layers ? l->tp_ops : &g_whole_ops;
 }
 
 /* ---- forward and backward -------------------------------------------------

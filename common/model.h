@@ -86,7 +86,7 @@ typedef struct {
     float *probs;                           /* (B,T,Vp/tp); dlogits in backward */
     float *losses;                          /* (B,T) */
     float *ce_stats;                        /* (3,B,T) per row: max, sum of exps, target
-                                               logit over the TP group (tp > 1 only) */
+                                               logit over the TP group (split layers only) */
 } GPTActs;
 
 /* Scratch for the backward pass: activation gradients of ONE block at a

@@ -47,14 +47,14 @@ static const char *const g_usage =
     "                       OUT/profile.csv (tools/plot_roofline.sh draws it)\n"
     "  --device cpu|cuda    where to compute; cuda needs `make CUDA=1`     (default cpu)\n"
     COMM_TIMEOUT_HELP
-    "  --n-layer L --n-head H --n-embd C --ctx T   override the named config\n"
+    "  --n-layer L --n-head H --n-embd C --ctx T --vocab V   override the named config\n"
     "  -h, --help           this text\n";
 
 enum {
     OPT_CONFIG = 1000, OPT_DATA, OPT_OUT, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MIN_LR,
     OPT_WARMUP, OPT_WD, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_CLIP, OPT_SEED, OPT_EVAL_EVERY,
     OPT_EVAL_BATCHES, OPT_VAL_FRACTION, OPT_LOG_EVERY, OPT_THREADS, OPT_DEVICE, OPT_N_LAYER,
-    OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
+    OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_VOCAB, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
 };
 
 void train_options_parse(int argc, char **argv, TrainOptions *o) {
@@ -85,6 +85,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         {"n-layer", required_argument, 0, OPT_N_LAYER},
         {"n-head", required_argument, 0, OPT_N_HEAD},
         {"n-embd", required_argument, 0, OPT_N_EMBD}, {"ctx", required_argument, 0, OPT_CTX},
+        {"vocab", required_argument, 0, OPT_VOCAB},
         {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM},
         {"dump-params", required_argument, 0, OPT_DUMP_PARAMS},
         {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
@@ -119,7 +120,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
     o->eval_batches = 4;
     o->val_fraction = 0.1;
     o->log_every = 10;
-    int n_layer = 0, n_head = 0, n_embd = 0, ctx_len = 0;
+    int n_layer = 0, n_head = 0, n_embd = 0, ctx_len = 0, vocab = 0;
     const char *hint = "see --help";
     opterr = 0;  /* we print our own one-line message */
     int c;
@@ -151,6 +152,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         case OPT_N_HEAD: n_head = cli_int("--n-head", optarg, 1, 1024); break;
         case OPT_N_EMBD: n_embd = cli_int("--n-embd", optarg, 1, 65536); break;
         case OPT_CTX: ctx_len = cli_int("--ctx", optarg, 1, 1 << 20); break;
+        case OPT_VOCAB: vocab = cli_int("--vocab", optarg, 2, 65536); break;
         case OPT_GRAD_ACCUM: o->grad_accum = cli_int("--grad-accum", optarg, 1, 1 << 16); break;
         case OPT_DUMP_PARAMS:
             cli_string(o->dump_params, sizeof o->dump_params, "--dump-params", optarg);
@@ -179,6 +181,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
     if (n_head) o->model.n_head = n_head;
     if (n_embd) o->model.n_embd = n_embd;
     if (ctx_len) o->model.ctx_len = ctx_len;
+    if (vocab) o->model.vocab_size = vocab;
     const char *problem = gpt_config_problem(&o->model);
     if (problem)
         USER_ERROR("config %s can't be built: %s (n_layer %d, n_head %d, n_embd %d)",
@@ -287,7 +290,7 @@ static float *layout_gather_standard(const GPTLayout *l, const float *local, int
     float *whole = malloc(gpt_num_params(&l->cfg) * sizeof(float));
     CHECK(mine && all && whole, "out of memory for gathering the parameters");
     device_copy(mine, local, n * sizeof(float));
-    comm_allgather(l->tp_group, mine, all, n, COMM_FLOAT);
+    comm_allgather(l->tp_group, mine, all, n * l->tp, COMM_FLOAT);  /* n from each rank */
     for (int r = 0; r < l->tp; r++) {
         GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
         gpt_layout_to_standard(&lr, all + (size_t)r * n, whole, !mine_replicated && r == 0);

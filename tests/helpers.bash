@@ -129,7 +129,8 @@ build_variant() {
 }
 
 # same_run DIR: DIR's losses within the grader's tolerance of $BASE's (a
-# baseline run of the same tiny config) and its params.bin within float noise
+# baseline run of the same config) and its params.bin (as many floats)
+# within float noise
 same_run() {
     python3 - "$BASE" "$1" <<'PY'
 import sys, array
@@ -140,7 +141,7 @@ assert r is None, r
 a, b = array.array("f"), array.array("f")
 a.frombytes(open(sys.argv[1] + "/params.bin", "rb").read())
 b.frombytes(open(sys.argv[2] + "/params.bin", "rb").read())
-assert len(a) == len(b) == 220544, (len(a), len(b))
+assert len(a) == len(b) > 0, (len(a), len(b))
 worst = max(abs(x - y) for x, y in zip(a, b))
 assert worst < 1e-5, f"parameters differ by up to {worst}"
 print(f"ok: losses within tolerance, parameters within {worst:.2g}")

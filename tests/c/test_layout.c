@@ -47,9 +47,7 @@ static void check_degree(const GPTConfig *cfg, int tp) {
                                 pc->col0 + col]++;
             }
             /* only wte may hold elements outside its pieces: vocabulary padding */
-            int real_rows = cfg->vocab_size - l.vocab_first;
-            real_rows = real_rows < 0 ? 0 : real_rows > l.vocab_rows ? l.vocab_rows : real_rows;
-            size_t padding = i == 0 ? (size_t)(l.vocab_rows - real_rows) * cfg->n_embd : 0;
+            size_t padding = i == 0 ? (size_t)(l.vocab_rows - l.vocab_real) * cfg->n_embd : 0;
             EXPECT(in_pieces + padding == t[i].count, "tp %d rank %d: %s: %zu in pieces, %zu "
                    "padding, %zu local", tp, r, t[i].name, in_pieces, padding, t[i].count);
             EXPECT(t[i].split == (tp > 1 && t[i].count < (size_t)t[i].global_rows *
