@@ -18,23 +18,23 @@
 #include "tensor_parallel.h"
 #include "train.h"
 
+typedef struct {
+    int tp;
+    int fused_ce;  /* the extension's cross-entropy: two all-reduces */
+} TpOptions;
+
 static const ExtraOption g_tp_options[] = {
     {"tp", 1, "--tp N               tensor-parallel degree: divides the heads and the ranks "
               "(default 1); dp = ranks / tp"},
+    {"fused-ce", 0, "--fused-ce           the cross-entropy with two all-reduces (the lab's "
+                    "extension)"},
 };
 
 static void on_tp_option(void *ctx, int index, const char *arg) {
-    (void)index;
-    *(int *)ctx = cli_int("--tp", arg, 1, 1 << 16);
+    TpOptions *t = ctx;
+    if (index == 0) t->tp = cli_int("--tp", arg, 1, 1 << 16);
+    else t->fused_ce = 1;
 }
-
-/* the lab's layers, as the model calls them (model.h) */
-static const TensorParallelOps g_tp_ops = {
-    column_parallel_forward,           column_parallel_backward,
-    row_parallel_forward,              row_parallel_backward,
-    vocab_parallel_embedding_forward,  vocab_parallel_embedding_backward,
-    vocab_parallel_crossentropy_forward, vocab_parallel_crossentropy_backward,
-};
 
 /* Forward passes in the run: K per step, and K per held-out batch at each
  * evaluation (train.c: every eval_every steps and at the last). */
@@ -46,11 +46,13 @@ static size_t forward_passes(const TrainOptions *o) {
 }
 
 /* Rank 0: the planner's memory and TP traffic next to what the run measured. */
-static void print_checks(const TrainOptions *o, const MemLayout *ml, const Comm *tp) {
+static void print_checks(const TrainOptions *o, const MemLayout *ml, const Comm *tp,
+                         int fused_ce) {
     memplan_print_check("train_tp", &o->model, ml);
     if (tp->size == 1) return;
     CommCount fwd, bwd;
     memplan_tp_comm(&o->model, ml->rows, ml->seq, &fwd, &bwd);
+    fwd.calls -= fused_ce;  /* the same bytes in one all-reduce fewer */
     /* plus the gradient norm's sum over the group: one double per step */
     const size_t passes = forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
     size_t calls = fwd.calls * passes + bwd.calls * backwards + o->steps;
@@ -67,12 +69,13 @@ static void print_checks(const TrainOptions *o, const MemLayout *ml, const Comm 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
-    int tp = 1;
+    TpOptions topt = {1, 0};
     TrainOptions o;
     train_options_parse_with(argc, argv, &o, "04_tensor_parallel",
                              "Tensor-parallel GPT training (Megatron-LM): each block's weights "
                              "split over --tp ranks, data parallelism over the rest (lab 04).",
-                             g_tp_options, 1, on_tp_option, &tp);
+                             g_tp_options, 2, on_tp_option, &topt);
+    const int tp = topt.tp;
     const char *why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);
     Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = tp, .cp = 1, .dp = 0, .pp = 1, .ep = 1});
@@ -80,7 +83,16 @@ int main(int argc, char **argv) {
     GPTLayout layout = gpt_layout_make(&o.model, tp, mesh->tp_rank);
     layout.split_layers = 1;
     layout.tp_group = mesh->tp_group;
-    layout.tp_ops = &g_tp_ops;
+    /* the lab's layers, as the model calls them (model.h) */
+    const TensorParallelOps ops = {
+        column_parallel_forward,          column_parallel_backward,
+        row_parallel_forward,             row_parallel_backward,
+        vocab_parallel_embedding_forward, vocab_parallel_embedding_backward,
+        topt.fused_ce ? vocab_parallel_crossentropy_forward_fused
+                      : vocab_parallel_crossentropy_forward,
+        vocab_parallel_crossentropy_backward,
+    };
+    layout.tp_ops = &ops;
     MemLayout ml = {.ranks = dp->size, .rows = train_micro_batch_rows(&o, dp->size),
                     .seq = o.seq, .tp = tp};
     preflight_run(&o, &ml, world);
@@ -96,7 +108,7 @@ int main(int argc, char **argv) {
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .sync = &ds.sync,
                          .layout = &layout};
     train_run_parallel(&o, &par);
-    if (world->rank == 0) print_checks(&o, &ml, mesh->tp_group);
+    if (world->rank == 0) print_checks(&o, &ml, mesh->tp_group, topt.fused_ce);
     ddp_sync_free(&ds);
     comm_finalize();
     return 0;

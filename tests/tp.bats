@@ -88,3 +88,20 @@ tp_run() {
     run t 30 "$TP" "${COMMON[@]}" --tp 0 --out "$BATS_TEST_TMPDIR/bad"
     assert_user_error
 }
+
+@test "tp --fused-ce (the extension): the same training with one TP all-reduce fewer per forward pass, the same bytes" {
+    require_solution 00 04
+    cd "$ROOT"
+    for fused in "" --fused-ce; do
+        run tp_run "$BATS_TEST_TMPDIR/ce$fused" 2 --tp 2 $fused
+        [ "$status" -eq 0 ] && [[ "$output" == *"TP all-reduces per rank"*" ok"* ]]
+    done
+    run same_run "$BATS_TEST_TMPDIR/ce--fused-ce"
+    [ "$status" -eq 0 ]
+    calls() { awk -F, '$1 == 0 && $2 == "tp" && $3 == "allreduce" { print $4, $5 }' "$1/comm.csv"; }
+    read -r c3 b3 <<<"$(calls "$BATS_TEST_TMPDIR/ce")"
+    read -r c2 b2 <<<"$(calls "$BATS_TEST_TMPDIR/ce--fused-ce")"
+    [ "$b2" -eq "$b3" ]
+    # 12 steps, evaluations at steps 0, 4, 8 and 11 of 4 batches: 12 + 16 forward passes
+    [ "$((c3 - c2))" -eq 28 ]
+}

@@ -110,6 +110,20 @@ float vocab_parallel_crossentropy_forward(const GPTLayout *l, float *losses, flo
     /* END SOLUTION */
 }
 
+float vocab_parallel_crossentropy_forward_fused(const GPTLayout *l, float *losses, float *probs,
+                                                float *stats, const int *targets, int N) {
+    /* BEGIN SOLUTION */
+    const int V = l->vocab_rows;
+    float *maxes = stats, *sums = stats + N, *target_logits = stats + 2 * (size_t)N;
+    vocab_logits_max(maxes, probs, N, V, l->vocab_real);
+    comm_allreduce(l->tp_group, maxes, maxes, (size_t)N, COMM_FLOAT, COMM_MAX);
+    vocab_target_logit(target_logits, probs, targets, l->vocab_first, N, V);
+    vocab_softmax_exp(probs, sums, probs, maxes, N, V, l->vocab_real);
+    comm_allreduce(l->tp_group, sums, sums, 2 * (size_t)N, COMM_FLOAT, COMM_SUM);
+    return vocab_crossentropy_finish(losses, probs, sums, maxes, target_logits, N, V);
+    /* END SOLUTION */
+}
+
 void vocab_parallel_crossentropy_backward(const GPTLayout *l, float *probs, const int *targets,
                                           float dloss, int N) {
     /* BEGIN SOLUTION */
