@@ -23,7 +23,7 @@ setup_file() {
 
 setup() {
     # `make fake-gpu` builds every lab's solution (it skips in a handout without them all)
-    require_solution 00 01 02 03
+    require_solution 00 01 02 03 04
     ulimit -c 0  # the crashes below are expected: no core files
 }
 
@@ -94,6 +94,24 @@ same_bits() {
         # shellcheck disable=SC2086
         mpirun_t 180 3 "$BUILD/solutions/03_zero/train_zero" "${COMMON[@]}" $flags --batch 12 \
             --grad-accum 2 --out "$cpu" --dump-params "$cpu/params.bin" > /dev/null
+        same_bits "$gpu" "$cpu"
+    done
+}
+
+@test "fake gpu: tensor parallelism (tp 2, tp 4, tp 2 x dp 2, a padded vocabulary) equals the CPU runs" {
+    cd "$ROOT"
+    for case in "2 --tp 2" "4 --tp 4 --vocab 257" "4 --tp 2 --grad-accum 2"; do
+        read -r np flags <<<"$case"
+        local name=${flags// /}
+        local gpu="$BATS_TEST_TMPDIR/gpu$name" cpu="$BATS_TEST_TMPDIR/cpu$name"
+        # shellcheck disable=SC2086  # flags is a list
+        run mpirun_t 180 "$np" "$FAKE/train_tp" "${COMMON[@]}" $flags --device cuda --out "$gpu" \
+            --dump-params "$gpu/params.bin"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        # shellcheck disable=SC2086
+        mpirun_t 180 "$np" "$BUILD/solutions/04_tensor_parallel/train_tp" "${COMMON[@]}" $flags \
+            --out "$cpu" --dump-params "$cpu/params.bin" > /dev/null
         same_bits "$gpu" "$cpu"
     done
 }

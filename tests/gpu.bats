@@ -149,3 +149,21 @@ same_memory_as_cpu() {
         same_memory_as_cpu "$out" "$cpu"
     done
 }
+
+@test "gpu: tensor parallelism (tp 2 on 2 ranks) on GPUs follows the CPU run, memory.csv equal to the CPU's" {
+    require_solution 00 02 04
+    cpu="$BATS_TEST_TMPDIR/cpu-tp2"
+    run mpirun_t 300 2 "$BUILD/solutions/04_tensor_parallel/train_tp" "${COMMON[@]}" --tp 2 \
+        --threads 1 --out "$cpu"
+    [ "$status" -eq 0 ]
+    out="$BATS_TEST_TMPDIR/tp2"
+    run mpirun_t 300 2 "$GPU_BUILD/solutions/04_tensor_parallel/train_tp" "${COMMON[@]}" --tp 2 \
+        --device cuda --out "$out" --dump-params "$out/params.bin"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"TP all-reduces per rank"*" ok"* ]]
+    run close_to_cpu "$out"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    same_memory_as_cpu "$out" "$cpu"
+}
