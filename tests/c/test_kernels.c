@@ -75,6 +75,85 @@ int main(void) {
     float mean2 = crossentropy_forward(inplace_losses, logits, logits, targets, 2, 4);
     EXPECT(mean == mean2 && memcmp(probs, logits, sizeof probs) == 0, "in-place differs");
 
+    /* The vocabulary-parallel pieces, joined by hand as the TP group's
+     * all-reduces would (max, then sums), over 3 "ranks" of a vocabulary of
+     * 10 padded to 12 (4 rows each; the last has 2 real): the whole
+     * softmax, loss and dlogits, and the whole embedding, come back. */
+    {
+        enum { RN = 5, RV = 10, RANKS = 3, ROWS = 4, EC = 3, ET = 5 };
+        float z[RN * RV], whole_p[RN * RV], whole_l[RN];
+        int tg[RN] = {0, 9, 4, 5, 8};
+        fill(z, RN * RV, 9);
+        float whole_mean = crossentropy_forward(whole_l, whole_p, z, tg, RN, RV);
+        float part[RANKS][RN * ROWS], mx[RANKS][RN], tl[RANKS][RN], sm[RANKS][RN];
+        for (int r = 0; r < RANKS; r++) {
+            int valid = r < RANKS - 1 ? ROWS : RV - (RANKS - 1) * ROWS;
+            for (int n = 0; n < RN; n++)
+                for (int j = 0; j < ROWS; j++)
+                    part[r][n * ROWS + j] = j < valid ? z[n * RV + r * ROWS + j] : 0.0f;
+            vocab_logits_max(mx[r], part[r], RN, ROWS, valid);
+        }
+        for (int r = 1; r < RANKS; r++)
+            for (int n = 0; n < RN; n++) mx[0][n] = fmaxf(mx[0][n], mx[r][n]);
+        for (int r = 0; r < RANKS; r++) {
+            int valid = r < RANKS - 1 ? ROWS : RV - (RANKS - 1) * ROWS;
+            vocab_target_logit(tl[r], part[r], tg, r * ROWS, RN, ROWS);
+            vocab_softmax_exp(part[r], sm[r], part[r], mx[0], RN, ROWS, valid);
+        }
+        float sum[RN], target[RN], loss[RN], mean_r = 0;
+        for (int n = 0; n < RN; n++) {
+            sum[n] = sm[0][n] + sm[1][n] + sm[2][n];
+            target[n] = tl[0][n] + tl[1][n] + tl[2][n];
+        }
+        double perr = 0, pad = 0, lerr = 0;
+        for (int r = 0; r < RANKS; r++) {
+            mean_r = vocab_crossentropy_finish(loss, part[r], sum, mx[0], target, RN, ROWS);
+            vocab_crossentropy_backward(part[r], tg, 0.5f, r * ROWS, RN, ROWS);
+            for (int n = 0; n < RN; n++)
+                for (int j = 0; j < ROWS; j++) {
+                    if (r * ROWS + j >= RV) {
+                        pad = fmax(pad, fabs(part[r][n * ROWS + j]));
+                        continue;
+                    }
+                    float want = whole_p[n * RV + r * ROWS + j];
+                    perr = fmax(perr, fabs(part[r][n * ROWS + j] - 0.5f * want +
+                                           (tg[n] == r * ROWS + j ? 0.5f : 0.0f)));
+                }
+        }
+        for (int n = 0; n < RN; n++) lerr = fmax(lerr, fabs(loss[n] - whole_l[n]));
+        EXPECT(perr < 1e-6 && lerr < 1e-5 && fabsf(mean_r - whole_mean) < 1e-5,
+               "vocab-parallel softmax/loss/dlogits vs whole: %g %g", perr, lerr);
+        EXPECT(pad == 0.0, "a padding column got probability or gradient %g", pad);
+
+        /* embedding: the ranks' lookups summed, plus positions = encoder_forward */
+        float wte[RV * EC], wpe[ET * EC], enc[ET * EC], sumr[ET * EC] = {0}, one[ET * EC];
+        int tok[ET] = {9, 0, 4, 4, 7};
+        fill(wte, RV * EC, 10);
+        fill(wpe, ET * EC, 11);
+        encoder_forward(enc, tok, wte, wpe, 1, ET, EC);
+        float dwte[RV * EC] = {0}, dwpe[ET * EC] = {0}, dwte_r[RV * EC] = {0}, dwpe_r[ET * EC] = {0};
+        encoder_backward(dwte, dwpe, wpe /* any dout */, tok, 1, ET, EC);
+        for (int r = 0; r < RANKS; r++) {
+            int rows = r < RANKS - 1 ? ROWS : RV - (RANKS - 1) * ROWS;
+            vocab_embedding_forward(one, tok, wte + r * ROWS * EC, r * ROWS, rows, ET, EC);
+            for (int i = 0; i < ET * EC; i++) sumr[i] += one[i];
+            vocab_embedding_backward(dwte_r + r * ROWS * EC, wpe, tok, r * ROWS, rows, ET, EC);
+        }
+        position_forward(sumr, wpe, 1, ET, EC);
+        position_backward(dwpe_r, wpe, 1, ET, EC);
+        EXPECT(memcmp(sumr, enc, sizeof enc) == 0, "vocab-parallel embedding differs from the encoder");
+        EXPECT(memcmp(dwte_r, dwte, sizeof dwte) == 0 && memcmp(dwpe_r, dwpe, sizeof dwpe) == 0,
+               "vocab-parallel embedding backward differs from the encoder's");
+
+        /* bias after the GEMM = the GEMM with its bias, to rounding */
+        float nob[N * OC];
+        matmul_forward(nob, inp, w, NULL, N, IC, OC);
+        bias_forward(nob, bias, N, OC);
+        double berr = 0;
+        for (int i = 0; i < N * OC; i++) berr = fmax(berr, fabs(nob[i] - out[i]));
+        EXPECT(berr < 1e-6, "bias_forward after the GEMM: %g", berr);
+    }
+
     /* AdamW: two steps against the formula in double */
     float p = 0.5f, m = 0, v = 0;
     double pd = 0.5, md = 0, vd = 0;

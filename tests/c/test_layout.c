@@ -80,6 +80,10 @@ static void check_degree(const GPTConfig *cfg, int tp) {
         gpt_layout_to_standard(&l, local, assembled, r == 0);
         free(local);
     }
+    int real = 0;
+    for (int r = 0; r < tp; r++) real += gpt_layout_make(cfg, tp, r).vocab_real;
+    EXPECT(real == cfg->vocab_size, "tp %d: the ranks hold %d real vocabulary rows, not %d", tp,
+           real, cfg->vocab_size);
     size_t wrong = 0, uncovered = 0;
     const GPTLayout l0 = gpt_layout_make(cfg, tp, 0);
     gpt_tensor_table(&l0, t);

@@ -330,6 +330,67 @@ static void check_crossentropy(const Shape *s) {
     int_pair_free(&targets);
 }
 
+/* The vocabulary-parallel pieces of lab 04 on one rank's shard: rows
+ * [first, first + rows) of the vocabulary, of which `valid` are real. */
+static void check_vocab_parallel(const Shape *s) {
+    int B = s->B, T = s->T, C = s->C, N = B * T, V = s->V;
+    int rows = (V + 1) / 2, first = rows, valid = V - first;  /* rank 1 of 2, padded when V is odd */
+    size_t nr = (size_t)N * rows, nc = (size_t)N * C;
+    IntPair tokens = int_pair_random((size_t)N, V);
+    Pair wte = pair_random((size_t)rows * C, 1.0f), out = pair_random(nc, 1.0f);
+    vocab_embedding_forward_cpu(out.h, tokens.h, wte.h, first, rows, N, C);
+    vocab_embedding_forward_cuda(out.d, tokens.d, wte.d, first, rows, N, C);
+    expect_pair("vocab_embedding_forward out", &out, TOL_EXACT);
+    Pair wpe = pair_random((size_t)T * C, 1.0f);
+    position_forward_cpu(out.h, wpe.h, B, T, C);
+    position_forward_cuda(out.d, wpe.d, B, T, C);
+    expect_pair("position_forward out", &out, TOL_EXACT);
+    Pair dout = pair_random(nc, 1.0f), dwte = pair_random((size_t)rows * C, 1.0f);
+    Pair dwpe = pair_random((size_t)T * C, 1.0f);
+    vocab_embedding_backward_cpu(dwte.h, dout.h, tokens.h, first, rows, N, C);
+    vocab_embedding_backward_cuda(dwte.d, dout.d, tokens.d, first, rows, N, C);
+    expect_pair("vocab_embedding_backward dwte", &dwte, TOL_ROW);  /* atomics */
+    position_backward_cpu(dwpe.h, dout.h, B, T, C);
+    position_backward_cuda(dwpe.d, dout.d, B, T, C);
+    expect_pair("position_backward dwpe", &dwpe, TOL_EXACT);
+    Pair bias = pair_random((size_t)C, 1.0f);
+    bias_forward_cpu(out.h, bias.h, N, C);
+    bias_forward_cuda(out.d, bias.d, N, C);
+    expect_pair("bias_forward out", &out, TOL_EXACT);
+
+    IntPair targets = int_pair_random((size_t)N, V);
+    Pair logits = pair_random(nr, 3.0f), maxes = pair_random((size_t)N, 1.0f);
+    Pair tl = pair_random((size_t)N, 1.0f), sums = pair_random((size_t)N, 1.0f);
+    Pair losses = pair_random((size_t)N, 1.0f);
+    vocab_logits_max_cpu(maxes.h, logits.h, N, rows, valid);
+    vocab_logits_max_cuda(maxes.d, logits.d, N, rows, valid);
+    expect_pair("vocab_logits_max", &maxes, TOL_EXACT);
+    vocab_target_logit_cpu(tl.h, logits.h, targets.h, first, N, rows);
+    vocab_target_logit_cuda(tl.d, logits.d, targets.d, first, N, rows);
+    expect_pair("vocab_target_logit", &tl, TOL_EXACT);
+    vocab_softmax_exp_cpu(logits.h, sums.h, logits.h, maxes.h, N, rows, valid);
+    vocab_softmax_exp_cuda(logits.d, sums.d, logits.d, maxes.d, N, rows, valid);
+    expect_pair("vocab_softmax_exp probs", &logits, TOL_SOFTMAX);
+    expect_pair("vocab_softmax_exp sums", &sums, TOL_ROW);
+    /* finish and backward from the CPU's values on both sides */
+    Pair p = pair_of(logits.h, nr), sm = pair_of(sums.h, (size_t)N);
+    float mean_cpu = vocab_crossentropy_finish_cpu(losses.h, p.h, sm.h, maxes.h, tl.h, N, rows);
+    float mean_gpu = vocab_crossentropy_finish_cuda(losses.d, p.d, sm.d, maxes.d, tl.d, N, rows);
+    expect_pair("vocab_crossentropy_finish probs", &p, TOL_ELEM);
+    expect_pair("vocab_crossentropy_finish losses", &losses, TOL_ROW);
+    expect_scalar("vocab_crossentropy_finish mean", mean_gpu, mean_cpu, TOL_ROW);
+    Pair d = pair_of(p.h, nr);
+    vocab_crossentropy_backward_cpu(d.h, targets.h, 1.0f / N, first, N, rows);
+    vocab_crossentropy_backward_cuda(d.d, targets.d, 1.0f / N, first, N, rows);
+    expect_pair("vocab_crossentropy_backward dlogits", &d, TOL_EXACT);
+
+    Pair *all[] = {&wte, &out, &wpe, &dout, &dwte, &dwpe, &bias, &logits, &maxes, &tl, &sums,
+                   &losses, &p, &sm, &d};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    int_pair_free(&tokens);
+    int_pair_free(&targets);
+}
+
 static void check_shape(const Shape *s) {
     snprintf(g_case, sizeof g_case, "B=%d T=%d C=%d NH=%d V=%d", s->B, s->T, s->C, s->NH,
              s->V);
@@ -338,6 +399,7 @@ static void check_shape(const Shape *s) {
     check_matmul(s);
     check_attention(s);
     check_crossentropy(s);
+    check_vocab_parallel(s);
 }
 
 /* ---- shape-free kernels ---- */
