@@ -101,6 +101,7 @@ int main(int argc, char **argv) {
         printf("train_ddp: parameters identical on all %d ranks (checked every %d steps)\n",
                world->size, dopt.check_every);
     ddp_sync_free(&ds);
+    mesh_free(mesh);
     comm_finalize();
     return 0;
 }

@@ -110,6 +110,7 @@ int main(int argc, char **argv) {
     train_run_parallel(&o, &par);
     if (world->rank == 0) print_checks(&o, &ml, mesh->tp_group, topt.fused_ce);
     ddp_sync_free(&ds);
+    mesh_free(mesh);
     comm_finalize();
     return 0;
 }

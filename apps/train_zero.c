@@ -134,6 +134,7 @@ int main(int argc, char **argv) {
     train_run_parallel(&o, &par);
     if (world->rank == 0) memplan_print_check("train_zero", &o.model, &layout);
     zero_free(&z);
+    mesh_free(mesh);
     comm_finalize();
     return 0;
 }

@@ -90,6 +90,16 @@ san_flags() {
     done
 }
 
+@test "sanitize: tensor parallelism tp 2 x dp 2 with a padded vocabulary, and tp 4 with the fused cross-entropy" {
+    require_solution 04
+    for flags in "--tp 2 --vocab 257" "--tp 4 --fused-ce"; do
+        # shellcheck disable=SC2086  # flags is a list
+        run mpirun_t 120 4 "$SAN/solutions/04_tensor_parallel/train_tp" "${SHORT[@]}" $flags \
+            --out "$BATS_TEST_TMPDIR/${flags// /}" --dump-params "$BATS_TEST_TMPDIR/p.bin"
+        no_reports
+    done
+}
+
 @test "sanitize: token-file tools, memory planner, C unit tests" {
     local d=$BATS_TEST_TMPDIR
     run t 60 "$SAN/bin/gen_synthetic" --out "$d/s.tok" --tokens 20000
@@ -101,7 +111,7 @@ san_flags() {
     no_reports
     run t 60 "$SAN/bin/memplan" --config small --ranks 4
     no_reports
-    for test in test_alloc test_kernels test_rng test_mesh; do
+    for test in test_alloc test_kernels test_rng test_mesh test_layout; do
         run t 60 "$SAN/tests/$test"
         no_reports
     done
