@@ -2,6 +2,7 @@
  *   memplan --config small --ranks 4 --batch 16        every layout, per rank
  *   memplan --params 7e9 --ranks 64                    model states only
  *   memplan --ranks 2 --overlap-rs                     ZeRO-2/3 as train_zero --overlap-rs
+ *   memplan --config small --tp 2 --ranks 4            train_tp's tp 2 x dp 2, and its TP traffic
  * Predict before you measure: lab 03's README asks for these numbers first. */
 #include <getopt.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 
 #include "check.h"
 #include "cli.h"
+#include "layout.h"
 #include "memplan.h"
 
 static const char *const g_usage =
@@ -22,6 +24,10 @@ static const char *const g_usage =
     "  --overlap-rs      ZeRO-2/3 with the reduce-scatter behind the backward pass\n"
     "                    (train_zero --overlap-rs: one unit in flight beside the one computed)\n"
     "  --params PHI      only the model states of a PHI-parameter model (e.g. 7e9)\n"
+    "  --tp N            lab 04's layout instead (train_tp --tp N): each rank holds 1/N of\n"
+    "                    the heads, MLP columns and vocabulary; --ranks is then all the\n"
+    "                    ranks (default N), dp = ranks / N; for N > 1 also the TP group's\n"
+    "                    all-reduces per forward and backward pass\n"
     "  --csv             machine-readable: layout,category,states_bytes,peak_bytes\n"
     "  -h, --help        this text\n";
 
@@ -76,6 +82,51 @@ static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int r
     }
 }
 
+/* Lab 04: train_tp's layout, tp x dp (DDP over dp: replicated states). */
+static void plan_tp(const GPTConfig *cfg, int tp, int dp, int rows, int seq, MemPlan *plan) {
+    MemLayout l = {.zero_stage = 0, .ranks = dp, .rows = rows, .seq = seq, .tp = tp};
+    memplan_predict(cfg, &l, plan);
+}
+
+static void print_tp_csv(const GPTConfig *cfg, int tp, int dp, int rows, int seq) {
+    MemPlan plan;
+    plan_tp(cfg, tp, dp, rows, seq, &plan);
+    printf("layout,category,states_bytes,peak_bytes\n");
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++)
+        printf("tp%d,%s,%zu,%zu\n", tp, mem_category_name((MemCategory)c), plan.states[c],
+               plan.peak[c]);
+}
+
+static void print_tp_plan(const char *name, const GPTConfig *cfg, int tp, int dp, int rows,
+                          int seq) {
+    MemPlan plan;
+    plan_tp(cfg, tp, dp, rows, seq, &plan);
+    GPTLayout layout = gpt_layout_make(cfg, tp, 0);
+    printf("config %s, tp %d x dp %d: per rank %zu of %zu parameters (%d of %d heads, %d of %d "
+           "vocabulary rows, %d padding), micro-batch %d x %d per rank; peak MiB per rank\n",
+           name, tp, dp, layout.num_params, gpt_num_params(cfg), layout.n_head, cfg->n_head,
+           layout.vocab_rows, layout.vocab_padded, layout.vocab_padded - cfg->vocab_size, rows,
+           seq);
+    printf("  %-16s", "layout");
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) printf(" %11s", mem_category_name((MemCategory)c));
+    printf(" %11s\n", "total");
+    char label[32];
+    snprintf(label, sizeof label, "tp%d", tp);
+    printf("  %-16s", label);
+    size_t total = 0;
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
+        printf(" %11.3f", plan.peak[c] / 1048576.0);
+        total += plan.peak[c];
+    }
+    printf(" %11.3f\n", total / 1048576.0);
+    if (tp == 1) return;
+    CommCount fwd, bwd;
+    memplan_tp_comm(cfg, rows, seq, &fwd, &bwd);
+    printf("TP all-reduces per rank and micro-batch (payload bytes, any tp > 1):\n");
+    printf("  forward   %4zu calls %12zu bytes\n", fwd.calls, fwd.bytes);
+    printf("  backward  %4zu calls %12zu bytes\n", bwd.calls, bwd.bytes);
+}
+
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     static const struct option opts[] = {
@@ -83,27 +134,32 @@ int main(int argc, char **argv) {
         {"batch", required_argument, 0, 'b'},  {"grad-accum", required_argument, 0, 'k'},
         {"seq", required_argument, 0, 't'},    {"params", required_argument, 0, 'p'},
         {"csv", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
-        {"overlap-rs", no_argument, 0, 'o'},   {0, 0, 0, 0}};
+        {"overlap-rs", no_argument, 0, 'o'},   {"tp", required_argument, 0, 'T'},
+        {0, 0, 0, 0}};
     char config[32] = "tiny";
-    int ranks = 1, batch = 0, accum = 1, seq = 0, csv = 0, overlap_rs = 0;
+    int ranks = 1, batch = 0, accum = 1, seq = 0, csv = 0, overlap_rs = 0, tp = 0,
+        ranks_given = 0;
     double phi = 0;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': cli_string(config, sizeof config, "--config", optarg); break;
-        case 'n': ranks = (int)cli_int("--ranks", optarg, 1, 1 << 20); break;
+        case 'n': ranks = (int)cli_int("--ranks", optarg, 1, 1 << 20); ranks_given = 1; break;
         case 'b': batch = (int)cli_int("--batch", optarg, 1, 1 << 20); break;
         case 'k': accum = (int)cli_int("--grad-accum", optarg, 1, 1 << 16); break;
         case 't': seq = (int)cli_int("--seq", optarg, 1, 1 << 20); break;
         case 'p': phi = cli_double("--params", optarg, 1.0, 1e15); break;
         case 'v': csv = 1; break;
         case 'o': overlap_rs = 1; break;
+        case 'T': tp = (int)cli_int("--tp", optarg, 1, 1 << 16); break;
         case 'h': printf("%s", g_usage); return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
+    if (tp && phi > 0) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
+    if (tp && overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
     if (phi > 0) {
         print_states_only(phi, ranks);
         return 0;
@@ -111,13 +167,23 @@ int main(int argc, char **argv) {
     GPTConfig cfg;
     if (gpt_config_by_name(config, &cfg) != 0)
         USER_ERROR("unknown --config '%s' (known: %s)", config, gpt_config_names());
+    if (tp) {
+        const char *why = gpt_layout_problem(&cfg, tp);
+        if (why) USER_ERROR("%s (config %s)", why, config);
+        if (!ranks_given) ranks = tp;
+        if (ranks % tp != 0)
+            USER_ERROR("--ranks %d must be a multiple of --tp %d (dp = ranks / tp)", ranks, tp);
+        ranks /= tp;  /* from here on, the data-parallel group */
+    }
     if (batch == 0) batch = strcmp(config, "small") == 0 ? 16 : 8;
     if (seq == 0) seq = cfg.ctx_len;
     if (seq > cfg.ctx_len) USER_ERROR("--seq %d is longer than the model's context (%d)", seq, cfg.ctx_len);
     if (batch % (ranks * accum) != 0)
         USER_ERROR("--batch %d must be a multiple of ranks x --grad-accum = %d x %d", batch, ranks,
                    accum);
-    if (csv) print_csv(&cfg, ranks, batch / (ranks * accum), seq, overlap_rs);
+    if (tp && csv) print_tp_csv(&cfg, tp, ranks, batch / (ranks * accum), seq);
+    else if (tp) print_tp_plan(config, &cfg, tp, ranks, batch / (ranks * accum), seq);
+    else if (csv) print_csv(&cfg, ranks, batch / (ranks * accum), seq, overlap_rs);
     else print_plans(config, &cfg, ranks, batch / (ranks * accum), seq, overlap_rs);
     return 0;
 }
