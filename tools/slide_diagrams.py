@@ -144,7 +144,49 @@ def ddp_overlap(path):
     s.save(path)
 
 
-DIAGRAMS = {"zero-stages": zero_stages, "ring-allreduce": ring_allreduce, "ddp-overlap": ddp_overlap}
+def tp_block(path, tp=2):
+    """One transformer block split over tp = 2 ranks (layout.h's shard map):
+    per rank, the tensors it holds, whole (grey) or its 1/tp (colour), in
+    the order the forward pass reads them, and the four places the group
+    talks: f before each column-parallel layer (all-reduce backward), g
+    after each row-parallel one (all-reduce forward)."""
+    C = 64
+    steps = [  # (label, global width in units of C, split?, color)
+        ("x", 1, False, GREY), ("ln1", 1, False, GREY), ("f", 0, None, None),
+        ("qkv", 3, True, BLUE), ("heads", 1, True, BLUE), ("proj", 1, True, BLUE),
+        ("g", 0, None, None), ("+ x", 1, False, GREY), ("ln2", 1, False, GREY),
+        ("f", 0, None, None), ("fc", 4, True, GREEN), ("gelu", 4, True, GREEN),
+        ("fcproj", 1, True, GREEN), ("g", 0, None, None), ("+", 1, False, GREY)]
+    s = Svg(1180, 420)
+    unit = 30.0   # pixels per C of width
+    for r in range(tp):
+        y = 60 + r * 150
+        s.text(20, y + 55, f"rank {r}", 20, "start", weight="bold")
+        x = 110.0
+        for label, width, split, color in steps:
+            if split is None:   # an f or g: a red marker across the rank's row
+                s.rect(x, y + 5, 30, 90, "#d9534f")
+                s.text(x + 15, y + 58, label, 20, fill="#ffffff", weight="bold")
+                x += 42
+                continue
+            w = max(width * unit, 46)
+            h = 90 if not split else 90 / tp
+            # split: the rank's slice (1/tp of the rows) in colour, offset by its index
+            yy = y + 5 + (r * h if split else 0)
+            if split:
+                s.rect(x, y + 5, w, 90, "#f2f2f2", "#cccccc")
+            s.rect(x, yy, w, h, color if split else GREY)
+            s.text(x + w / 2, y - 6 if r == 0 else y + 118, label, 15)
+            x += w + 12
+    s.text(20, 372, "Grey: whole on every rank (residual stream, layernorms). Blue, green: "
+           f"the rank's 1/{tp} (heads; MLP columns 4C/{tp}).", 15, "start")
+    s.text(20, 398, "f: identity forward, all-reduce of N·C backward.  g: all-reduce of N·C "
+           "forward, identity backward.  2 + 2 per block.", 15, "start")
+    s.save(path)
+
+
+DIAGRAMS = {"zero-stages": zero_stages, "ring-allreduce": ring_allreduce, "ddp-overlap": ddp_overlap,
+            "tp-block": tp_block}
 
 
 def main():

@@ -8,7 +8,7 @@
 #
 # Lab 00's two come from train_gpt (a loss curve of tiny; the --profile
 # roofline of small), lab 01's from bench/collectives.sh, lab 02's from
-# bench/ddp.sh, lab 03's from bench/zero.sh.
+# bench/ddp.sh, lab 03's from bench/zero.sh, lab 04's from bench/tp.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:?usage: slide_figures.sh OUT_DIR}
@@ -16,7 +16,7 @@ BENCH_NAME=slides
 source bench/common.sh
 quick=${SLIDES_QUICK:-0}
 [[ "$quick" =~ ^[01]$ ]] || die "SLIDES_QUICK must be 0 or 1, got '$quick'"
-mkdir -p "$out"/fig/{00,01,02,03} "$out/runs"
+mkdir -p "$out"/fig/{00,01,02,03,04} "$out/runs"
 
 # copy SRC DST: a benchmark's chart into the decks' figures, or die naming it
 copy() {
@@ -48,5 +48,9 @@ done
 BENCH_OUT="$out/runs/03_zero-bench" bash bench/zero.sh > "$out/runs/bench-zero.log"
 for f in memory comm; do
     copy "$out/runs/03_zero-bench/$f.png" "$out/fig/03/$f.png"
+done
+BENCH_OUT="$out/runs/04_tensor_parallel-bench" bash bench/tp.sh > "$out/runs/bench-tp.log"
+for f in memory comm step_time; do
+    copy "$out/runs/04_tensor_parallel-bench/$f.png" "$out/fig/04/$f.png"
 done
 echo "slides: figures in $out/fig/ (benchmark logs in $out/runs/)"
