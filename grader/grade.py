@@ -83,6 +83,7 @@ class Lab:
     programs: list
     cases: list
     link: list = field(default_factory=list)   # objects of earlier labs' solutions
+    apps: list = field(default_factory=list)   # more app objects every program links
 
 
 @dataclass
@@ -149,7 +150,8 @@ def load_lab(path):
                 raise ManifestError(f"case {case.name}: a training case on several ranks must "
                                     "list the 'consistency' check (grader/README.md)")
             cases.append(case)
-        return Lab(name, list(doc["programs"]), cases, [str(x) for x in doc.get("link", [])])
+        return Lab(name, list(doc["programs"]), cases, [str(x) for x in doc.get("link", [])],
+                   [str(x) for x in doc.get("apps", [])])
     except (OSError, KeyError, TypeError, ValueError, tomllib.TOMLDecodeError) as e:
         raise ManifestError(f"{path}: {e!r}") from None
 

@@ -160,13 +160,14 @@ def kit_inputs(lab):
     for d in ("common", os.path.join("build", "gen")):
         files += [os.path.join(d, f) for f in sorted(os.listdir(os.path.join(ROOT, d)))
                   if f.endswith(".h")]
-    files += [os.path.join("build", "apps", p + ".o") for p in lab.programs]
+    files += [os.path.join("build", "apps", p + ".o") for p in list(lab.programs) + list(lab.apps)]
     return files + [os.path.join("build", "libcommon.a")] + list(lab.link)
 
 
 def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=None):
     """Compile every .c of a copy of a lab's sources and link each of the
-    lab's programs (build/apps/PROG.o, prebuilt by `make all`). Returns
+    lab's programs (build/apps/PROG.o, prebuilt by `make all`, with the
+    shared app objects lab.apps names: build/apps/NAME.o). Returns
     (program paths by name, None) or (None, a one-line reason). kit: where
     kit_inputs(lab) lie (the kit, or a sandbox's copy of them; commands run
     there); wrap(argv) -> argv runs each command elsewhere (the sandbox)."""
@@ -194,8 +195,12 @@ def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=Non
         if not os.path.exists(app):
             return None, f"missing {app}: run `make` first"
         exe = os.path.join(out_dir, prog)
+        apps = [os.path.join(kit, "build", "apps", a + ".o") for a in lab.apps]
+        missing = [a for a in apps if not os.path.exists(a)]
+        if missing:
+            return None, f"missing {missing[0]}: run `make` first"
         linked = [os.path.join(kit, x) for x in lab.link]
-        cmd = flags["CC"] + [app] + objects + linked + [os.path.join(kit, "build", "libcommon.a")] \
+        cmd = flags["CC"] + [app] + apps + objects + linked + [os.path.join(kit, "build", "libcommon.a")] \
             + flags["LDLIBS"] + ["-o", exe]
         res = run(wrap(cmd), timeout=300, cwd=kit, env=env, base_env=base_env)
         if res.status != 0:

@@ -14,7 +14,7 @@ total_of() { sed -n 's/^total: //p' "$1"; }
 case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
-    require_solution 00 01 02 03
+    require_solution 00 01 02 03 04
     run t 900 $GRADE --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -25,7 +25,7 @@ case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 }
 
 @test "grader: untouched skeletons score zero, each case saying not implemented" {
-    require_untouched 00 01 02 03
+    require_untouched 00 01 02 03 04
     run t 900 $GRADE --src "$ROOT/labs" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -115,15 +115,18 @@ PY
 
 # The bugs a fixed case on 2 ranks missed (a padded last shard, N instead
 # of K, a bucket shifted by one float), an overlap that never overlaps (DDP's
-# buckets, and lab 03's extension's reduce-scatters), and lab 02's
-# extension's first bucket closing at the others' size, lose points in
+# buckets, and lab 03's extension's reduce-scatters), lab 02's extension's
+# first bucket closing at the others' size, and lab 04's embedding gradient
+# without the rank's vocabulary offset and its extension's target logits
+# left unsummed (rank 0's loss sees them only at tp 4), lose points in
 # hidden mode too: every draw of their case reaches them.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap and a first bucket like the others" {
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others and TP's vocabulary shards" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
                 02-bucket-shifted-one-float 02-overlap-starts-after-backward \
-                02-first-bucket-at-bucket-size 03-overlap-starts-after-backward; do
+                02-first-bucket-at-bucket-size 03-overlap-starts-after-backward \
+                04-embedding-backward-no-vocab-offset 04-fused-sums-only; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
         labdir=$(basename "$ROOT"/solutions/"$lab"_*)
@@ -294,6 +297,25 @@ for name in ("02_ddp", "03_zero"):
             seen["shapes"].add((grade.flag_value(d.args, "--n-layer"), h, e))
 assert {2, 3, 4} <= seen["ranks"], seen
 assert seen["k_ne_n"] > 10 and len(seen["shapes"]) > 6, seen
+# lab 04: --tp divides the heads and the ranks (dp = ranks / tp) on every
+# draw, and a case about padding always draws a vocabulary --tp pads
+lab = grade.load_lab(f"{sys.argv[1]}/cases/04_tensor_parallel.toml")
+rng, tp_seen = random.Random(1), {"tp": set(), "dp": set(), "shapes": set()}
+for _ in range(50):
+    for c in lab.cases:
+        d = grade.draw_case(c, rng)
+        k = int(grade.flag_value(d.args, "--grad-accum") or 1)
+        b = int(grade.flag_value(d.args, "--batch"))
+        tp = int(grade.flag_value(d.args, "--tp"))
+        h, e = int(grade.flag_value(d.args, "--n-head")), int(grade.flag_value(d.args, "--n-embd"))
+        assert tp >= 2 and d.ranks % tp == 0 and h % tp == 0 and e % h == 0, (c.name, d.label)
+        assert b % (d.ranks // tp * k) == 0, (c.name, d.label)
+        if "padded" in c.name:
+            assert int(grade.flag_value(d.args, "--vocab")) % tp != 0, (c.name, d.label)
+        tp_seen["tp"].add(tp)
+        tp_seen["dp"].add(d.ranks // tp)
+        tp_seen["shapes"].add((grade.flag_value(d.args, "--n-layer"), h, e))
+assert tp_seen["tp"] == {2, 4} and {1, 2, 3} <= tp_seen["dp"] and len(tp_seen["shapes"]) > 6, tp_seen
 # a training case on several ranks must check that the ranks agree
 import os, tempfile
 bad = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
@@ -357,7 +379,7 @@ PY
 }
 
 @test "grader: regenerating the references reproduces the committed ones" {
-    require_solution 00 01 02 03
+    require_solution 00 01 02 03 04
     run t 600 $GRADE --make-references --reference-out "$BATS_TEST_TMPDIR/ref" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]

@@ -108,7 +108,10 @@ expected_files() {
     for bad in 7 abc '*' 00,all; do
         refused "$ROOT" "handout: error: RELEASED must list lab numbers" handout DEST="$d/new" RELEASED="$bad"
     done
-    refused "$ROOT" "handout: error: RELEASED: no lab 42 (labs: 00 01 02 03)" handout DEST="$d/new" RELEASED=00,42
+    # the labs it names are the tree's (labs/NN_name/)
+    local labs
+    labs=$(cd "$ROOT/labs" && ls -d [0-9][0-9]_*/ | cut -c1-2 | xargs)
+    refused "$ROOT" "handout: error: RELEASED: no lab 42 (labs: $labs)" handout DEST="$d/new" RELEASED=00,42
     refused "$ROOT" "handout: error: HINTS must be yes or no" handout DEST="$d/new" HINTS=maybe
     [ ! -e "$d/new" ]
     # the script alone: exactly one line
