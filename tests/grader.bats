@@ -186,7 +186,7 @@ PY
 # goes first.
 make_cheat() {
     local dir=$1 pre=${2:-} lab file
-    for lab in 02_ddp:ddp.c 03_zero:zero.c; do
+    for lab in 02_ddp:ddp.c 03_zero:zero.c 04_tensor_parallel:tensor_parallel.c; do
         file=${lab#*:}
         lab=${lab%%:*}
         mkdir -p "$dir"
@@ -199,17 +199,17 @@ make_cheat() {
 # every case line of report $1 scores 0
 all_zero() {
     local cases
-    cases=$(case_rows "$1" | grep -cE '^0[23]_')
+    cases=$(case_rows "$1" | grep -cE '^0[234]_')
     [ "$cases" -gt 0 ]
-    [ "$(case_rows "$1" | grep -cE '^0[23]_[a-z]+ .* 0/3 ')" -eq "$cases" ]
+    [ "$(case_rows "$1" | grep -cE '^0[234]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
     [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 
 @test "grader: a cheat copying the solution's run or the references scores zero on every hidden case" {
-    require_solution 02 03
+    require_solution 02 03 04
     make_cheat "$BATS_TEST_TMPDIR/src"
     make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
-    for lab in 02 03; do
+    for lab in 02 03 04; do
         for variant in src src-ref; do
             run t 600 $GRADE --lab $lab --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
                 --out "$BATS_TEST_TMPDIR/h-$lab-$variant"
