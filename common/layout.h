@@ -50,6 +50,15 @@
 
 typedef struct Comm Comm;
 typedef struct TensorParallelOps TensorParallelOps;  /* model.h */
+typedef struct RecomputeOps RecomputeOps;            /* model.h */
+
+/* Which activations a rank keeps for the backward pass (lab 05):
+ *   NONE       everything each block's forward computes (lab 00);
+ *   SELECTIVE  all but the attention probabilities (B NH T^2 per block: the
+ *              part that grows with T^2), rebuilt from the kept q, k, v;
+ *   FULL       only each block's output (the next block's input); each
+ *              block's forward runs again just before its backward. */
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
 
 typedef struct {
     GPTConfig cfg;                 /* the whole model */
@@ -60,6 +69,9 @@ typedef struct {
     int split_layers;
     Comm *tp_group;                /* the in-block collectives' group */
     const TensorParallelOps *tp_ops;
+    /* activation recomputation, and who runs it (both set together) */
+    Recompute recompute;
+    const RecomputeOps *recompute_ops;
     /* local sizes (gpt_layout_make) */
     int vocab_padded;              /* Vp: V rounded up to a multiple of tp */
     int vocab_rows, vocab_first;   /* this rank's wte rows: [vocab_first, + vocab_rows) of Vp */

@@ -16,6 +16,7 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     /* this rank's share of the model: all of it, or its TP shard */
     GPTLayout m = gpt_layout_make(cfg, l->tp > 1 ? l->tp : 1, 0);
     m.split_layers = l->tp >= 1;
+    m.recompute = l->recompute;
     const size_t F = sizeof(float), phi = m.num_params;
     const int N = l->ranks, U = gpt_num_units(&m);
     /* padded[u] = N S_u; shard = sum S_u, what each rank owns */

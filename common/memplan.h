@@ -55,6 +55,7 @@
 
 #include "alloc.h"
 #include "config.h"
+#include "layout.h"
 
 /* ZeRO's partition of one unit (layout.h) of n elements over N ranks: the
  * unit is padded with zeros to N S elements, S = ceil(n / N), and rank r
@@ -73,6 +74,7 @@ typedef struct {
     int tp;          /* tensor parallelism (lab 04's program, >= 1; 0: the whole
                         model's layers): Phi and the activations are the rank's
                         shard's (layout.h, model.h) */
+    Recompute recompute; /* what the activations keep (layout.h; lab 05) */
 } MemLayout;
 
 typedef struct {

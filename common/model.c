@@ -11,16 +11,24 @@
 
 /* Per block, per token: ln1 C + 2, qkv 3 aw, atty aw, res1 C, ln2 C + 2,
  * fch mw, fch_gelu mw, res2 C, with aw = C/tp and mw = 4C/tp: 16C + 4 at
- * tp = 1; plus att NH/tp T per token. */
+ * tp = 1; plus att NH/tp T per token. Recomputation keeps, of L blocks:
+ *   SELECTIVE  L (all but att) + one att, shared;
+ *   FULL       L res2 (each block's output) + one block's others, shared. */
 static size_t block_act_floats(const GPTLayout *l, int B, int T) {
     size_t BT = (size_t)B * T, C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
-    return BT * (4 * C + 4 + 4 * aw + 2 * mw) + (size_t)B * l->n_head * T * T;
+    size_t all = BT * (4 * C + 4 + 4 * aw + 2 * mw) + (size_t)B * l->n_head * T * T;
+    size_t att = (size_t)B * l->n_head * T * T, res2 = BT * C, L = l->cfg.n_layer;
+    switch (l->recompute) {
+    case RECOMPUTE_SELECTIVE: return L * (all - att) + att;
+    case RECOMPUTE_FULL: return L * res2 + (all - res2);
+    default: return L * all;
+    }
 }
 
 size_t gpt_activation_floats(const GPTLayout *l, int B, int T) {
     size_t BT = (size_t)B * T, C = l->cfg.n_embd;
     return BT * C                                /* encoded */
-           + l->cfg.n_layer * block_act_floats(l, B, T)
+           + block_act_floats(l, B, T)
            + BT * (C + 2)                        /* lnf, mean, rstd */
            + BT * l->vocab_rows                  /* probs */
            + BT                                  /* losses */
@@ -59,11 +67,18 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
     CHECK(a->blocks != NULL, "out of memory");
     for (int i = 0; i < l->cfg.n_layer; i++) {
         BlockActs *b = &a->blocks[i];
+        if (i > 0 && l->recompute == RECOMPUTE_FULL) {
+            /* block 0's buffers, rebuilt before each block's backward */
+            *b = a->blocks[0];
+            b->res2 = take(&cur, BT * C);
+            continue;
+        }
         b->ln1 = take(&cur, BT * C);
         b->ln1_mean = take(&cur, BT);
         b->ln1_rstd = take(&cur, BT);
         b->qkv = take(&cur, BT * 3 * aw);
-        b->att = take(&cur, (size_t)B * NH * T * T);
+        int shared_att = i > 0 && l->recompute == RECOMPUTE_SELECTIVE;
+        b->att = shared_att ? a->blocks[0].att : take(&cur, (size_t)B * NH * T * T);
         b->atty = take(&cur, BT * aw);
         b->res1 = take(&cur, BT * C);
         b->ln2 = take(&cur, BT * C);
@@ -144,6 +159,15 @@ static const TensorParallelOps g_whole_ops = {
     whole_linear_backward,     whole_embedding_forward,     whole_embedding_backward,
     whole_crossentropy_forward, whole_crossentropy_backward,
 };
+
+/* Rebuild what block i's backward needs and the forward did not keep. */
+static void recompute_block(const GPTLayout *l, const BlockParams *p, BlockActs *a,
+                            const float *x, int B, int T) {
+    if (l->recompute == RECOMPUTE_NONE) return;
+    CHECK(l->recompute_ops, "activation recomputation needs lab 05's functions (recompute_ops)");
+    if (l->recompute == RECOMPUTE_FULL) l->recompute_ops->block_forward_again(l, p, a, x, B, T);
+    else l->recompute_ops->attention_again(l, a, B, T);
+}
 
 static const TensorParallelOps *ops_of(const GPTLayout *l) {
     CHECK(!l->split_layers == !l->tp_ops && (l->split_layers || l->tp == 1),
@@ -262,6 +286,7 @@ void gpt_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs 
         set_zero(dx, NC);
         needed(h, 1 + i, 1);
         grads_begin(h, 1 + i);
+        recompute_block(l, &p->blocks[i], &a->blocks[i], x, B, T);
         block_backward(l, &p->blocks[i], &g->blocks[i], &a->blocks[i], x, dout, dx, s, B, T);
         done(h, 1 + i, 1);
         grads_ready(h, 1 + i);

@@ -148,6 +148,21 @@ typedef struct {
     void (*grads_ready)(void *ctx, int unit);
 } ModelHooks;
 
+/* Activation recomputation (layout.h's Recompute), as the backward pass
+ * calls it for block l just before block_backward, with the block's
+ * parameters ready (after the hooks' params_needed):
+ *   block_forward_again  FULL: rebuild every activation of the block (a,
+ *                        whose buffers the blocks share) from its input x;
+ *   attention_again      SELECTIVE: rebuild a->att (shared by the blocks)
+ *                        from the block's kept a->qkv.
+ * Same kernels, same inputs, same order: the backward pass then sees the
+ * very bits the forward pass computed. */
+struct RecomputeOps {
+    void (*block_forward_again)(const GPTLayout *l, const BlockParams *p, BlockActs *a,
+                                const float *x, int B, int T);
+    void (*attention_again)(const GPTLayout *l, BlockActs *a, int B, int T);
+};
+
 /* Whole model. Forward reads a->inputs and a->targets and returns the mean
  * loss; backward accumulates d(mean loss)/d(params) into grads. hooks may be
  * NULL. The views in p and g are read after each hook call, so a hook may

@@ -119,10 +119,12 @@ san_flags() {
     no_reports
 }
 
-@test "sanitize: the model's unit test (lab 00's backward passes)" {
+@test "sanitize: the model's unit tests (lab 00's backward passes; hooks, recomputation)" {
     require_solution 00
-    run t 60 "$SAN/tests/test_model"
-    no_reports
+    for test in test_model test_recompute; do
+        run t 60 "$SAN/tests/$test"
+        no_reports
+    done
 }
 
 # Planted bugs: the sanitizers must report them and fail the run.

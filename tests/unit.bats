@@ -28,3 +28,9 @@ load helpers
     echo "$output"
     [ "$status" -eq 0 ]
 }
+@test "unit: activation recomputation (selective, full) gives bit for bit the gradients of keeping everything, in the formula's bytes" {
+    require_solution 00  # it runs the backward passes
+    run t 60 "$BUILD/tests/test_recompute"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
