@@ -37,11 +37,10 @@ static void on_tp_option(void *ctx, int index, const char *arg) {
 }
 
 /* Forward passes in the run: K per step, and K per held-out batch at each
- * evaluation (train.c: every eval_every steps and at the last). */
+ * evaluation. */
 static size_t forward_passes(const TrainOptions *o) {
     size_t evals = 0;
-    for (int s = 0; s < o->steps; s++)
-        evals += s == o->steps - 1 || (o->eval_every > 0 && s % o->eval_every == 0);
+    for (int s = 0; s < o->steps; s++) evals += train_evaluates_at(o, s);
     return (size_t)o->grad_accum * ((size_t)o->steps + evals * o->eval_batches);
 }
 

@@ -46,3 +46,21 @@ median_column() {
 
 median_step_ms() { median_column "$1" step_ms; }
 
+
+# run_ranks NP DIR PROG ARGS...: PROG ARGS --out DIR on NP ranks (more than
+# the cores allowed) under $LIMIT seconds, its output in DIR.log; on failure
+# the log's tail and one error naming the command
+run_ranks() {
+    local np=$1 dir=$2
+    shift 2
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    if ! timeout --kill-after=10 "$LIMIT" mpirun -q --oversubscribe -np "$np" "$@" \
+            --out "$dir" > "$dir.log" 2>&1; then
+        tail -n 20 "$dir.log" >&2
+        die "$* on $np ranks failed (log: $dir.log)"
+    fi
+}
+
+# peak DIR CATEGORY: rank 0's peak bytes of CATEGORY in DIR/memory.csv
+peak() { awk -F, -v c="$2" '$1 == 0 && $2 == c { print $4 }' "$1/memory.csv"; }

@@ -103,13 +103,8 @@ run_case() {
         args+=(--bucket-mb "$mb")
     fi
     log=$dir.log
-    rm -rf "$dir"
     echo "bench-ddp: train_ddp ${args[*]}"
-    if ! timeout --kill-after=10 "$LIMIT" mpirun -q --oversubscribe -np $NP "$TRAIN" "${args[@]}" \
-            --out "$dir" > "$log" 2>&1; then
-        tail -n 20 "$log" >&2
-        die "train_ddp ${args[*]} failed (log: $log)"
-    fi
+    run_ranks "$NP" "$dir" "$TRAIN" "${args[@]}"
     # "train_ddp: naive, 52 tensors" or "... overlapped, 52 tensors in 13 buckets of >= 0.25 MB"
     line=$(grep -m 1 '^train_ddp: [a-z]*, [0-9]* tensors' "$log") || die "no mode line in $log"
     if [[ "$line" =~ in\ ([0-9]+)\ buckets ]]; then buckets=${BASH_REMATCH[1]}

@@ -56,18 +56,10 @@ export OMP_NUM_THREADS=1
 train() {
     local config=$1 tp=$2 dir=$3
     shift 3
-    local args=("$TP" --tp "$tp" --config "$config" --threads 1 --eval-every 0 --eval-batches 1 "$@")
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    if ! timeout --kill-after=10 "$LIMIT" mpirun -q --oversubscribe -np "$tp" "${args[@]}" \
-            --out "$dir" > "$dir.log" 2>&1; then
-        tail -n 20 "$dir.log" >&2
-        die "${args[*]} on $tp ranks failed (log: $dir.log)"
-    fi
+    run_ranks "$tp" "$dir" "$TP" --tp "$tp" --config "$config" --threads 1 --eval-every 0 \
+        --eval-batches 1 "$@"
 }
 
-# rank 0's peak bytes of CATEGORY in DIR/memory.csv
-peak() { awk -F, -v c="$2" '$1 == 0 && $2 == c { print $4 }' "$1/memory.csv"; }
 # rank 0's all-reduce payload bytes over GROUP in DIR/comm.csv
 allreduce_bytes() {
     awk -F, -v g="$2" '$1 == 0 && $2 == g && $3 == "allreduce" { b += $5 } END { printf "%.0f\n", b }' "$1/comm.csv"
@@ -149,6 +141,18 @@ COLORS=("#1f77b4" "#d62728")
 } | gnuplot
 echo "bench-tp: wrote $OUT/memory.png"
 
+# tp_axes YLABEL: the gnuplot axes of the charts against tp (1, 2, 4)
+tp_axes() {
+    echo "set xlabel \"tensor-parallel degree tp (ranks)\""
+    echo "set ylabel \"$1\""
+    echo "set logscale x 2"
+    echo "set xrange [0.8:5]"
+    echo "set xtics (\"1\" 1, \"2\" 2, \"4\" 4)"
+    echo "set yrange [0:*]"
+    echo "set grid"
+    echo "set key top left"
+}
+
 # ---- comm.png: TP bytes per step vs tp --------------------------------------
 {
     echo "set terminal pngcairo size 1000,560 font \",11\" noenhanced"
@@ -156,14 +160,7 @@ echo "bench-tp: wrote $OUT/memory.png"
     echo "set datafile separator \",\""
     echo "set datafile missing \"NaN\""
     echo "set title \"TP all-reduce bytes per training step and rank (measured from comm.csv, $STEPS- minus 2-step run)\\nsolid: payload of the all-reduces; dashed: sent over the wire by a ring, 2 (tp-1)/tp of it; diamonds: memplan's formula\\n(at tp 1 the group has one rank: its all-reduces are called but send nothing)\""
-    echo "set xlabel \"tensor-parallel degree tp (ranks)\""
-    echo "set ylabel \"MiB per step\""
-    echo "set logscale x 2"
-    echo "set xrange [0.8:5]"
-    echo "set xtics (\"1\" 1, \"2\" 2, \"4\" 4)"
-    echo "set yrange [0:*]"
-    echo "set grid"
-    echo "set key top left"
+    tp_axes "MiB per step"
     plot="plot"
     i=0
     for config in $CONFIGS; do
@@ -185,14 +182,7 @@ echo "bench-tp: wrote $OUT/comm.png"
     echo "set output \"$OUT/step_time.png\""
     echo "set datafile separator \",\""
     echo "set title \"Median step time vs tensor-parallel degree (ranks = tp, 1 thread each, cores here: $(nproc))\\nmedian over steps $SKIP..$((STEPS - 1)) of metrics.csv's step_ms\""
-    echo "set xlabel \"tensor-parallel degree tp (ranks)\""
-    echo "set ylabel \"ms per step\""
-    echo "set logscale x 2"
-    echo "set xrange [0.8:5]"
-    echo "set xtics (\"1\" 1, \"2\" 2, \"4\" 4)"
-    echo "set yrange [0:*]"
-    echo "set grid"
-    echo "set key top left"
+    tp_axes "ms per step"
     plot="plot"
     i=0
     for config in $CONFIGS; do

@@ -59,17 +59,8 @@ train() {
         zero3-noprefetch) args=("$ZERO" --zero 3 --no-prefetch "${args[@]}") ;;
         zero*) args=("$ZERO" --zero "${layout#zero}" "${args[@]}") ;;
     esac
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    if ! timeout --kill-after=10 "$LIMIT" mpirun -q --oversubscribe -np "$np" "${args[@]}" \
-            --out "$dir" > "$dir.log" 2>&1; then
-        tail -n 20 "$dir.log" >&2
-        die "${args[*]} on $np ranks failed (log: $dir.log)"
-    fi
+    run_ranks "$np" "$dir" "${args[@]}"
 }
-
-# rank 0's peak bytes of CATEGORY in DIR/memory.csv
-peak() { awk -F, -v c="$2" '$1 == 0 && $2 == c { print $4 }' "$1/memory.csv"; }
 
 # ---- memory ----------------------------------------------------------------
 MEM=$OUT/memory.csv

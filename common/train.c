@@ -214,6 +214,10 @@ float lr_at_step(const TrainOptions *o, int step) {
     return (float)(min_lr + 0.5 * (o->lr - min_lr) * (1.0 + cos(M_PI * progress)));
 }
 
+int train_evaluates_at(const TrainOptions *o, int step) {
+    return step == o->steps - 1 || (o->eval_every > 0 && step % o->eval_every == 0);
+}
+
 float grad_clip_factor(double norm, double max_norm) {
     if (max_norm <= 0 || norm <= max_norm) return 1.0f;
     return (float)(max_norm / norm);
@@ -264,17 +268,13 @@ static float evaluate(const TrainOptions *o, const TrainParallel *par, const GPT
 /* The sum of squares of the gradients of the whole model, each parameter
  * counted once: a tensor split over TP is summed over the TP group, a
  * replicated one (whole on every TP rank, the same gradient) counted on TP
- * rank 0 only. At tp = 1, the whole buffer at once. */
-static double layout_sum_squares(const GPTLayout *l, const float *grads) {
+ * rank 0 only; t is the layout's tensor table. At tp = 1, the whole buffer
+ * at once. */
+static double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const float *grads) {
     if (l->tp == 1) return sum_squares(grads, l->num_params);
-    int nt = gpt_num_tensors(l);
-    TensorInfo *t = malloc((size_t)nt * sizeof *t);
-    CHECK(t, "out of memory");
-    gpt_tensor_table(l, t);
     double sum = 0.0;
-    for (int i = 0; i < nt; i++)
+    for (int i = 0; i < gpt_num_tensors(l); i++)
         if (t[i].split || l->tp_rank == 0) sum += sum_squares(grads + t[i].offset, t[i].count);
-    free(t);
     comm_allreduce(l->tp_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
     return sum;
 }
@@ -306,6 +306,7 @@ static float *layout_gather_standard(const GPTLayout *l, const float *local, int
  * tensor parallelism (each rank holds its shard whole, layout.h). */
 typedef struct {
     const GPTLayout *layout;
+    TensorInfo *tensors;    /* the layout's table, for the gradient norm */
     const GradSync *sync;  /* NULL on one device */
     size_t n;
     float *params, *grads, *adam_m, *adam_v;
@@ -335,7 +336,7 @@ static double replicated_finish_grads(void *ctx, int micro_batches) {
     if (r->sync) r->sync->finish(r->sync->ctx, r->grads, r->n);
     /* each micro-batch's backward gave the gradient of its own mean loss */
     if (micro_batches > 1) scale_inplace(r->grads, 1.0f / micro_batches, r->n);
-    return layout_sum_squares(r->layout, r->grads);
+    return layout_sum_squares(r->layout, r->tensors, r->grads);
 }
 
 static void replicated_update(void *ctx, const AdamWStep *s) {
@@ -375,6 +376,9 @@ static void replicated_init(Replicated *r, const TrainOptions *o, const GPTLayou
     r->layout = layout;
     r->sync = sync;
     r->n = layout->num_params;
+    r->tensors = malloc((size_t)gpt_num_tensors(layout) * sizeof *r->tensors);
+    CHECK(r->tensors, "out of memory");
+    gpt_tensor_table(layout, r->tensors);
     r->params = mem_alloc(MEM_PARAMS, r->n * sizeof(float));
     r->grads = mem_alloc(MEM_GRADS, r->n * sizeof(float));
     r->adam_m = mem_alloc(MEM_OPTIMIZER, r->n * sizeof(float));
@@ -390,6 +394,7 @@ static void replicated_init(Replicated *r, const TrainOptions *o, const GPTLayou
 }
 
 static void replicated_free(Replicated *r) {
+    free(r->tensors);
     gpt_params_view_free(&r->p);
     gpt_params_view_free(&r->g);
     mem_free(r->params);
@@ -511,9 +516,8 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     const double tokens_per_step = (double)o->batch * o->seq;
     double sync_seconds = 0.0, step_seconds = 0.0;
     for (int step = 0; step < o->steps; step++) {
-        int last_step = step == o->steps - 1;
         float val_loss = -1.0f;
-        if (last_step || (o->eval_every > 0 && step % o->eval_every == 0))
+        if (train_evaluates_at(o, step))
             val_loss = evaluate(o, par, layout, &slice, &dl, st, &acts, staging);
         profile_set_active(step >= 1);  /* the first step warms caches and BLAS up */
 

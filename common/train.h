@@ -53,6 +53,10 @@ int train_micro_batch_rows(const TrainOptions *o, int ranks);
  * down to lr * min_lr_frac at the last step. */
 float lr_at_step(const TrainOptions *o, int step);
 
+/* Whether the loop measures the held-out loss before step (0-based): every
+ * eval_every steps (none but the last when 0) and at the last step. */
+int train_evaluates_at(const TrainOptions *o, int step);
+
 /* Clip to max_norm given the global norm: returns the factor applied
  * (min(1, max_norm / norm); 1 when max_norm <= 0 means no clipping). */
 float grad_clip_factor(double norm, double max_norm);
