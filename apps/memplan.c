@@ -3,6 +3,8 @@
  *   memplan --params 7e9 --ranks 64                    model states only
  *   memplan --ranks 2 --overlap-rs                     ZeRO-2/3 as train_zero --overlap-rs
  *   memplan --config small --tp 2 --ranks 4            train_tp's tp 2 x dp 2, and its TP traffic
+ *   memplan --config small --tp 2 --sp --recompute full   lab 05's train_tp --sp --recompute full
+ *   memplan --config small --tp 2 --activations        every way of keeping activations (lab 05)
  * Predict before you measure: lab 03's README asks for these numbers first. */
 #include <getopt.h>
 #include <stdio.h>
@@ -28,6 +30,10 @@ static const char *const g_usage =
     "                    the heads, MLP columns and vocabulary; --ranks is then all the\n"
     "                    ranks (default N), dp = ranks / N; for N > 1 also the TP group's\n"
     "                    all-reduces per forward and backward pass\n"
+    "  --sp              with --tp: lab 05's sequence parallelism (train_tp --sp)\n"
+    "  --recompute MODE  with --tp: none | selective | full (train_tp --recompute)\n"
+    "  --activations     with --tp: also every layout of lab 05 (none, selective, full;\n"
+    "                    without and with --sp) at this degree\n"
     "  --csv             machine-readable: layout,category,states_bytes,peak_bytes\n"
     "  -h, --help        this text\n";
 
@@ -82,49 +88,82 @@ static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int r
     }
 }
 
-/* Lab 04: train_tp's layout, tp x dp (DDP over dp: replicated states). */
-static void plan_tp(const GPTConfig *cfg, int tp, int dp, int rows, int seq, MemPlan *plan) {
-    MemLayout l = {.zero_stage = 0, .ranks = dp, .rows = rows, .seq = seq, .tp = tp};
-    memplan_predict(cfg, &l, plan);
+/* Labs 04-05: train_tp's layout, tp x dp (DDP over dp: replicated states),
+ * with sequence parallelism and recomputation as given. */
+static MemLayout tp_layout(int tp, int dp, int rows, int seq, int sp, Recompute recompute) {
+    return (MemLayout){.zero_stage = 0, .ranks = dp, .rows = rows, .seq = seq, .tp = tp,
+                       .sp = sp, .recompute = recompute};
 }
 
-static void print_tp_csv(const GPTConfig *cfg, int tp, int dp, int rows, int seq) {
+static const char *const g_recompute_names[] = {"none", "selective", "full"};
+
+/* "tp2", "tp2-sp", "tp2-sp-full": the layout column of the CSV and the table */
+static void tp_label(char *out, size_t n, const MemLayout *l) {
+    snprintf(out, n, "tp%d%s%s%s", l->tp, l->sp ? "-sp" : "", l->recompute ? "-" : "",
+             l->recompute ? g_recompute_names[l->recompute] : "");
+}
+
+static void print_tp_csv(const GPTConfig *cfg, const MemLayout *l) {
     MemPlan plan;
-    plan_tp(cfg, tp, dp, rows, seq, &plan);
+    memplan_predict(cfg, l, &plan);
+    char label[64];
+    tp_label(label, sizeof label, l);
     printf("layout,category,states_bytes,peak_bytes\n");
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++)
-        printf("tp%d,%s,%zu,%zu\n", tp, mem_category_name((MemCategory)c), plan.states[c],
+        printf("%s,%s,%zu,%zu\n", label, mem_category_name((MemCategory)c), plan.states[c],
                plan.peak[c]);
 }
 
-static void print_tp_plan(const char *name, const GPTConfig *cfg, int tp, int dp, int rows,
-                          int seq) {
+static void print_tp_row(const GPTConfig *cfg, const MemLayout *l) {
     MemPlan plan;
-    plan_tp(cfg, tp, dp, rows, seq, &plan);
-    GPTLayout layout = gpt_layout_make(cfg, tp, 0);
-    printf("config %s, tp %d x dp %d: per rank %zu of %zu parameters (%d of %d heads, %d of %d "
-           "vocabulary rows, %d padding), micro-batch %d x %d per rank; peak MiB per rank\n",
-           name, tp, dp, layout.num_params, gpt_num_params(cfg), layout.n_head, cfg->n_head,
-           layout.vocab_rows, layout.vocab_padded, layout.vocab_padded - cfg->vocab_size, rows,
-           seq);
-    printf("  %-16s", "layout");
-    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) printf(" %11s", mem_category_name((MemCategory)c));
-    printf(" %11s\n", "total");
-    char label[32];
-    snprintf(label, sizeof label, "tp%d", tp);
-    printf("  %-16s", label);
+    memplan_predict(cfg, l, &plan);
+    char label[64];
+    tp_label(label, sizeof label, l);
+    printf("  %-20s", label);
     size_t total = 0;
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
         printf(" %11.3f", plan.peak[c] / 1048576.0);
         total += plan.peak[c];
     }
     printf(" %11.3f\n", total / 1048576.0);
-    if (tp == 1) return;
-    CommCount fwd, bwd;
-    memplan_tp_comm(cfg, rows, seq, &fwd, &bwd);
-    printf("TP all-reduces per rank and micro-batch (payload bytes, any tp > 1):\n");
-    printf("  forward   %4zu calls %12zu bytes\n", fwd.calls, fwd.bytes);
-    printf("  backward  %4zu calls %12zu bytes\n", bwd.calls, bwd.bytes);
+}
+
+static void print_traffic(const char *name, const CommCount *f, const CommCount *b) {
+    if (f->calls + b->calls == 0) return;
+    printf("TP %s per rank and micro-batch (payload bytes, any tp > 1):\n", name);
+    printf("  forward   %4zu calls %12zu bytes\n", f->calls, f->bytes);
+    printf("  backward  %4zu calls %12zu bytes\n", b->calls, b->bytes);
+}
+
+static void print_tp_plan(const char *name, const GPTConfig *cfg, const MemLayout *l,
+                          int activations) {
+    GPTLayout layout = gpt_layout_make(cfg, l->tp, 0);
+    printf("config %s, tp %d x dp %d: per rank %zu of %zu parameters (%d of %d heads, %d of %d "
+           "vocabulary rows, %d padding), micro-batch %d x %d per rank; peak MiB per rank\n",
+           name, l->tp, l->ranks, layout.num_params, gpt_num_params(cfg), layout.n_head,
+           cfg->n_head, layout.vocab_rows, layout.vocab_padded,
+           layout.vocab_padded - cfg->vocab_size, l->rows, l->seq);
+    printf("  %-20s", "layout");
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) printf(" %11s", mem_category_name((MemCategory)c));
+    printf(" %11s\n", "total");
+    print_tp_row(cfg, l);
+    if (activations) {
+        /* lab 05: every way of keeping activations at this degree */
+        printf("activations by layout (lab 05: --sp needs --seq divisible by --tp):\n");
+        for (int sp = 0; sp <= (l->seq % l->tp == 0); sp++)
+            for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++) {
+                MemLayout v = *l;
+                v.sp = sp;
+                v.recompute = (Recompute)r;
+                print_tp_row(cfg, &v);
+            }
+    }
+    if (l->tp == 1) return;
+    TpTraffic fwd, bwd;
+    memplan_tp_comm(cfg, l, &fwd, &bwd);
+    print_traffic("all-reduces", &fwd.allreduce, &bwd.allreduce);
+    print_traffic("reduce-scatters", &fwd.reduce_scatter, &bwd.reduce_scatter);
+    print_traffic("all-gathers", &fwd.allgather, &bwd.allgather);
 }
 
 int main(int argc, char **argv) {
@@ -135,10 +174,12 @@ int main(int argc, char **argv) {
         {"seq", required_argument, 0, 't'},    {"params", required_argument, 0, 'p'},
         {"csv", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
         {"overlap-rs", no_argument, 0, 'o'},   {"tp", required_argument, 0, 'T'},
-        {0, 0, 0, 0}};
+        {"sp", no_argument, 0, 'S'},           {"recompute", required_argument, 0, 'R'},
+        {"activations", no_argument, 0, 'A'},  {0, 0, 0, 0}};
     char config[32] = "tiny";
     int ranks = 1, batch = 0, accum = 1, seq = 0, csv = 0, overlap_rs = 0, tp = 0,
-        ranks_given = 0;
+        ranks_given = 0, sp = 0, activations = 0;
+    Recompute recompute = RECOMPUTE_NONE;
     double phi = 0;
     opterr = 0;
     int c;
@@ -153,6 +194,14 @@ int main(int argc, char **argv) {
         case 'v': csv = 1; break;
         case 'o': overlap_rs = 1; break;
         case 'T': tp = (int)cli_int("--tp", optarg, 1, 1 << 16); break;
+        case 'S': sp = 1; break;
+        case 'A': activations = 1; break;
+        case 'R':
+            for (recompute = RECOMPUTE_NONE; recompute <= RECOMPUTE_FULL; recompute++)
+                if (!strcmp(optarg, g_recompute_names[recompute])) break;
+            if (recompute > RECOMPUTE_FULL)
+                USER_ERROR("--recompute expects none, selective or full, got '%s'", optarg);
+            break;
         case 'h': printf("%s", g_usage); return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
@@ -160,6 +209,9 @@ int main(int argc, char **argv) {
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
     if (tp && phi > 0) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
     if (tp && overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
+    if ((sp || recompute || activations) && !tp)
+        USER_ERROR("--sp, --recompute and --activations plan lab 05's train_tp: give --tp N (1 for "
+                   "one device or DDP)");
     if (phi > 0) {
         print_states_only(phi, ranks);
         return 0;
@@ -181,8 +233,12 @@ int main(int argc, char **argv) {
     if (batch % (ranks * accum) != 0)
         USER_ERROR("--batch %d must be a multiple of ranks x --grad-accum = %d x %d", batch, ranks,
                    accum);
-    if (tp && csv) print_tp_csv(&cfg, tp, ranks, batch / (ranks * accum), seq);
-    else if (tp) print_tp_plan(config, &cfg, tp, ranks, batch / (ranks * accum), seq);
+    if (sp && seq % tp != 0)
+        USER_ERROR("--sp splits the tokens over the TP group: --seq %d must be a multiple of --tp "
+                   "%d", seq, tp);
+    MemLayout tl = tp_layout(tp, ranks, batch / (ranks * accum), seq, sp, recompute);
+    if (tp && csv) print_tp_csv(&cfg, &tl);
+    else if (tp) print_tp_plan(config, &cfg, &tl, activations);
     else if (csv) print_csv(&cfg, ranks, batch / (ranks * accum), seq, overlap_rs);
     else print_plans(config, &cfg, ranks, batch / (ranks * accum), seq, overlap_rs);
     return 0;

@@ -3,7 +3,10 @@
  * calls the lab's split layers (tensor_parallel.c) through its layout
  * (layout.h, model.h); gradients are averaged over the ranks that hold the
  * same shard by lab 02's overlapped DDP (ddp_sync.h).
- *   mpirun -np 4 train_tp --tp 2 --config tiny     (tp 2 x dp 2) */
+ *   mpirun -np 4 train_tp --tp 2 --config tiny     (tp 2 x dp 2)
+ * Built with WITH_LAB05 (build/.../05_activation_memory/train_tp), it also
+ * runs lab 05's sequence parallelism (--sp) and activation recomputation
+ * (--recompute), through the same layout. */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,10 +20,15 @@
 #include "preflight.h"
 #include "tensor_parallel.h"
 #include "train.h"
+#ifdef WITH_LAB05
+#include "activation_memory.h"
+#endif
 
 typedef struct {
     int tp;
     int fused_ce;  /* the extension's cross-entropy: two all-reduces */
+    int sp;        /* lab 05 */
+    Recompute recompute;
 } TpOptions;
 
 static const ExtraOption g_tp_options[] = {
@@ -28,12 +36,24 @@ static const ExtraOption g_tp_options[] = {
               "(default 1); dp = ranks / tp"},
     {"fused-ce", 0, "--fused-ce           the cross-entropy with two all-reduces (the lab's "
                     "extension)"},
+#ifdef WITH_LAB05
+    {"sp", 0, "--sp                 sequence parallelism: the rows between the split layers "
+              "split over the TP group (--seq must divide by --tp)"},
+    {"recompute", 1, "--recompute MODE     none | selective (attention probabilities) | full "
+                     "(each block's forward again) (default none)"},
+#endif
 };
+enum { N_TP_OPTIONS = sizeof g_tp_options / sizeof g_tp_options[0] };
 
 static void on_tp_option(void *ctx, int index, const char *arg) {
     TpOptions *t = ctx;
     if (index == 0) t->tp = cli_int("--tp", arg, 1, 1 << 16);
-    else t->fused_ce = 1;
+    else if (index == 1) t->fused_ce = 1;
+    else if (index == 2) t->sp = 1;
+    else if (!strcmp(arg, "none")) t->recompute = RECOMPUTE_NONE;
+    else if (!strcmp(arg, "selective")) t->recompute = RECOMPUTE_SELECTIVE;
+    else if (!strcmp(arg, "full")) t->recompute = RECOMPUTE_FULL;
+    else USER_ERROR("--recompute expects none, selective or full, got '%s'", arg);
 }
 
 /* Forward passes in the run: K per step, and K per held-out batch at each
@@ -44,39 +64,73 @@ static size_t forward_passes(const TrainOptions *o) {
     return (size_t)o->grad_accum * ((size_t)o->steps + evals * o->eval_batches);
 }
 
-/* Rank 0: the planner's memory and TP traffic next to what the run measured. */
+/* Rank 0: the planner's memory and TP traffic next to what the run measured,
+ * and the traffic on the wire (the ring algorithms' share per rank). */
 static void print_checks(const TrainOptions *o, const MemLayout *ml, const Comm *tp,
                          int fused_ce) {
     memplan_print_check("train_tp", &o->model, ml);
     if (tp->size == 1) return;
-    CommCount fwd, bwd;
-    memplan_tp_comm(&o->model, ml->rows, ml->seq, &fwd, &bwd);
-    fwd.calls -= fused_ce;  /* the same bytes in one all-reduce fewer */
-    /* plus the gradient norm's sum over the group: one double per step */
+    TpTraffic fwd, bwd;
+    memplan_tp_comm(&o->model, ml, &fwd, &bwd);
+    fwd.allreduce.calls -= fused_ce;  /* the same bytes in one all-reduce fewer */
+    const CommCount step = memplan_tp_step_comm(&o->model, ml);
     const size_t passes = forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
-    size_t calls = fwd.calls * passes + bwd.calls * backwards + o->steps;
-    size_t bytes = fwd.bytes * passes + bwd.bytes * backwards + sizeof(double) * o->steps;
-    const CommOpStats *s = &tp->stats[OP_ALLREDUCE];
-    printf("train_tp: TP all-reduces per rank, predicted vs measured: per forward %zu calls "
-           "%zu bytes, per backward %zu calls %zu bytes; run: %zu calls %zu bytes vs %llu "
-           "calls %llu bytes  %s\n",
-           fwd.calls, fwd.bytes, bwd.calls, bwd.bytes, calls, bytes,
-           (unsigned long long)s->calls, (unsigned long long)s->bytes,
-           s->calls == calls && s->bytes == bytes ? "ok" : "DIFFERENT");
+    const struct {
+        CommOp op;
+        const char *name;
+        CommCount f, b, per_step;
+        double wire;  /* bytes on the wire per payload byte, per rank */
+    } ops[] = {
+        {OP_ALLREDUCE, "all-reduces", fwd.allreduce, bwd.allreduce, step,
+         2.0 * (tp->size - 1) / tp->size},
+        {OP_REDUCE_SCATTER, "reduce-scatters", fwd.reduce_scatter, bwd.reduce_scatter, {0, 0},
+         (tp->size - 1.0) / tp->size},
+        {OP_ALLGATHER, "all-gathers", fwd.allgather, bwd.allgather, {0, 0},
+         (tp->size - 1.0) / tp->size},
+    };
+    double wire = 0;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        size_t calls = ops[i].f.calls * passes + ops[i].b.calls * backwards +
+                       ops[i].per_step.calls * o->steps;
+        size_t bytes = ops[i].f.bytes * passes + ops[i].b.bytes * backwards +
+                       ops[i].per_step.bytes * o->steps;
+        const CommOpStats *s = &tp->stats[ops[i].op];
+        wire += ops[i].wire * (double)s->bytes;
+        if (calls == 0 && s->calls == 0) continue;
+        printf("train_tp: TP %s per rank, predicted vs measured: per forward %zu calls %zu "
+               "bytes, per backward %zu calls %zu bytes; run: %zu calls %zu bytes vs %llu "
+               "calls %llu bytes  %s\n",
+               ops[i].name, ops[i].f.calls, ops[i].f.bytes, ops[i].b.calls, ops[i].b.bytes,
+               calls, bytes, (unsigned long long)s->calls, (unsigned long long)s->bytes,
+               s->calls == calls && s->bytes == bytes ? "ok" : "DIFFERENT");
+    }
+    printf("train_tp: TP traffic on the wire per rank (ring: all-reduce 2(p-1)/p, "
+           "reduce-scatter and all-gather (p-1)/p of the bytes): %.0f bytes\n", wire);
 }
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
-    TpOptions topt = {1, 0};
+    TpOptions topt = {1, 0, 0, RECOMPUTE_NONE};
     TrainOptions o;
+#ifdef WITH_LAB05
+    train_options_parse_with(argc, argv, &o, "05_activation_memory",
+                             "Tensor-parallel GPT training (Megatron-LM) with lab 05's sequence "
+                             "parallelism and activation recomputation: each block's weights "
+                             "split over --tp ranks, data parallelism over the rest.",
+                             g_tp_options, N_TP_OPTIONS, on_tp_option, &topt);
+#else
     train_options_parse_with(argc, argv, &o, "04_tensor_parallel",
                              "Tensor-parallel GPT training (Megatron-LM): each block's weights "
                              "split over --tp ranks, data parallelism over the rest (lab 04).",
-                             g_tp_options, 2, on_tp_option, &topt);
+                             g_tp_options, N_TP_OPTIONS, on_tp_option, &topt);
+#endif
     const int tp = topt.tp;
     const char *why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);
+    if (topt.sp && o.seq % tp != 0)
+        USER_ERROR("--sp splits each micro-batch's tokens over the TP group: --seq %d must be a "
+                   "multiple of --tp %d", o.seq, tp);
     Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = tp, .cp = 1, .dp = 0, .pp = 1, .ep = 1});
     Comm *dp = mesh->dp_group;
     GPTLayout layout = gpt_layout_make(&o.model, tp, mesh->tp_rank);
@@ -92,12 +146,29 @@ int main(int argc, char **argv) {
         vocab_parallel_crossentropy_backward,
     };
     layout.tp_ops = &ops;
+#ifdef WITH_LAB05
+    /* lab 05's layers and recomputations, as the model calls them (model.h) */
+    const SequenceParallelOps sp_ops = {
+        sp_column_parallel_forward, sp_column_parallel_backward, sp_row_parallel_forward,
+        sp_row_parallel_backward,   sp_vocab_embedding_forward,  sp_vocab_embedding_backward,
+        sp_sum_layernorm_grads,
+    };
+    const RecomputeOps recompute_ops = {recompute_block_forward, recompute_attention_probs};
+    layout.sp = topt.sp;
+    layout.sp_ops = topt.sp ? &sp_ops : NULL;
+    layout.recompute = topt.recompute;
+    layout.recompute_ops = &recompute_ops;
+#endif
     MemLayout ml = {.ranks = dp->size, .rows = train_micro_batch_rows(&o, dp->size),
-                    .seq = o.seq, .tp = tp};
+                    .seq = o.seq, .tp = tp, .sp = layout.sp, .recompute = layout.recompute};
     preflight_run(&o, &ml, world);
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
     DdpSync ds;
     ddp_sync_init(&ds, dp, &layout, DDP_OVERLAPPED, 1 << 18, 0);  /* 0.25 MB buckets */
+    static const char *const recompute_names[] = {"none", "selective", "full"};
+    if (world->rank == 0 && (layout.sp || layout.recompute))
+        printf("train_tp: sequence parallelism %s, activation recomputation %s\n",
+               layout.sp ? "on" : "off", recompute_names[layout.recompute]);
     if (world->rank == 0)
         printf("train_tp: tp %d x dp %d; per rank %d of %d heads, %d of %d MLP columns, %d "
                "vocabulary rows of %d (%d padding), %zu of %zu parameters\n",

@@ -95,6 +95,12 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
            F(4.0 * B * T * C + (double)B * NH * T * T), out, att, qkv, B, T, C, NH);
 }
 
+/* the scores and the softmax of attention_forward, without P v */
+void attention_probs_forward(float *att, const float *qkv, int B, int T, int C, int NH) {
+    KERNEL(attention_probs_forward, attention_pairs(B, T, NH) * (2.0 * (C / NH) + EXP_OPS + 4),
+           F(2.0 * B * T * C + (double)B * NH * T * T), att, qkv, B, T, C, NH);
+}
+
 void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH) {
     REQUIRE_LAB00(attention_backward_cpu);
@@ -142,8 +148,8 @@ void vocab_embedding_backward(float *dwte, const float *dout, const int *tokens,
     KERNEL(vocab_embedding_backward, (double)N * C, F(3.0 * N * C + N), dwte, dout, tokens, first, rows, N, C);
 }
 
-void position_forward(float *out, const float *wpe, int B, int T, int C) {
-    KERNEL(position_forward, (double)B * T * C, F(3.0 * B * T * C), out, wpe, B, T, C);
+void position_forward(float *out, const float *wpe, int first_row, int N, int T, int C) {
+    KERNEL(position_forward, (double)N * C, F(3.0 * N * C), out, wpe, first_row, N, T, C);
 }
 
 void position_backward(float *dwpe, const float *dout, int B, int T, int C) {

@@ -52,6 +52,9 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
  * above the diagonal. out (B,T,C) = P v, heads side by side.
  * datt (B,NH,T,T) is scratch for the backward pass. */
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+/* att alone, bit for bit as attention_forward writes it: selective
+ * activation recomputation (lab 05) rebuilds the probabilities from qkv. */
+void attention_probs_forward(float *att, const float *qkv, int B, int T, int C, int NH);
 void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH);
 
@@ -84,8 +87,11 @@ void vocab_embedding_forward(float *out, const int *tokens, const float *wte, in
 /* dwte[tokens[n] - first] += dout[n] for the rows this rank holds */
 void vocab_embedding_backward(float *dwte, const float *dout, const int *tokens, int first,
                               int rows, int N, int C);
-/* out[b,t,:] += wpe[t,:], and its backward dwpe[t,:] += sum_b dout[b,t,:] */
-void position_forward(float *out, const float *wpe, int B, int T, int C);
+/* out[i,:] += wpe[(first_row + i) % T, :] for the N rows [first_row,
+ * first_row + N) of the flattened (B,T) positions (all of them: first_row 0,
+ * N = B T; a sequence-parallel rank's share, lab 05: its own rows); and the
+ * backward over all B T rows, dwpe[t,:] += sum_b dout[b,t,:] */
+void position_forward(float *out, const float *wpe, int first_row, int N, int T, int C);
 void position_backward(float *dwpe, const float *dout, int B, int T, int C);
 /* out[n,:] += bias (N rows of OC) */
 void bias_forward(float *out, const float *bias, int N, int OC);

@@ -32,6 +32,8 @@ extern "C" {
                                  const float *inp, const float *w, int N, int IC, int OC);   \
     void attention_forward##SUFFIX(float *out, float *att, const float *qkv, int B, int T,   \
                                    int C, int NH);                                           \
+    void attention_probs_forward##SUFFIX(float *att, const float *qkv, int B, int T, int C,  \
+                                         int NH);                                            \
     void attention_backward##SUFFIX(float *dqkv, float *datt, const float *dout,             \
                                     const float *qkv, const float *att, int B, int T, int C, \
                                     int NH);                                                 \
@@ -47,7 +49,8 @@ extern "C" {
                                          int first, int rows, int N, int C);                 \
     void vocab_embedding_backward##SUFFIX(float *dwte, const float *dout, const int *tokens, \
                                           int first, int rows, int N, int C);                \
-    void position_forward##SUFFIX(float *out, const float *wpe, int B, int T, int C);        \
+    void position_forward##SUFFIX(float *out, const float *wpe, int first_row, int N, int T, \
+                                  int C);                                                    \
     void position_backward##SUFFIX(float *dwpe, const float *dout, int B, int T, int C);     \
     void bias_forward##SUFFIX(float *out, const float *bias, int N, int OC);                 \
     void vocab_logits_max##SUFFIX(float *maxes, const float *logits, int N, int V,           \

@@ -154,30 +154,40 @@ static void softmax_causal_row(float *row, int t, int T) {
 
 enum { ATT_ROWS = 64 };  /* query rows per block of attention_forward_cpu */
 
-void attention_forward_cpu(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
-    const int hs = C / NH;
+/* Attention of head bh = b NH + h by blocks of ATT_ROWS query rows
+ * I = [t0, n): P_I = softmax(scale q_I k^T), then, when out is not NULL,
+ * y_I = P_I v. The mask zeroes every key j >= n, so both products stop
+ * there (lab 00's extension does the same in the backward pass). */
+static void attention_head_cpu(float *out, float *att, const float *qkv, int bh, int T, int C,
+                               int NH) {
+    const int hs = C / NH, b = bh / NH, h = bh % NH;
     const float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
-        int b = bh / NH, h = bh % NH;
-        const float *q = qkv + (size_t)b * T * 3 * C + h * hs;
-        const float *k = q + C;
-        const float *v = q + 2 * C;
-        float *p = att + (size_t)bh * T * T, *y = out + (size_t)b * T * C + h * hs;
-        /* By blocks of ATT_ROWS query rows I = [t0, n): the mask zeroes
-         * every key j >= n, so both products stop there (lab 00's extension
-         * does the same in the backward pass). */
-        for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
-            const int m = T - t0 < ATT_ROWS ? T - t0 : ATT_ROWS, n = t0 + m;
-            float *pI = p + (size_t)t0 * T;
-            /* scores S_I = scale q_I k^T, (m, n); rows of q, k are 3C apart */
-            sgemm_rowmajor_cpu(0, 1, m, n, hs, scale, q + (size_t)t0 * 3 * C, 3 * C, k, 3 * C,
-                               0.0f, pI, T);
-            for (int t = t0; t < n; t++) softmax_causal_row(p + (size_t)t * T, t, T);
-            /* y_I = P_I v, into this head's columns of out (row stride C) */
-            sgemm_rowmajor_cpu(0, 0, m, hs, n, 1.0f, pI, T, v, 3 * C, 0.0f, y + (size_t)t0 * C, C);
-        }
+    const float *q = qkv + (size_t)b * T * 3 * C + h * hs;
+    const float *k = q + C;
+    const float *v = q + 2 * C;
+    float *p = att + (size_t)bh * T * T;
+    for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
+        const int m = T - t0 < ATT_ROWS ? T - t0 : ATT_ROWS, n = t0 + m;
+        float *pI = p + (size_t)t0 * T;
+        /* scores S_I = scale q_I k^T, (m, n); rows of q, k are 3C apart */
+        sgemm_rowmajor_cpu(0, 1, m, n, hs, scale, q + (size_t)t0 * 3 * C, 3 * C, k, 3 * C, 0.0f,
+                           pI, T);
+        for (int t = t0; t < n; t++) softmax_causal_row(p + (size_t)t * T, t, T);
+        if (!out) continue;
+        /* y_I = P_I v, into this head's columns of out (row stride C) */
+        float *y = out + (size_t)b * T * C + h * hs;
+        sgemm_rowmajor_cpu(0, 0, m, hs, n, 1.0f, pI, T, v, 3 * C, 0.0f, y + (size_t)t0 * C, C);
     }
+}
+
+void attention_forward_cpu(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) attention_head_cpu(out, att, qkv, bh, T, C, NH);
+}
+
+void attention_probs_forward_cpu(float *att, const float *qkv, int B, int T, int C, int NH) {
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) attention_head_cpu(NULL, att, qkv, bh, T, C, NH);
 }
 
 void gelu_forward_cpu(float *out, const float *inp, size_t n) {
@@ -262,11 +272,11 @@ void vocab_embedding_backward_cpu(float *dwte, const float *dout, const int *tok
     }
 }
 
-void position_forward_cpu(float *out, const float *wpe, int B, int T, int C) {
+void position_forward_cpu(float *out, const float *wpe, int first_row, int N, int T, int C) {
 #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++) {
-        const float *pe = wpe + (size_t)(bt % T) * C;
-        float *o = out + (size_t)bt * C;
+    for (int i = 0; i < N; i++) {
+        const float *pe = wpe + (size_t)((first_row + i) % T) * C;
+        float *o = out + (size_t)i * C;
         for (int i = 0; i < C; i++) o[i] += pe[i];
     }
 }

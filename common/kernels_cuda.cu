@@ -450,8 +450,7 @@ static __global__ void causal_softmax_backward_kernel(float *datt, const float *
  *   y = out + b*T*C + h*hs   (rows C apart),
  * so from one head to the next: stride hs for q, k, v, y and T*T for P.
  * Each product below is written exactly as the CPU's sgemm_rowmajor call. */
-void attention_forward_cuda(float *out, float *att, const float *qkv, int B, int T, int C,
-                            int NH) {
+void attention_probs_forward_cuda(float *att, const float *qkv, int B, int T, int C, int NH) {
     if (B == 0 || T == 0) return;
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -466,6 +465,14 @@ void attention_forward_cuda(float *out, float *att, const float *qkv, int B, int
     int rows = B * NH * T;
     causal_softmax_kernel<<<row_warp_blocks(rows), ROWS_PER_BLOCK * WARP>>>(att, rows, T);
     LAUNCH_CHECK();
+}
+
+void attention_forward_cuda(float *out, float *att, const float *qkv, int B, int T, int C,
+                            int NH) {
+    if (B == 0 || T == 0) return;
+    const int hs = C / NH;
+    const long long tt = (long long)T * T;
+    attention_probs_forward_cuda(att, qkv, B, T, C, NH);
     for (int b = 0; b < B; b++) {
         const float *v = qkv + (size_t)b * T * 3 * C + 2 * C;
         const float *p = att + (size_t)b * NH * tt;
@@ -674,11 +681,11 @@ static __global__ void vocab_embedding_backward_kernel(float *dwte, const float 
     }
 }
 
-static __global__ void position_forward_kernel(float *out, const float *wpe, int T, int C,
-                                               size_t n) {
+static __global__ void position_forward_kernel(float *out, const float *wpe, int first_row,
+                                               int T, int C, size_t n) {
     GRID_STRIDE_LOOP(i, n) {
-        size_t bt = i / C, c = i % C;
-        out[i] += wpe[(bt % T) * C + c];
+        size_t row = i / C, c = i % C;
+        out[i] += wpe[((first_row + row) % T) * C + c];
     }
 }
 
@@ -767,10 +774,10 @@ void vocab_embedding_backward_cuda(float *dwte, const float *dout, const int *to
     LAUNCH_CHECK();
 }
 
-void position_forward_cuda(float *out, const float *wpe, int B, int T, int C) {
-    size_t n = (size_t)B * T * C;
+void position_forward_cuda(float *out, const float *wpe, int first_row, int N, int T, int C) {
+    size_t n = (size_t)N * C;
     if (n == 0) return;
-    position_forward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(out, wpe, T, C, n);
+    position_forward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(out, wpe, first_row, T, C, n);
     LAUNCH_CHECK();
 }
 

@@ -32,9 +32,11 @@
  * so a unit (embeddings, one block, lnf) stays contiguous: ZeRO and, later,
  * pipeline stages still hand out whole units.
  *
+ * Sequence parallelism (lab 05) shards the tokens outside the TP GEMMs
+ * (local rows B T / tp): no parameter moves, so the map is TP's.
+ *
  * What the later labs add here (DESIGN.md, "Toward the composed trainer"):
- * sequence parallelism (lab 05) shards the tokens outside the TP GEMMs
- * (local rows = B T / tp); context parallelism (lab 07) a degree, a rank and
+ * context parallelism (lab 07) a degree, a rank and
  * a chunking of the sequence; pipeline stages (lab 06) the range of units
  * a rank holds; experts (lab 08) the experts' range. Each becomes fields of
  * GPTLayout, local sizes computed in gpt_layout_make, and pieces in the
@@ -51,6 +53,7 @@
 typedef struct Comm Comm;
 typedef struct TensorParallelOps TensorParallelOps;  /* model.h */
 typedef struct RecomputeOps RecomputeOps;            /* model.h */
+typedef struct SequenceParallelOps SequenceParallelOps;  /* model.h */
 
 /* Which activations a rank keeps for the backward pass (lab 05):
  *   NONE       everything each block's forward computes (lab 00);
@@ -69,6 +72,12 @@ typedef struct {
     int split_layers;
     Comm *tp_group;                /* the in-block collectives' group */
     const TensorParallelOps *tp_ops;
+    /* sequence parallelism (lab 05), on top of the split layers: between
+     * them (embedding output, layernorms, residual stream) rank tp_rank
+     * holds only rows [tp_rank N/tp, (tp_rank + 1) N/tp) of the N = B T
+     * tokens (sp and sp_ops set together; T must divide by tp) */
+    int sp;
+    const SequenceParallelOps *sp_ops;
     /* activation recomputation, and who runs it (both set together) */
     Recompute recompute;
     const RecomputeOps *recompute_ops;

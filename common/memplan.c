@@ -16,6 +16,7 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     /* this rank's share of the model: all of it, or its TP shard */
     GPTLayout m = gpt_layout_make(cfg, l->tp > 1 ? l->tp : 1, 0);
     m.split_layers = l->tp >= 1;
+    m.sp = l->sp;
     m.recompute = l->recompute;
     const size_t F = sizeof(float), phi = m.num_params;
     const int N = l->ranks, U = gpt_num_units(&m);
@@ -72,12 +73,37 @@ double memplan_states_bytes(double phi, int zero_stage, int ranks) {
     }
 }
 
-void memplan_tp_comm(const GPTConfig *cfg, int rows, int seq, CommCount *forward,
-                     CommCount *backward) {
-    const size_t N = (size_t)rows * seq, NC = N * cfg->n_embd, L = cfg->n_layer;
+void memplan_tp_comm(const GPTConfig *cfg, const MemLayout *l, TpTraffic *forward,
+                     TpTraffic *backward) {
+    const size_t N = (size_t)l->rows * l->seq, NC = N * cfg->n_embd, L = cfg->n_layer;
     const size_t F = sizeof(float);
-    *forward = (CommCount){2 * L + 4, F * ((2 * L + 1) * NC + 3 * N)};
-    *backward = (CommCount){2 * L + 1, F * (2 * L + 1) * NC};
+    const CommCount loss = {3, F * 3 * N}, big = {2 * L + 1, F * (2 * L + 1) * NC};
+    const CommCount again = {2 * L, F * 2 * L * NC};  /* full recomputation's */
+    const int full = l->recompute == RECOMPUTE_FULL;
+    memset(forward, 0, sizeof *forward);
+    memset(backward, 0, sizeof *backward);
+    if (l->sp) {
+        forward->allreduce = loss;
+        forward->reduce_scatter = forward->allgather = big;
+        backward->reduce_scatter = backward->allgather = big;
+        if (full) {
+            backward->reduce_scatter = (CommCount){big.calls + again.calls, big.bytes + again.bytes};
+            backward->allgather = backward->reduce_scatter;
+        }
+    } else {
+        forward->allreduce = (CommCount){big.calls + loss.calls, big.bytes + loss.bytes};
+        backward->allreduce = big;
+        if (full) backward->allreduce = (CommCount){big.calls + again.calls, big.bytes + again.bytes};
+    }
+}
+
+CommCount memplan_tp_step_comm(const GPTConfig *cfg, const MemLayout *l) {
+    CommCount c = {1, sizeof(double)};
+    if (l->sp) {
+        c.calls += 4 * (size_t)cfg->n_layer + 2;
+        c.bytes += sizeof(float) * (4 * (size_t)cfg->n_layer + 2) * cfg->n_embd;
+    }
+    return c;
 }
 
 void memplan_print_check(const char *program, const GPTConfig *cfg, const MemLayout *layout) {

@@ -74,6 +74,7 @@ typedef struct {
     int tp;          /* tensor parallelism (lab 04's program, >= 1; 0: the whole
                         model's layers): Phi and the activations are the rank's
                         shard's (layout.h, model.h) */
+    int sp;          /* sequence parallelism (lab 05; needs tp >= 1) */
     Recompute recompute; /* what the activations keep (layout.h; lab 05) */
 } MemLayout;
 
@@ -88,20 +89,38 @@ typedef struct {
  * rank: every rank holds S_u of each unit). Fills plan. */
 void memplan_predict(const GPTConfig *cfg, const MemLayout *layout, MemPlan *plan);
 
-/* Tensor parallelism's all-reduces over the TP group (lab 04), in one
- * forward and one backward pass of a micro-batch of N = rows x seq tokens:
+/* The collectives over the TP group in one forward and one backward pass
+ * of a micro-batch of N = rows x seq tokens (payload bytes as comm.h counts
+ * them: the whole tensor, whatever the group's size). Tensor parallelism
+ * (lab 04), all-reduces:
  *   forward   per block 2 x N C floats (g after attention's and the MLP's
  *             row-parallel layers), the embedding's N C, and the loss's
  *             three of N (row max, sum of exps, target logit): 2L + 4 calls;
  *   backward  per block 2 x N C (f before the qkv and fc layers), the LM
  *             head's f: N C: 2L + 1 calls.
- * The same on every TP rank and for every tp > 1 (an all-reduce's payload
- * is the whole tensor, whatever the group's size). */
+ * Sequence parallelism (lab 05) turns each N C all-reduce into a
+ * reduce-scatter and adds an all-gather where the rows are needed whole:
+ *   forward   reduce-scatters 2L + 1 (row layers, embedding), all-gathers
+ *             2L + 1 (before qkv, fc and the LM head), all-reduces the
+ *             loss's 3 of N;
+ *   backward  reduce-scatters 2L + 1 (column layers' dX), all-gathers
+ *             2L + 1 (row layers' dY, the embedding's).
+ * On a ring, an all-reduce moves 2 (p-1)/p of its bytes per rank and a
+ * reduce-scatter or all-gather (p-1)/p: the same traffic either way.
+ * Full recomputation runs each block's forward again in the backward pass:
+ * its 2L collectives of N C once more. */
 typedef struct {
     size_t calls, bytes;
 } CommCount;
-void memplan_tp_comm(const GPTConfig *cfg, int rows, int seq, CommCount *forward,
-                     CommCount *backward);
+typedef struct {
+    CommCount allreduce, reduce_scatter, allgather;
+} TpTraffic;
+void memplan_tp_comm(const GPTConfig *cfg, const MemLayout *layout, TpTraffic *forward,
+                     TpTraffic *backward);
+/* Per step, besides the passes: the gradient norm's sum over the TP group
+ * (one double) and, under sequence parallelism, the layernorms' gradients
+ * (4L + 2 all-reduces of C floats). */
+CommCount memplan_tp_step_comm(const GPTConfig *cfg, const MemLayout *layout);
 
 /* Print, for rank 0 of a trainer, the planner's peak bytes per category
  * next to this rank's measured peaks (alloc.h), "ok" or "DIFFERENT". */

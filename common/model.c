@@ -9,15 +9,22 @@
 
 /* ---- activations ---------------------------------------------------------- */
 
-/* Per block, per token: ln1 C + 2, qkv 3 aw, atty aw, res1 C, ln2 C + 2,
- * fch mw, fch_gelu mw, res2 C, with aw = C/tp and mw = 4C/tp: 16C + 4 at
- * tp = 1; plus att NH/tp T per token. Recomputation keeps, of L blocks:
+/* Rows between the split layers (model.h): all B T, or under sequence
+ * parallelism this rank's B T / tp. */
+static size_t seq_rows(const GPTLayout *l, size_t rows) { return l->sp ? rows / l->tp : rows; }
+
+/* Per block, per token of the BT: ln1 C, qkv 3 aw, atty aw, ln2 C, fch mw,
+ * fch_gelu mw, with aw = C/tp and mw = 4C/tp; per row of the R between
+ * the split layers (R = BT but under sequence parallelism): the layernorm
+ * statistics 4, res1 C, res2 C. 16C + 4 per token at tp = 1; plus att
+ * NH/tp T per token. Recomputation keeps, of L blocks:
  *   SELECTIVE  L (all but att) + one att, shared;
  *   FULL       L res2 (each block's output) + one block's others, shared. */
 static size_t block_act_floats(const GPTLayout *l, int B, int T) {
-    size_t BT = (size_t)B * T, C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
-    size_t all = BT * (4 * C + 4 + 4 * aw + 2 * mw) + (size_t)B * l->n_head * T * T;
-    size_t att = (size_t)B * l->n_head * T * T, res2 = BT * C, L = l->cfg.n_layer;
+    size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd;
+    size_t aw = l->attn_width, mw = l->mlp_width;
+    size_t att = (size_t)B * l->n_head * T * T, res2 = R * C, L = l->cfg.n_layer;
+    size_t all = BT * (2 * C + 4 * aw + 2 * mw) + R * (2 * C + 4) + att;
     switch (l->recompute) {
     case RECOMPUTE_SELECTIVE: return L * (all - att) + att;
     case RECOMPUTE_FULL: return L * res2 + (all - res2);
@@ -26,10 +33,10 @@ static size_t block_act_floats(const GPTLayout *l, int B, int T) {
 }
 
 size_t gpt_activation_floats(const GPTLayout *l, int B, int T) {
-    size_t BT = (size_t)B * T, C = l->cfg.n_embd;
-    return BT * C                                /* encoded */
+    size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd;
+    return R * C                                 /* encoded */
            + block_act_floats(l, B, T)
-           + BT * (C + 2)                        /* lnf, mean, rstd */
+           + BT * C + 2 * R                      /* lnf, mean, rstd */
            + BT * l->vocab_rows                  /* probs */
            + BT                                  /* losses */
            + (l->split_layers ? 3 * BT : 0);     /* ce_stats */
@@ -39,10 +46,11 @@ size_t gpt_activation_ints(int B, int T) { return 2 * (size_t)B * T; }
 
 /* dlnf, dres_out, dres_in: 3 BTC; per block: dres_mid C, dln C, dqkv 3 aw,
  * datty aw, dfch mw, dfch_gelu mw = 14C per token at tp = 1, plus datt
- * NH/tp T T per sequence. */
+ * NH/tp T T per sequence; under sequence parallelism, seq_full BTC. */
 size_t gpt_scratch_floats(const GPTLayout *l, int B, int T) {
     size_t BT = (size_t)B * T, C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
-    return BT * 3 * C + BT * (2 * C + 4 * aw + 2 * mw) + (size_t)B * l->n_head * T * T;
+    return BT * 3 * C + BT * (2 * C + 4 * aw + 2 * mw) + (size_t)B * l->n_head * T * T +
+           (l->sp ? BT * C : 0);
 }
 
 /* Hand out consecutive pieces of one allocation. */
@@ -53,7 +61,7 @@ static float *take(float **cursor, size_t n) {
 }
 
 void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratch *s) {
-    const size_t BT = (size_t)B * T, C = l->cfg.n_embd, NH = l->n_head;
+    const size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd, NH = l->n_head;
     const size_t aw = l->attn_width, mw = l->mlp_width;
     memset(a, 0, sizeof *a);
     a->B = B;
@@ -62,7 +70,7 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
     a->targets = a->inputs + BT;
     size_t nf = gpt_activation_floats(l, B, T);
     float *base = mem_alloc(MEM_ACTIVATIONS, nf * sizeof(float)), *cur = base;
-    a->encoded = take(&cur, BT * C);
+    a->encoded = take(&cur, R * C);
     a->blocks = calloc(l->cfg.n_layer, sizeof(BlockActs));
     CHECK(a->blocks != NULL, "out of memory");
     for (int i = 0; i < l->cfg.n_layer; i++) {
@@ -70,27 +78,27 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
         if (i > 0 && l->recompute == RECOMPUTE_FULL) {
             /* block 0's buffers, rebuilt before each block's backward */
             *b = a->blocks[0];
-            b->res2 = take(&cur, BT * C);
+            b->res2 = take(&cur, R * C);
             continue;
         }
         b->ln1 = take(&cur, BT * C);
-        b->ln1_mean = take(&cur, BT);
-        b->ln1_rstd = take(&cur, BT);
+        b->ln1_mean = take(&cur, R);
+        b->ln1_rstd = take(&cur, R);
         b->qkv = take(&cur, BT * 3 * aw);
         int shared_att = i > 0 && l->recompute == RECOMPUTE_SELECTIVE;
         b->att = shared_att ? a->blocks[0].att : take(&cur, (size_t)B * NH * T * T);
         b->atty = take(&cur, BT * aw);
-        b->res1 = take(&cur, BT * C);
+        b->res1 = take(&cur, R * C);
         b->ln2 = take(&cur, BT * C);
-        b->ln2_mean = take(&cur, BT);
-        b->ln2_rstd = take(&cur, BT);
+        b->ln2_mean = take(&cur, R);
+        b->ln2_rstd = take(&cur, R);
         b->fch = take(&cur, BT * mw);
         b->fch_gelu = take(&cur, BT * mw);
-        b->res2 = take(&cur, BT * C);
+        b->res2 = take(&cur, R * C);
     }
     a->lnf = take(&cur, BT * C);
-    a->lnf_mean = take(&cur, BT);
-    a->lnf_rstd = take(&cur, BT);
+    a->lnf_mean = take(&cur, R);
+    a->lnf_rstd = take(&cur, R);
     a->probs = take(&cur, BT * l->vocab_rows);
     a->losses = take(&cur, BT);
     if (l->split_layers) a->ce_stats = take(&cur, 3 * BT);
@@ -111,6 +119,10 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
     s->dfch = take(&cur, BT * mw);
     s->dfch_gelu = take(&cur, BT * mw);
     s->block_floats = (size_t)(cur - s->block_base);
+    if (l->sp) {
+        a->seq_full = take(&cur, BT * C);
+        for (int i = 0; i < l->cfg.n_layer; i++) a->blocks[i].seq_full = a->seq_full;
+    }
     CHECK((size_t)(cur - sbase) == ns, "scratch layout disagrees with its formula");
 }
 
@@ -172,57 +184,95 @@ static void recompute_block(const GPTLayout *l, const BlockParams *p, BlockActs 
 static const TensorParallelOps *ops_of(const GPTLayout *l) {
     CHECK(!l->split_layers == !l->tp_ops && (l->split_layers || l->tp == 1),
           "a layout of tp %d must run split layers (split_layers and tp_ops set together)", l->tp);
+    CHECK(!l->sp == !l->sp_ops && (!l->sp || l->split_layers),
+          "sequence parallelism needs its layers (sp and sp_ops set together) and split layers");
     return l->split_layers ? l->tp_ops : &g_whole_ops;
+}
+
+/* ---- the split layers as this layout runs them ----------------------------
+ * TensorParallelOps', or under sequence parallelism SequenceParallelOps',
+ * whose rows between the split layers are this rank's R = N/tp (model.h).
+ * Either way: a column layer reads a whole (N, IC) input whose first rows
+ * (seq_first) the caller wrote, and gives its input gradient's R rows at the
+ * start of dinp, which holds zeros on entry; a row layer gives R rows. */
+static size_t seq_first(const GPTLayout *l, int N) {
+    return l->sp ? (size_t)l->tp_rank * (size_t)(N / l->tp) : 0;
+}
+static void column_forward(const GPTLayout *l, float *out, float *inp, const float *w,
+                           const float *b, int N, int IC, int OC) {
+    if (l->sp) l->sp_ops->column_forward(l, out, inp, w, b, N, IC, OC);
+    else ops_of(l)->column_forward(l, out, inp, w, b, N, IC, OC);
+}
+static void column_backward(const GPTLayout *l, float *dinp, float *dw, float *db,
+                            const float *dout, const float *inp, const float *w, float *full,
+                            int N, int IC, int OC) {
+    if (l->sp) l->sp_ops->column_backward(l, dinp, dw, db, dout, inp, w, full, N, IC, OC);
+    else ops_of(l)->column_backward(l, dinp, dw, db, dout, inp, w, N, IC, OC);
+}
+static void row_forward(const GPTLayout *l, float *out, const float *inp, const float *w,
+                        const float *b, float *full, int N, int IC, int OC) {
+    if (l->sp) l->sp_ops->row_forward(l, out, inp, w, b, full, N, IC, OC);
+    else ops_of(l)->row_forward(l, out, inp, w, b, N, IC, OC);
+}
+static void row_backward(const GPTLayout *l, float *dinp, float *dw, float *db,
+                         const float *dout, const float *inp, const float *w, float *full,
+                         int N, int IC, int OC) {
+    if (l->sp) l->sp_ops->row_backward(l, dinp, dw, db, dout, inp, w, full, N, IC, OC);
+    else ops_of(l)->row_backward(l, dinp, dw, db, dout, inp, w, N, IC, OC);
 }
 
 /* ---- forward and backward -------------------------------------------------
  * Local widths: aw = C/tp (q, k, v and the attention output of NH/tp
  * heads), mw = 4C/tp. Attention is column-parallel into the heads and
  * row-parallel out of them, the MLP column then row: one all-reduce per
- * pair in each direction (model.h's TensorParallelOps). */
+ * pair in each direction (model.h's TensorParallelOps), or a reduce-scatter
+ * and an all-gather under sequence parallelism. x, res1, res2 and the
+ * layernorm statistics have R rows; the layernorms write theirs from row
+ * seq_first of their whole (N, C) outputs, which the column layers read. */
 
 void block_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a, const float *x,
                    int B, int T) {
-    const TensorParallelOps *op = ops_of(l);
     const int C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width, N = B * T;
-    const size_t NC = (size_t)N * C;
-    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, N, C);
-    op->column_forward(l, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * aw);
+    const int R = (int)seq_rows(l, (size_t)N);
+    const size_t RC = (size_t)R * C, mine = seq_first(l, N) * C;
+    layernorm_forward(a->ln1 + mine, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, R, C);
+    column_forward(l, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * aw);
     attention_forward(a->atty, a->att, a->qkv, B, T, aw, l->n_head);
-    op->row_forward(l, a->res1, a->atty, p->attprojw, p->attprojb, N, aw, C);
-    residual_forward(a->res1, a->res1, x, NC);
-    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, p->ln2w, p->ln2b, N, C);
-    op->column_forward(l, a->fch, a->ln2, p->fcw, p->fcb, N, C, mw);
+    row_forward(l, a->res1, a->atty, p->attprojw, p->attprojb, a->seq_full, N, aw, C);
+    residual_forward(a->res1, a->res1, x, RC);
+    layernorm_forward(a->ln2 + mine, a->ln2_mean, a->ln2_rstd, a->res1, p->ln2w, p->ln2b, R, C);
+    column_forward(l, a->fch, a->ln2, p->fcw, p->fcb, N, C, mw);
     gelu_forward(a->fch_gelu, a->fch, (size_t)N * mw);
-    op->row_forward(l, a->res2, a->fch_gelu, p->fcprojw, p->fcprojb, N, mw, C);
-    residual_forward(a->res2, a->res2, a->res1, NC);
+    row_forward(l, a->res2, a->fch_gelu, p->fcprojw, p->fcprojb, a->seq_full, N, mw, C);
+    residual_forward(a->res2, a->res2, a->res1, RC);
 }
 
 void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
                     const BlockActs *a, const float *x, const float *dout, float *dx,
                     BackwardScratch *s, int B, int T) {
-    const TensorParallelOps *op = ops_of(l);
     const int C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width, N = B * T;
-    const size_t NC = (size_t)N * C;
+    const int R = (int)seq_rows(l, (size_t)N);
+    const size_t RC = (size_t)R * C;
     set_zero(s->block_base, s->block_floats);
     /* MLP branch, x2 = x1 + fcproj(gelu(fc(ln2(x1)))): the branch gets dout,
      * and the skip connection adds dout into d(x1) = dres_mid. */
-    op->row_backward(l, s->dfch_gelu, g->fcprojw, g->fcprojb, dout, a->fch_gelu, p->fcprojw,
-                     N, mw, C);
+    row_backward(l, s->dfch_gelu, g->fcprojw, g->fcprojb, dout, a->fch_gelu, p->fcprojw,
+                 a->seq_full, N, mw, C);
     gelu_backward(s->dfch, a->fch, s->dfch_gelu, (size_t)N * mw);
-    op->column_backward(l, s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, N, C, mw);
+    column_backward(l, s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, a->seq_full, N, C, mw);
     layernorm_backward(s->dres_mid, g->ln2w, g->ln2b, s->dln, a->res1, p->ln2w, a->ln2_mean,
-                       a->ln2_rstd, N, C);
-    residual_backward(s->dres_mid, dout, NC);
+                       a->ln2_rstd, R, C);
+    residual_backward(s->dres_mid, dout, RC);
     /* Attention branch, x1 = x + attproj(attention(qkv(ln1(x)))). */
-    set_zero(s->dln, NC);
-    op->row_backward(l, s->datty, g->attprojw, g->attprojb, s->dres_mid, a->atty, p->attprojw,
-                     N, aw, C);
+    set_zero(s->dln, (size_t)N * C);
+    row_backward(l, s->datty, g->attprojw, g->attprojb, s->dres_mid, a->atty, p->attprojw,
+                 a->seq_full, N, aw, C);
     attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, aw, l->n_head);
-    op->column_backward(l, s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, N, C, 3 * aw);
+    column_backward(l, s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, a->seq_full, N, C,
+                    3 * aw);
     layernorm_backward(dx, g->ln1w, g->ln1b, s->dln, x, p->ln1w, a->ln1_mean, a->ln1_rstd,
-                       N, C);
-    residual_backward(dx, s->dres_mid, NC);
+                       R, C);
+    residual_backward(dx, s->dres_mid, RC);
 }
 
 /* The hooks, each a no-op when absent */
@@ -239,11 +289,26 @@ static void grads_ready(const ModelHooks *h, int u) {
     if (h && h->grads_ready) h->grads_ready(h->ctx, u);
 }
 
+/* The embeddings: every row, or this rank's R under sequence parallelism. */
+static void embedding_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a) {
+    if (l->sp)
+        l->sp_ops->embedding_forward(l, a->encoded, a->inputs, p->wte, p->wpe, a->seq_full, a->B,
+                                     a->T);
+    else ops_of(l)->embedding_forward(l, a->encoded, a->inputs, p->wte, p->wpe, a->B, a->T);
+}
+static void embedding_backward(const GPTLayout *l, GPTParams *g, GPTActs *a, const float *dout) {
+    if (l->sp)
+        l->sp_ops->embedding_backward(l, g->wte, g->wpe, dout, a->inputs, a->seq_full, a->B,
+                                      a->T);
+    else ops_of(l)->embedding_backward(l, g->wte, g->wpe, dout, a->inputs, a->B, a->T);
+}
+
 float gpt_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a, const ModelHooks *h) {
     const TensorParallelOps *op = ops_of(l);
-    const int B = a->B, T = a->T, C = l->cfg.n_embd, L = l->cfg.n_layer;
+    const int B = a->B, T = a->T, C = l->cfg.n_embd, L = l->cfg.n_layer, N = B * T;
+    const int R = (int)seq_rows(l, (size_t)N);
     needed(h, GPT_UNIT_EMBED, 0);
-    op->embedding_forward(l, a->encoded, a->inputs, p->wte, p->wpe, B, T);
+    embedding_forward(l, p, a);
     const float *x = a->encoded;
     for (int i = 0; i < L; i++) {
         needed(h, 1 + i, 0);
@@ -252,33 +317,35 @@ float gpt_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a, const Mode
         x = a->blocks[i].res2;
     }
     needed(h, L + 1, 0);
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p->lnfw, p->lnfb, B * T, C);
+    layernorm_forward(a->lnf + seq_first(l, N) * C, a->lnf_mean, a->lnf_rstd, x, p->lnfw,
+                      p->lnfb, R, C);
     done(h, L + 1, 0);
     /* logits, the tied head: column-parallel over this rank's vocabulary rows */
-    op->column_forward(l, a->probs, a->lnf, p->wte, NULL, B * T, C, l->vocab_rows);
+    column_forward(l, a->probs, a->lnf, p->wte, NULL, N, C, l->vocab_rows);
     done(h, GPT_UNIT_EMBED, 0);
-    return op->crossentropy_forward(l, a->losses, a->probs, a->ce_stats, a->targets, B * T);
+    return op->crossentropy_forward(l, a->losses, a->probs, a->ce_stats, a->targets, N);
 }
 
 void gpt_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,
                   BackwardScratch *s, const ModelHooks *h) {
     const TensorParallelOps *op = ops_of(l);
-    const int B = a->B, T = a->T, C = l->cfg.n_embd, L = l->cfg.n_layer;
-    const size_t NC = (size_t)B * T * C;
+    const int B = a->B, T = a->T, C = l->cfg.n_embd, L = l->cfg.n_layer, N = B * T;
+    const int R = (int)seq_rows(l, (size_t)N);
+    const size_t NC = (size_t)N * C;
     /* The loss is the mean over B*T positions: d(loss)/d(row loss) = 1/(BT). */
-    op->crossentropy_backward(l, a->probs, a->targets, 1.0f / (B * T), B * T);
+    op->crossentropy_backward(l, a->probs, a->targets, 1.0f / N, N);
     set_zero(s->dlnf, NC);
     needed(h, GPT_UNIT_EMBED, 1);
     grads_begin(h, GPT_UNIT_EMBED);
-    op->column_backward(l, s->dlnf, g->wte, NULL, a->probs, a->lnf, p->wte, B * T, C,
-                        l->vocab_rows);
+    column_backward(l, s->dlnf, g->wte, NULL, a->probs, a->lnf, p->wte, a->seq_full, N, C,
+                    l->vocab_rows);
     done(h, GPT_UNIT_EMBED, 1);
     float *dout = s->dres_out, *dx = s->dres_in;
     set_zero(dout, NC);
     needed(h, L + 1, 1);
     grads_begin(h, L + 1);
     layernorm_backward(dout, g->lnfw, g->lnfb, s->dlnf, a->blocks[L - 1].res2, p->lnfw,
-                       a->lnf_mean, a->lnf_rstd, B * T, C);
+                       a->lnf_mean, a->lnf_rstd, R, C);
     done(h, L + 1, 1);
     grads_ready(h, L + 1);
     for (int i = L - 1; i >= 0; i--) {
@@ -295,6 +362,6 @@ void gpt_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs 
         dx = tmp;
     }
     /* wte is final only now: the tied LM head wrote to it first */
-    op->embedding_backward(l, g->wte, g->wpe, dout, a->inputs, B, T);
+    embedding_backward(l, g, a, dout);
     grads_ready(h, GPT_UNIT_EMBED);
 }

@@ -16,7 +16,9 @@
  * Communication inside the passes goes through the layout's
  * TensorParallelOps (below), called unconditionally: the whole model's
  * versions (tp = 1, labs 00-03) are the plain kernels and communicate
- * nothing; lab 04's split them over the TP group.
+ * nothing; lab 04's split them over the TP group. Under sequence
+ * parallelism (lab 05) the residual stream itself is split by rows, and
+ * SequenceParallelOps take the split layers' place.
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -65,32 +67,82 @@ struct TensorParallelOps {
                                   float dloss, int N);
 };
 
-/* What one block's forward keeps. Shapes for a batch of B sequences of T. */
+/* Sequence parallelism (lab 05; Korthikanti et al. 2022): between the
+ * split layers (embedding output, layernorms, residual adds) a rank holds
+ * only its Nl = N/tp rows of the N = B T tokens, rows [tp_rank Nl,
+ * (tp_rank + 1) Nl), so each of TensorParallelOps' all-reduces becomes a
+ * reduce-scatter into the rank's rows or an all-gather out of them (the
+ * same bytes on the wire: an all-reduce is a reduce-scatter and an
+ * all-gather). Shapes as TensorParallelOps', N the whole row count; full
+ * is (N, C) scratch (C = IC or OC, the whole-row side):
+ *   column_forward   inp (N, IC) holds this rank's rows on entry: gather the
+ *                    others into it (kept for the backward pass), then
+ *                    out (N, OC) = inp W^T + b, this rank's columns;
+ *   column_backward  dinp (Nl, IC) = this rank's rows of the sum over
+ *                    ranks of dout W (WRITTEN, not accumulated); dw, db as TP;
+ *   row_forward      out (Nl, OC) = this rank's rows of the sum over ranks
+ *                    of inp W^T, plus b;
+ *   row_backward     dout (Nl, OC) this rank's rows: gathered whole, then
+ *                    dinp (N, IC) += dout W, dw, db as TP (whole sums);
+ *   embedding_*      out, dout (Nl, C) this rank's rows of wte[token] +
+ *                    wpe[t]; dwte this rank's vocabulary rows, dwpe whole;
+ *   sum_layernorm_grads  once per step, after the data-parallel mean: a
+ *                    layernorm saw only this rank's rows, so its gradient
+ *                    is a partial sum: sum it over the TP group (grads:
+ *                    the flat buffer, layout.h's views).
+ * The cross-entropy stays TensorParallelOps': the LM head's output, like
+ * every column-parallel output, has all N rows. */
+struct SequenceParallelOps {
+    void (*column_forward)(const GPTLayout *l, float *out, float *inp, const float *w,
+                           const float *b, int N, int IC, int OC);
+    void (*column_backward)(const GPTLayout *l, float *dinp, float *dw, float *db,
+                            const float *dout, const float *inp, const float *w, float *full,
+                            int N, int IC, int OC);
+    void (*row_forward)(const GPTLayout *l, float *out, const float *inp, const float *w,
+                        const float *b, float *full, int N, int IC, int OC);
+    void (*row_backward)(const GPTLayout *l, float *dinp, float *dw, float *db,
+                         const float *dout, const float *inp, const float *w, float *full,
+                         int N, int IC, int OC);
+    void (*embedding_forward)(const GPTLayout *l, float *out, const int *tokens,
+                              const float *wte, const float *wpe, float *full, int B, int T);
+    void (*embedding_backward)(const GPTLayout *l, float *dwte, float *dwpe, const float *dout,
+                               const int *tokens, float *full, int B, int T);
+    void (*sum_layernorm_grads)(const GPTLayout *l, float *grads);
+};
+
+/* What one block's forward keeps. Shapes for a batch of B sequences of T;
+ * R = B T rows, or under sequence parallelism this rank's B T / tp (the
+ * (B,T,C) buffers the split layers read whole keep all rows: the layernorm
+ * outputs, gathered in place). */
 typedef struct {
-    float *ln1, *ln1_mean, *ln1_rstd;  /* (B,T,C), (B,T), (B,T) */
+    float *ln1, *ln1_mean, *ln1_rstd;  /* (B,T,C), (R), (R) */
     float *qkv;                        /* (B,T,3C) */
     float *att;                        /* (B,NH,T,T) softmax probabilities */
     float *atty;                       /* (B,T,C) attention output, pre-projection */
-    float *res1;                       /* (B,T,C) x + attention branch */
-    float *ln2, *ln2_mean, *ln2_rstd;  /* (B,T,C), (B,T), (B,T) */
+    float *res1;                       /* (R,C) x + attention branch */
+    float *ln2, *ln2_mean, *ln2_rstd;  /* (B,T,C), (R), (R) */
     float *fch, *fch_gelu;             /* (B,T,4C) each */
-    float *res2;                       /* (B,T,C) block output */
+    float *res2;                       /* (R,C) block output */
+    float *seq_full;                   /* (B,T,C) sequence parallelism's scratch (not
+                                          kept; shared by all blocks), else NULL */
 } BlockActs;
 
 typedef struct {
     int B, T;
     int *inputs, *targets;                  /* (B,T) token ids */
-    float *encoded;                         /* (B,T,C) */
+    float *encoded;                         /* (R,C) */
     BlockActs *blocks;                      /* L of them */
-    float *lnf, *lnf_mean, *lnf_rstd;       /* (B,T,C), (B,T), (B,T) */
+    float *lnf, *lnf_mean, *lnf_rstd;       /* (B,T,C), (R), (R) */
     float *probs;                           /* (B,T,Vp/tp); dlogits in backward */
     float *losses;                          /* (B,T) */
     float *ce_stats;                        /* (3,B,T) per row: max, sum of exps, target
                                                logit over the TP group (split layers only) */
+    float *seq_full;                        /* the blocks' seq_full */
 } GPTActs;
 
 /* Scratch for the backward pass: activation gradients of ONE block at a
- * time (reused down the layers), plus the residual stream's gradient. */
+ * time (reused down the layers), plus the residual stream's gradient
+ * (under sequence parallelism, of the residual stream's first R rows). */
 typedef struct {
     float *dlnf;                 /* (B,T,C) */
     float *dres_out, *dres_mid, *dres_in; /* (B,T,C) d(x2), d(x1), d(x) of a block */

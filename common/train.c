@@ -290,7 +290,11 @@ static float *layout_gather_standard(const GPTLayout *l, const float *local, int
     float *whole = malloc(gpt_num_params(&l->cfg) * sizeof(float));
     CHECK(mine && all && whole, "out of memory for gathering the parameters");
     device_copy(mine, local, n * sizeof(float));
+    /* outputs, not the training's traffic: not counted (comm.h) */
+    const int untraced = l->tp_group->untraced;
+    l->tp_group->untraced = 1;
     comm_allgather(l->tp_group, mine, all, n * l->tp, COMM_FLOAT);  /* n from each rank */
+    l->tp_group->untraced = untraced;
     for (int r = 0; r < l->tp; r++) {
         GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
         gpt_layout_to_standard(&lr, all + (size_t)r * n, whole, !mine_replicated && r == 0);
@@ -334,6 +338,8 @@ static void replicated_grads_ready(void *ctx, int unit) {
 static double replicated_finish_grads(void *ctx, int micro_batches) {
     Replicated *r = ctx;
     if (r->sync) r->sync->finish(r->sync->ctx, r->grads, r->n);
+    /* sequence parallelism: each TP rank's layernorms saw its rows only */
+    if (r->layout->sp) r->layout->sp_ops->sum_layernorm_grads(r->layout, r->grads);
     /* each micro-batch's backward gave the gradient of its own mean loss */
     if (micro_batches > 1) scale_inplace(r->grads, 1.0f / micro_batches, r->n);
     return layout_sum_squares(r->layout, r->tensors, r->grads);

@@ -77,7 +77,7 @@ void vocab_parallel_embedding_forward(const GPTLayout *l, float *out, const int 
     const int C = l->cfg.n_embd;
     vocab_embedding_forward(out, tokens, wte, l->vocab_first, l->vocab_rows, B * T, C);
     tp_reduce_from_region_forward(l, out, (size_t)B * T * C);
-    position_forward(out, wpe, B, T, C);
+    position_forward(out, wpe, 0, B * T, T, C);
     /* END SOLUTION */
 }
 

@@ -64,6 +64,21 @@ int main(void) {
     for (int i = 0; i < 3 * C; i++) qkv[(T - 1) * 3 * C + i] += 1.0f;  /* b=0, t=T-1 */
     attention_forward(y2, att, qkv, B, T, C, NH);
     EXPECT(memcmp(y, y2, (T - 1) * C * sizeof(float)) == 0, "future token changed the past");
+    /* selective recomputation (lab 05) rebuilds P alone: the same bits, also
+     * past one block of query rows (T = 70 > 64) */
+    for (int t_long = 0; t_long < 2; t_long++) {
+        const int LT = t_long ? 70 : T;
+        size_t nq = (size_t)B * LT * 3 * C, na = (size_t)B * NH * LT * LT;
+        float *q = malloc(nq * sizeof(float)), *p1 = malloc(na * sizeof(float));
+        float *p2 = malloc(na * sizeof(float)), *yl = malloc((size_t)B * LT * C * sizeof(float));
+        fill(q, nq, 5);
+        attention_forward(yl, p1, q, B, LT, C, NH);
+        for (size_t i = 0; i < na; i++) p2[i] = 7.0f;  /* overwritten, diagonal and mask */
+        attention_probs_forward(p2, q, B, LT, C, NH);
+        EXPECT(memcmp(p1, p2, na * sizeof(float)) == 0,
+               "attention_probs_forward differs from attention_forward's probabilities (T = %d)", LT);
+        free(q), free(p1), free(p2), free(yl);
+    }
 
     /* crossentropy: loss is -log softmax(target), in place or not */
     float logits[2 * 4] = {1, 2, 3, 4, -1, 0, 0, 5}, probs[8], losses[2];
@@ -139,7 +154,13 @@ int main(void) {
             for (int i = 0; i < ET * EC; i++) sumr[i] += one[i];
             vocab_embedding_backward(dwte_r + r * ROWS * EC, wpe, tok, r * ROWS, rows, ET, EC);
         }
-        position_forward(sumr, wpe, 1, ET, EC);
+        position_forward(sumr, wpe, 0, ET, ET, EC);
+        /* a sequence-parallel rank's rows, from a row offset: the same rows */
+        float rows_part[ET * EC] = {0}, whole_pos[ET * EC] = {0};
+        position_forward(whole_pos, wpe, 0, ET, ET, EC);
+        position_forward(rows_part + 2 * EC, wpe, 2, ET - 2, ET, EC);
+        EXPECT(memcmp(rows_part + 2 * EC, whole_pos + 2 * EC, (ET - 2) * EC * sizeof(float)) == 0,
+               "position_forward from row 2 differs from the whole's rows");
         position_backward(dwpe_r, wpe, 1, ET, EC);
         EXPECT(memcmp(sumr, enc, sizeof enc) == 0, "vocab-parallel embedding differs from the encoder");
         EXPECT(memcmp(dwte_r, dwte, sizeof dwte) == 0 && memcmp(dwpe_r, dwpe, sizeof dwpe) == 0,

@@ -277,6 +277,23 @@ static void check_attention(const Shape *s) {
     attention_forward_cuda(out.d, att.d, qkv.d, B, T, C, NH);
     expect_pair("attention_forward att", &att, TOL_SOFTMAX);
     expect_pair("attention_forward out", &out, TOL_SOFTMAX);
+    /* selective recomputation (lab 05): P alone, the same bits as above */
+    Pair again = pair_random(natt, 1.0f);
+    attention_probs_forward_cpu(again.h, qkv.h, B, T, C, NH);
+    attention_probs_forward_cuda(again.d, qkv.d, B, T, C, NH);
+    expect_pair("attention_probs_forward att", &again, TOL_SOFTMAX);
+    EXPECT(memcmp(again.h, att.h, natt * sizeof(float)) == 0,
+           "attention_probs_forward [%s]: the CPU's P differs from attention_forward's", g_case);
+    {
+        float *pa = (float *)host_alloc(natt * sizeof(float));
+        float *pb = (float *)host_alloc(natt * sizeof(float));
+        CUDA_CHECK(cudaMemcpy(pa, again.d, natt * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(pb, att.d, natt * sizeof(float), cudaMemcpyDeviceToHost));
+        EXPECT(memcmp(pa, pb, natt * sizeof(float)) == 0,
+               "attention_probs_forward [%s]: the GPU's P differs from attention_forward's", g_case);
+        free(pa), free(pb);
+    }
+    pair_free(&again);
 
     /* the causal mask is exact zeros */
     float *p = (float *)host_alloc(natt * sizeof(float));
@@ -342,8 +359,11 @@ static void check_vocab_parallel(const Shape *s) {
     vocab_embedding_forward_cuda(out.d, tokens.d, wte.d, first, rows, N, C);
     expect_pair("vocab_embedding_forward out", &out, TOL_EXACT);
     Pair wpe = pair_random((size_t)T * C, 1.0f);
-    position_forward_cpu(out.h, wpe.h, B, T, C);
-    position_forward_cuda(out.d, wpe.d, B, T, C);
+    position_forward_cpu(out.h, wpe.h, 0, N, T, C);
+    position_forward_cuda(out.d, wpe.d, 0, N, T, C);
+    /* a sequence-parallel rank's rows (lab 05): the last third, from mid-sequence */
+    position_forward_cpu(out.h + (size_t)(N - N / 3) * C, wpe.h, N - N / 3, N / 3, T, C);
+    position_forward_cuda(out.d + (size_t)(N - N / 3) * C, wpe.d, N - N / 3, N / 3, T, C);
     expect_pair("position_forward out", &out, TOL_EXACT);
     Pair dout = pair_random(nc, 1.0f), dwte = pair_random((size_t)rows * C, 1.0f);
     Pair dwpe = pair_random((size_t)T * C, 1.0f);

@@ -1,0 +1,133 @@
+/* Lab 05: activation memory. Read activation_memory.h first, then
+ * README.md. You write the sequence-parallel collectives and layers, with
+ * the kernels of common/kernels.h and the collectives of common/comm.h:
+ *   comm_allgather(l->tp_group, send, recv, n, COMM_FLOAT)
+ *   comm_reduce_scatter(l->tp_group, send, recv, n, COMM_FLOAT, COMM_SUM)
+ *   comm_allreduce(l->tp_group, send, recv, n, COMM_FLOAT, COMM_SUM)
+ * (n is the whole buffer; rank r's part is elements [r n/p, (r+1) n/p)),
+ * and the two recomputations. Lab 04's layers are the model you start from:
+ * solutions/04_tensor_parallel/tensor_parallel.c, once released, or yours.
+ *
+ * Check your work: make test runs train_tp --sp and --recompute against
+ * lab 04 and lab 00;
+ *   mpirun -np 2 ./build/labs/05_activation_memory/train_tp --tp 2 --sp --steps 20
+ */
+#include "activation_memory.h"
+
+#include "check.h"
+#include "comm.h"
+#include "kernels.h"
+
+/* SOLUTION ONLY BEGIN */
+/* The first of this rank's R = N/tp rows. */
+static size_t my_first_row(const GPTLayout *l, int N) {
+    return (size_t)l->tp_rank * (size_t)(N / l->tp);
+}
+/* SOLUTION ONLY END */
+
+void seq_all_gather(const GPTLayout *l, const float *mine, float *full, int N, int C) {
+    /* BEGIN SOLUTION */
+    comm_allgather(l->tp_group, mine, full, (size_t)N * C, COMM_FLOAT);
+    /* END SOLUTION */
+}
+
+void seq_reduce_scatter(const GPTLayout *l, const float *full, float *mine, int N, int C) {
+    /* BEGIN SOLUTION */
+    comm_reduce_scatter(l->tp_group, full, mine, (size_t)N * C, COMM_FLOAT, COMM_SUM);
+    /* END SOLUTION */
+}
+
+/* Lab 04's column layer with the all-gather in f's place: the input rows
+ * must be whole before the GEMM, and dX = sum over ranks of dY_r A_r is
+ * wanted on each rank's rows only, a reduce-scatter (the gather's conjugate). */
+void sp_column_parallel_forward(const GPTLayout *l, float *out, float *inp, const float *w,
+                                const float *b, int N, int IC, int OC) {
+    /* BEGIN SOLUTION */
+    seq_all_gather(l, inp + my_first_row(l, N) * IC, inp, N, IC);
+    matmul_forward(out, inp, w, b, N, IC, OC);
+    /* END SOLUTION */
+}
+
+void sp_column_parallel_backward(const GPTLayout *l, float *dinp, float *dw, float *db,
+                                 const float *dout, const float *inp, const float *w, float *full,
+                                 int N, int IC, int OC) {
+    /* BEGIN SOLUTION */
+    set_zero(full, (size_t)N * IC);
+    matmul_backward(full, dw, db, dout, inp, w, N, IC, OC);
+    seq_reduce_scatter(l, full, dinp, N, IC);
+    /* END SOLUTION */
+}
+
+/* Lab 04's row layer with a reduce-scatter in g's place: each rank keeps
+ * its rows of the sum, and adds the bias to them (once per row, as before).
+ * Backward: the GEMMs need dZ on every row, an all-gather. */
+void sp_row_parallel_forward(const GPTLayout *l, float *out, const float *inp, const float *w,
+                             const float *b, float *full, int N, int IC, int OC) {
+    /* BEGIN SOLUTION */
+    matmul_forward(full, inp, w, NULL, N, IC, OC);
+    seq_reduce_scatter(l, full, out, N, OC);
+    if (b) bias_forward(out, b, N / l->tp, OC);
+    /* END SOLUTION */
+}
+
+void sp_row_parallel_backward(const GPTLayout *l, float *dinp, float *dw, float *db,
+                              const float *dout, const float *inp, const float *w, float *full,
+                              int N, int IC, int OC) {
+    /* BEGIN SOLUTION */
+    seq_all_gather(l, dout, full, N, OC);
+    matmul_backward(dinp, dw, db, full, inp, w, N, IC, OC);
+    /* END SOLUTION */
+}
+
+/* Every rank looks up the rows of the vocabulary it holds for every token
+ * (zeros for the others); the reduce-scatter sums them and leaves each rank
+ * its rows, to which it adds their positions. Backward: every rank needs
+ * every row's gradient for its vocabulary rows: an all-gather. */
+void sp_vocab_embedding_forward(const GPTLayout *l, float *out, const int *tokens,
+                                const float *wte, const float *wpe, float *full, int B, int T) {
+    /* BEGIN SOLUTION */
+    const int C = l->cfg.n_embd, N = B * T;
+    vocab_embedding_forward(full, tokens, wte, l->vocab_first, l->vocab_rows, N, C);
+    seq_reduce_scatter(l, full, out, N, C);
+    position_forward(out, wpe, (int)my_first_row(l, N), N / l->tp, T, C);
+    /* END SOLUTION */
+}
+
+void sp_vocab_embedding_backward(const GPTLayout *l, float *dwte, float *dwpe, const float *dout,
+                                 const int *tokens, float *full, int B, int T) {
+    /* BEGIN SOLUTION */
+    const int C = l->cfg.n_embd, N = B * T;
+    seq_all_gather(l, dout, full, N, C);
+    position_backward(dwpe, full, B, T, C);
+    vocab_embedding_backward(dwte, full, tokens, l->vocab_first, l->vocab_rows, N, C);
+    /* END SOLUTION */
+}
+
+void sp_sum_layernorm_grads(const GPTLayout *l, float *grads) {
+    /* BEGIN SOLUTION */
+    const size_t C = (size_t)l->cfg.n_embd;
+    GPTParams g;
+    gpt_params_view(l, grads, &g);
+    for (int i = 0; i < l->cfg.n_layer; i++) {
+        BlockParams *b = &g.blocks[i];
+        float *ln[4] = {b->ln1w, b->ln1b, b->ln2w, b->ln2b};
+        for (int k = 0; k < 4; k++) comm_allreduce(l->tp_group, ln[k], ln[k], C, COMM_FLOAT, COMM_SUM);
+    }
+    comm_allreduce(l->tp_group, g.lnfw, g.lnfw, C, COMM_FLOAT, COMM_SUM);
+    comm_allreduce(l->tp_group, g.lnfb, g.lnfb, C, COMM_FLOAT, COMM_SUM);
+    gpt_params_view_free(&g);
+    /* END SOLUTION */
+}
+
+void recompute_block_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a,
+                             const float *x, int B, int T) {
+    /* BEGIN SOLUTION */
+    block_forward(l, p, a, x, B, T);
+    /* END SOLUTION */
+}
+
+void recompute_attention_probs(const GPTLayout *l, BlockActs *a, int B, int T) {
+    /* BEGIN SOLUTION */
+    attention_probs_forward(a->att, a->qkv, B, T, l->attn_width, l->n_head);
+    /* END SOLUTION */
+}
