@@ -56,12 +56,14 @@ LAB03_BINS := $(foreach v,$(call copies_of,03_zero),$(BUILD)/$(v)/03_zero/train_
 
 LAB04_BINS := $(foreach v,$(call copies_of,04_tensor_parallel),$(BUILD)/$(v)/04_tensor_parallel/train_tp)
 
-LAB05_BINS := $(foreach v,$(call copies_of,05_activation_memory),$(BUILD)/$(v)/05_activation_memory/train_tp)
+LAB05_PROGS := train_tp train_zero
+LAB05_BINS := $(foreach v,$(call copies_of,05_activation_memory),$(LAB05_PROGS:%=$(BUILD)/$(v)/05_activation_memory/%))
 
 # Earlier labs' objects that later labs and the tests link.
 EARLIER_OBJ := $(BUILD)/earlier/00_single_device/backprop.o
 EARLIER_DDP := $(BUILD)/earlier/02_ddp/ddp.o
 EARLIER_TP := $(BUILD)/earlier/04_tensor_parallel/tensor_parallel.o
+EARLIER_ZERO := $(BUILD)/earlier/03_zero/zero.o
 
 # ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has
 # nvcc but no GPU), `make cuda-tests` links the GPU tests (they skip, exit
@@ -210,20 +212,26 @@ $(BUILD)/apps/train_tp.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_te
 $(BUILD)/%/04_tensor_parallel/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/04_tensor_parallel/tensor_parallel.o $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
-# lab 05: the same trainer built WITH_LAB05 (--sp, --recompute), linking the
-# student's (or the solution's) activation_memory.o, and lab 04's layers
-# through build/earlier/
-$(BUILD)/apps/train_tp_lab05.o: apps/train_tp.c $(BUILD)/flavor
+# lab 05: train_tp and train_zero built again WITH_LAB05 (--sp, --recompute),
+# linking the student's (or the solution's) activation_memory.o, and labs
+# 02-04 through build/earlier/
+LAB05_INC := -I$(call copy_of,05_activation_memory)/05_activation_memory \
+	-I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,03_zero)/03_zero \
+	-I$(call copy_of,02_ddp)/02_ddp
+$(BUILD)/apps/%_lab05.o: apps/%.c $(BUILD)/flavor
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -DWITH_LAB05 -I$(call copy_of,05_activation_memory)/05_activation_memory -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) -DWITH_LAB05 $(LAB05_INC) $(CFLAGS) -c $< -o $@
 $(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+$(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
 $(BUILD)/earlier/00_single_device/backprop.o: $(BUILD)/$(call copy_of,00_single_device)/00_single_device/backprop.o
 $(BUILD)/earlier/02_ddp/ddp.o: $(BUILD)/$(call copy_of,02_ddp)/02_ddp/ddp.o
+$(BUILD)/earlier/03_zero/zero.o: $(BUILD)/$(call copy_of,03_zero)/03_zero/zero.o
 $(BUILD)/earlier/04_tensor_parallel/tensor_parallel.o: $(BUILD)/$(call copy_of,04_tensor_parallel)/04_tensor_parallel/tensor_parallel.o
-$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP):
+$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO):
 	@mkdir -p $(@D)
 	cp $< $@
 

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "layout.h"
 #include "memplan.h"
+#include "model.h"
 
 static const char *const g_usage =
     "usage: memplan [options]\n"
@@ -33,7 +34,8 @@ static const char *const g_usage =
     "  --sp              with --tp: lab 05's sequence parallelism (train_tp --sp)\n"
     "  --recompute MODE  with --tp: none | selective | full (train_tp --recompute)\n"
     "  --activations     with --tp: also every layout of lab 05 (none, selective, full;\n"
-    "                    without and with --sp) at this degree\n"
+    "                    without and with --sp) at this degree; with --csv, their\n"
+    "                    activation bytes by part: layout,part,bytes\n"
     "  --csv             machine-readable: layout,category,states_bytes,peak_bytes\n"
     "  -h, --help        this text\n";
 
@@ -95,12 +97,10 @@ static MemLayout tp_layout(int tp, int dp, int rows, int seq, int sp, Recompute 
                        .sp = sp, .recompute = recompute};
 }
 
-static const char *const g_recompute_names[] = {"none", "selective", "full"};
-
 /* "tp2", "tp2-sp", "tp2-sp-full": the layout column of the CSV and the table */
 static void tp_label(char *out, size_t n, const MemLayout *l) {
     snprintf(out, n, "tp%d%s%s%s", l->tp, l->sp ? "-sp" : "", l->recompute ? "-" : "",
-             l->recompute ? g_recompute_names[l->recompute] : "");
+             l->recompute ? gpt_recompute_name(l->recompute) : "");
 }
 
 static void print_tp_csv(const GPTConfig *cfg, const MemLayout *l) {
@@ -112,6 +112,31 @@ static void print_tp_csv(const GPTConfig *cfg, const MemLayout *l) {
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++)
         printf("%s,%s,%zu,%zu\n", label, mem_category_name((MemCategory)c), plan.states[c],
                plan.peak[c]);
+}
+
+/* --activations --csv: each layout's activation bytes per rank by part
+ * (model.h's ActPart, and the token ids); they add up to memory.csv's
+ * activations peak. */
+static void print_activation_parts_csv(const GPTConfig *cfg, const MemLayout *l) {
+    printf("layout,part,bytes\n");
+    for (int sp = 0; sp <= (l->seq % l->tp == 0); sp++)
+        for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++) {
+            MemLayout v = *l;
+            v.sp = sp;
+            v.recompute = (Recompute)r;
+            GPTLayout m = gpt_layout_make(cfg, v.tp, 0);
+            m.split_layers = 1;
+            m.sp = v.sp;
+            m.recompute = v.recompute;
+            size_t parts[ACT_NUM_PARTS];
+            gpt_activation_parts(&m, v.rows, v.seq, parts);
+            char label[64];
+            tp_label(label, sizeof label, &v);
+            for (int p = 0; p < ACT_NUM_PARTS; p++)
+                printf("%s,%s,%zu\n", label, gpt_activation_part_name((ActPart)p),
+                       sizeof(float) * parts[p]);
+            printf("%s,tokens,%zu\n", label, sizeof(int) * gpt_activation_ints(v.rows, v.seq));
+        }
 }
 
 static void print_tp_row(const GPTConfig *cfg, const MemLayout *l) {
@@ -197,9 +222,7 @@ int main(int argc, char **argv) {
         case 'S': sp = 1; break;
         case 'A': activations = 1; break;
         case 'R':
-            for (recompute = RECOMPUTE_NONE; recompute <= RECOMPUTE_FULL; recompute++)
-                if (!strcmp(optarg, g_recompute_names[recompute])) break;
-            if (recompute > RECOMPUTE_FULL)
+            if (gpt_recompute_parse(optarg, &recompute))
                 USER_ERROR("--recompute expects none, selective or full, got '%s'", optarg);
             break;
         case 'h': printf("%s", g_usage); return 0;
@@ -237,7 +260,8 @@ int main(int argc, char **argv) {
         USER_ERROR("--sp splits the tokens over the TP group: --seq %d must be a multiple of --tp "
                    "%d", seq, tp);
     MemLayout tl = tp_layout(tp, ranks, batch / (ranks * accum), seq, sp, recompute);
-    if (tp && csv) print_tp_csv(&cfg, &tl);
+    if (tp && csv && activations) print_activation_parts_csv(&cfg, &tl);
+    else if (tp && csv) print_tp_csv(&cfg, &tl);
     else if (tp) print_tp_plan(config, &cfg, &tl, activations);
     else if (csv) print_csv(&cfg, ranks, batch / (ranks * accum), seq, overlap_rs);
     else print_plans(config, &cfg, ranks, batch / (ranks * accum), seq, overlap_rs);

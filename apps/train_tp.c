@@ -39,8 +39,7 @@ static const ExtraOption g_tp_options[] = {
 #ifdef WITH_LAB05
     {"sp", 0, "--sp                 sequence parallelism: the rows between the split layers "
               "split over the TP group (--seq must divide by --tp)"},
-    {"recompute", 1, "--recompute MODE     none | selective (attention probabilities) | full "
-                     "(each block's forward again) (default none)"},
+    {"recompute", 1, RECOMPUTE_OPTION_HELP},
 #endif
 };
 enum { N_TP_OPTIONS = sizeof g_tp_options / sizeof g_tp_options[0] };
@@ -50,10 +49,8 @@ static void on_tp_option(void *ctx, int index, const char *arg) {
     if (index == 0) t->tp = cli_int("--tp", arg, 1, 1 << 16);
     else if (index == 1) t->fused_ce = 1;
     else if (index == 2) t->sp = 1;
-    else if (!strcmp(arg, "none")) t->recompute = RECOMPUTE_NONE;
-    else if (!strcmp(arg, "selective")) t->recompute = RECOMPUTE_SELECTIVE;
-    else if (!strcmp(arg, "full")) t->recompute = RECOMPUTE_FULL;
-    else USER_ERROR("--recompute expects none, selective or full, got '%s'", arg);
+    else if (gpt_recompute_parse(arg, &t->recompute))
+        USER_ERROR("--recompute expects none, selective or full, got '%s'", arg);
 }
 
 /* Forward passes in the run: K per step, and K per held-out batch at each
@@ -165,10 +162,9 @@ int main(int argc, char **argv) {
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
     DdpSync ds;
     ddp_sync_init(&ds, dp, &layout, DDP_OVERLAPPED, 1 << 18, 0);  /* 0.25 MB buckets */
-    static const char *const recompute_names[] = {"none", "selective", "full"};
     if (world->rank == 0 && (layout.sp || layout.recompute))
         printf("train_tp: sequence parallelism %s, activation recomputation %s\n",
-               layout.sp ? "on" : "off", recompute_names[layout.recompute]);
+               layout.sp ? "on" : "off", gpt_recompute_name(layout.recompute));
     if (world->rank == 0)
         printf("train_tp: tp %d x dp %d; per rank %d of %d heads, %d of %d MLP columns, %d "
                "vocabulary rows of %d (%d padding), %zu of %zu parameters\n",

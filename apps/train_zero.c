@@ -18,16 +18,24 @@
 #include "preflight.h"
 #include "train.h"
 #include "zero.h"
+#ifdef WITH_LAB05
+#include "activation_memory.h"
+#endif
 
 typedef struct {
     int stage, prefetch, overlap_rs;
+    Recompute recompute;  /* lab 05 */
 } ZeroOptions;
 
 static const ExtraOption g_zero_options[] = {
     {"zero", 1, "--zero STAGE         1 | 2 | 3: shard moments / + gradients / + parameters (default 1)"},
     {"no-prefetch", 0, "--no-prefetch        ZeRO-3: gather each unit only when it is needed"},
     {"overlap-rs", 0, "--overlap-rs         ZeRO-2/3: reduce-scatter behind the backward pass (the extension)"},
+#ifdef WITH_LAB05
+    {"recompute", 1, RECOMPUTE_OPTION_HELP},
+#endif
 };
+enum { N_ZERO_OPTIONS = sizeof g_zero_options / sizeof g_zero_options[0] };
 
 static void on_zero_option(void *ctx, int index, const char *arg) {
     ZeroOptions *z = ctx;
@@ -38,8 +46,10 @@ static void on_zero_option(void *ctx, int index, const char *arg) {
         z->stage = arg[0] - '0';
     } else if (index == 1) {
         z->prefetch = 0;
-    } else {
+    } else if (index == 2) {
         z->overlap_rs = 1;
+    } else if (gpt_recompute_parse(arg, &z->recompute)) {
+        USER_ERROR("--recompute expects none, selective or full, got '%s'", arg);
     }
 }
 
@@ -87,12 +97,20 @@ static void grads_ready(void *ctx, int u) { zero_grads_ready(ctx, u); }
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
-    ZeroOptions zo = {1, 1, 0};
+    ZeroOptions zo = {1, 1, 0, RECOMPUTE_NONE};
     TrainOptions o;
+#ifdef WITH_LAB05
+    train_options_parse_with(argc, argv, &o, "05_activation_memory",
+                             "GPT training with ZeRO (lab 03) and lab 05's activation "
+                             "recomputation: optimizer states, gradients and parameters sharded "
+                             "over the data-parallel ranks.",
+                             g_zero_options, N_ZERO_OPTIONS, on_zero_option, &zo);
+#else
     train_options_parse_with(argc, argv, &o, "03_zero",
                              "GPT training with ZeRO: optimizer states, gradients and parameters "
                              "sharded over the data-parallel ranks (lab 03).",
-                             g_zero_options, 3, on_zero_option, &zo);
+                             g_zero_options, N_ZERO_OPTIONS, on_zero_option, &zo);
+#endif
     if (zo.overlap_rs && zo.stage < 2)
         USER_ERROR("--overlap-rs needs --zero 2 or 3 (ZeRO-%d reduce-scatters after the backward "
                    "pass, with nothing left to overlap)", zo.stage);
@@ -104,11 +122,17 @@ int main(int argc, char **argv) {
     Comm *dp = mesh->dp_group;
     MemLayout layout = {.zero_stage = zo.stage, .ranks = dp->size, .prefetch = zo.prefetch,
                         .rows = train_micro_batch_rows(&o, dp->size), .seq = o.seq,
-                        .overlap_rs = zo.overlap_rs};
+                        .overlap_rs = zo.overlap_rs, .recompute = zo.recompute};
     preflight_run(&o, &layout, world);
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
     Zero z;
-    const GPTLayout model = gpt_layout_whole(&o.model);
+    GPTLayout model = gpt_layout_whole(&o.model);
+#ifdef WITH_LAB05
+    /* lab 05's recomputations, as the model calls them (model.h) */
+    const RecomputeOps recompute_ops = {recompute_block_forward, recompute_attention_probs};
+    model.recompute = zo.recompute;
+    model.recompute_ops = &recompute_ops;
+#endif
     zero_init(&z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &model, o.seed);
     z.overlap_rs = zo.overlap_rs;
     ModelHooks hooks = {.ctx = &z};
@@ -130,7 +154,8 @@ int main(int argc, char **argv) {
                z.overlap_rs ? " (reduce-scatter behind the backward pass)" : "", dp->size,
                dp->size == 1 ? "" : "s", z.nunits, phi, z.padded_total, z.padded_total - phi,
                z.shard_total);
-    TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .states = &states};
+    TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .states = &states,
+                         .layout = &model};
     train_run_parallel(&o, &par);
     if (world->rank == 0) memplan_print_check("train_zero", &o.model, &layout);
     zero_free(&z);

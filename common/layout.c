@@ -9,6 +9,21 @@
 #include "device.h"
 #include "rng.h"
 
+static const char *const g_recompute_names[] = {"none", "selective", "full"};
+
+const char *gpt_recompute_name(Recompute r) {
+    return r >= RECOMPUTE_NONE && r <= RECOMPUTE_FULL ? g_recompute_names[r] : "?";
+}
+
+int gpt_recompute_parse(const char *name, Recompute *out) {
+    for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++)
+        if (!strcmp(name, g_recompute_names[r])) {
+            *out = (Recompute)r;
+            return 0;
+        }
+    return -1;
+}
+
 const char *gpt_layout_problem(const GPTConfig *cfg, int tp) {
     static char why[160];
     if (tp < 1) return "the tensor-parallel degree must be at least 1";

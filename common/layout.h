@@ -62,6 +62,13 @@ typedef struct SequenceParallelOps SequenceParallelOps;  /* model.h */
  *   FULL       only each block's output (the next block's input); each
  *              block's forward runs again just before its backward. */
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
+/* "none", "selective", "full"; parse returns -1 for anything else */
+const char *gpt_recompute_name(Recompute r);
+int gpt_recompute_parse(const char *name, Recompute *out);
+/* the trainers' option (lab 05's builds of train_tp and train_zero) */
+#define RECOMPUTE_OPTION_HELP                                                                    \
+    "--recompute MODE     none | selective (the attention probabilities) | full (each "       \
+    "block's forward again): what the backward pass rebuilds (default none)"
 
 typedef struct {
     GPTConfig cfg;                 /* the whole model */

@@ -19,27 +19,35 @@ static size_t seq_rows(const GPTLayout *l, size_t rows) { return l->sp ? rows / 
  * statistics 4, res1 C, res2 C. 16C + 4 per token at tp = 1; plus att
  * NH/tp T per token. Recomputation keeps, of L blocks:
  *   SELECTIVE  L (all but att) + one att, shared;
- *   FULL       L res2 (each block's output) + one block's others, shared. */
-static size_t block_act_floats(const GPTLayout *l, int B, int T) {
-    size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd;
-    size_t aw = l->attn_width, mw = l->mlp_width;
-    size_t att = (size_t)B * l->n_head * T * T, res2 = R * C, L = l->cfg.n_layer;
-    size_t all = BT * (2 * C + 4 * aw + 2 * mw) + R * (2 * C + 4) + att;
-    switch (l->recompute) {
-    case RECOMPUTE_SELECTIVE: return L * (all - att) + att;
-    case RECOMPUTE_FULL: return L * res2 + (all - res2);
-    default: return L * all;
-    }
+ *   FULL       L res2 (each block's output) + one block's others, shared.
+ * Outside the blocks: encoded R C, lnf BT C + 2R, probs BT Vp/tp, losses
+ * BT, and under split layers ce_stats 3 BT. */
+void gpt_activation_parts(const GPTLayout *l, int B, int T, size_t parts[ACT_NUM_PARTS]) {
+    const size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd;
+    const size_t aw = l->attn_width, mw = l->mlp_width, L = l->cfg.n_layer;
+    const size_t res2 = R * C, res1_stats = R * (C + 4);
+    const size_t ln_out = 2 * BT * C, split = BT * (4 * aw + 2 * mw);
+    const size_t att = (size_t)B * l->n_head * T * T;
+    const int full = l->recompute == RECOMPUTE_FULL;
+    parts[ACT_RESIDUAL] = L * res2 + (full ? 1 : L) * res1_stats;
+    parts[ACT_LAYERNORM_OUT] = (full ? 1 : L) * ln_out;
+    parts[ACT_SPLIT] = (full ? 1 : L) * split;
+    parts[ACT_ATTENTION] = (l->recompute == RECOMPUTE_NONE ? L : 1) * att;
+    parts[ACT_ENDS] = R * C + BT * C + 2 * R + BT * l->vocab_rows + BT +
+                      (l->split_layers ? 3 * BT : 0);
+}
+
+const char *gpt_activation_part_name(ActPart p) {
+    static const char *const names[ACT_NUM_PARTS] = {"residual", "layernorm_out", "split",
+                                                     "attention", "ends"};
+    return p >= 0 && p < ACT_NUM_PARTS ? names[p] : "?";
 }
 
 size_t gpt_activation_floats(const GPTLayout *l, int B, int T) {
-    size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd;
-    return R * C                                 /* encoded */
-           + block_act_floats(l, B, T)
-           + BT * C + 2 * R                      /* lnf, mean, rstd */
-           + BT * l->vocab_rows                  /* probs */
-           + BT                                  /* losses */
-           + (l->split_layers ? 3 * BT : 0);     /* ce_stats */
+    size_t parts[ACT_NUM_PARTS], total = 0;
+    gpt_activation_parts(l, B, T, parts);
+    for (int i = 0; i < ACT_NUM_PARTS; i++) total += parts[i];
+    return total;
 }
 
 size_t gpt_activation_ints(int B, int T) { return 2 * (size_t)B * T; }

@@ -159,6 +159,19 @@ typedef struct {
  * ids, for B x T on this layout (the memory formulas in
  * labs/00_single_device/README.md, and labs/04_tensor_parallel/README.md's). */
 size_t gpt_activation_floats(const GPTLayout *l, int B, int T);
+/* The same floats by what they are (labs 05's chart; they add up to
+ * gpt_activation_floats):
+ *   ACT_RESIDUAL       the residual stream: res1, res2, layernorm statistics
+ *                      (R rows: split under sequence parallelism);
+ *   ACT_LAYERNORM_OUT  ln1, ln2: the split layers' whole inputs;
+ *   ACT_SPLIT          qkv, atty, fch, fch_gelu: split by TP;
+ *   ACT_ATTENTION      the attention probabilities, B NH/tp T^2 per block;
+ *   ACT_ENDS           the embedding's output, lnf, logits, losses. */
+typedef enum {
+    ACT_RESIDUAL, ACT_LAYERNORM_OUT, ACT_SPLIT, ACT_ATTENTION, ACT_ENDS, ACT_NUM_PARTS
+} ActPart;
+void gpt_activation_parts(const GPTLayout *l, int B, int T, size_t parts[ACT_NUM_PARTS]);
+const char *gpt_activation_part_name(ActPart p);
 size_t gpt_activation_ints(int B, int T);
 size_t gpt_scratch_floats(const GPTLayout *l, int B, int T);
 
