@@ -251,7 +251,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(EARLIER_OBJ) $(LIBCOMMON)
 # host code touching GPU memory outside a kernel or a copy crashes, as on a
 # GPU. selftest checks the pretend GPU itself. -rdynamic: the crash report's
 # backtrace names the programs' functions.
-FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero train_tp bench_collectives selftest)
+FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero train_tp train_tp_lab05 train_zero_lab05 bench_collectives selftest)
 FAKE_GPU_LDFLAGS := -rdynamic
 # It runs every lab's solution: in a handout without them all it skips.
 ifeq ($(filter-out $(SOLVED),$(LAB_NAMES)),)
@@ -264,6 +264,8 @@ $(BUILD)/fake_gpu/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/solutions/00_sin
 $(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_tp_lab05: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_zero_lab05: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
 $(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o $(BUILD)/solutions/00_single_device/backprop.o
 $(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(LIBCOMMON)
@@ -333,7 +335,7 @@ gpu-build:
 # unit tests. tests/sanitize.bats runs them.
 SANITIZE_BUILD := $(BUILD)/sanitize
 # (the outer make passes BUILD=$(SANITIZE_BUILD) and SANITIZE=1 to the inner one)
-SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS)) \
+SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS)) \
 	$(DATASET_BINS) $(BUILD)/bin/memplan $(TEST_BINS)
 ifeq ($(SANITIZE),1)
 sanitize: $(SANITIZE_BINS)

@@ -32,6 +32,7 @@ static const char *const g_usage =
     "                    ranks (default N), dp = ranks / N; for N > 1 also the TP group's\n"
     "                    all-reduces per forward and backward pass\n"
     "  --sp              with --tp: lab 05's sequence parallelism (train_tp --sp)\n"
+    "  --sp-regather     with --tp: lab 05's extension (train_tp --sp-regather)\n"
     "  --recompute MODE  with --tp: none | selective | full (train_tp --recompute)\n"
     "  --activations     with --tp: also every layout of lab 05 (none, selective, full;\n"
     "                    without and with --sp) at this degree; with --csv, their\n"
@@ -99,7 +100,8 @@ static MemLayout tp_layout(int tp, int dp, int rows, int seq, int sp, Recompute 
 
 /* "tp2", "tp2-sp", "tp2-sp-full": the layout column of the CSV and the table */
 static void tp_label(char *out, size_t n, const MemLayout *l) {
-    snprintf(out, n, "tp%d%s%s%s", l->tp, l->sp ? "-sp" : "", l->recompute ? "-" : "",
+    snprintf(out, n, "tp%d%s%s%s%s", l->tp, l->sp ? "-sp" : "", l->sp_regather ? "-regather" : "",
+             l->recompute ? "-" : "",
              l->recompute ? gpt_recompute_name(l->recompute) : "");
 }
 
@@ -114,29 +116,42 @@ static void print_tp_csv(const GPTConfig *cfg, const MemLayout *l) {
                plan.peak[c]);
 }
 
+/* Lab 05's layouts at l's degree: none, selective, full recomputation,
+ * each without SP and, where the sequence divides, with SP and with SP
+ * gathered again (the extension). Returns how many (at most 9). */
+static int activation_layouts(const MemLayout *l, MemLayout out[9]) {
+    int n = 0, sp_ok = l->tp > 1 && l->seq % l->tp == 0;
+    for (int sp = 0; sp <= 2 * sp_ok; sp++)
+        for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++) {
+            out[n] = *l;
+            out[n].sp = sp >= 1;
+            out[n].sp_regather = sp == 2;
+            out[n++].recompute = (Recompute)r;
+        }
+    return n;
+}
+
 /* --activations --csv: each layout's activation bytes per rank by part
  * (model.h's ActPart, and the token ids); they add up to memory.csv's
  * activations peak. */
 static void print_activation_parts_csv(const GPTConfig *cfg, const MemLayout *l) {
     printf("layout,part,bytes\n");
-    for (int sp = 0; sp <= (l->seq % l->tp == 0); sp++)
-        for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++) {
-            MemLayout v = *l;
-            v.sp = sp;
-            v.recompute = (Recompute)r;
-            GPTLayout m = gpt_layout_make(cfg, v.tp, 0);
-            m.split_layers = 1;
-            m.sp = v.sp;
-            m.recompute = v.recompute;
-            size_t parts[ACT_NUM_PARTS];
-            gpt_activation_parts(&m, v.rows, v.seq, parts);
-            char label[64];
-            tp_label(label, sizeof label, &v);
-            for (int p = 0; p < ACT_NUM_PARTS; p++)
-                printf("%s,%s,%zu\n", label, gpt_activation_part_name((ActPart)p),
-                       sizeof(float) * parts[p]);
-            printf("%s,tokens,%zu\n", label, sizeof(int) * gpt_activation_ints(v.rows, v.seq));
-        }
+    MemLayout v[9];
+    for (int i = 0, n = activation_layouts(l, v); i < n; i++) {
+        GPTLayout m = gpt_layout_make(cfg, v[i].tp, 0);
+        m.split_layers = 1;
+        m.sp = v[i].sp;
+        m.sp_regather = v[i].sp_regather;
+        m.recompute = v[i].recompute;
+        size_t parts[ACT_NUM_PARTS];
+        gpt_activation_parts(&m, v[i].rows, v[i].seq, parts);
+        char label[64];
+        tp_label(label, sizeof label, &v[i]);
+        for (int p = 0; p < ACT_NUM_PARTS; p++)
+            printf("%s,%s,%zu\n", label, gpt_activation_part_name((ActPart)p),
+                   sizeof(float) * parts[p]);
+        printf("%s,tokens,%zu\n", label, sizeof(int) * gpt_activation_ints(v[i].rows, v[i].seq));
+    }
 }
 
 static void print_tp_row(const GPTConfig *cfg, const MemLayout *l) {
@@ -144,7 +159,7 @@ static void print_tp_row(const GPTConfig *cfg, const MemLayout *l) {
     memplan_predict(cfg, l, &plan);
     char label[64];
     tp_label(label, sizeof label, l);
-    printf("  %-20s", label);
+    printf("  %-26s", label);
     size_t total = 0;
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
         printf(" %11.3f", plan.peak[c] / 1048576.0);
@@ -168,20 +183,15 @@ static void print_tp_plan(const char *name, const GPTConfig *cfg, const MemLayou
            name, l->tp, l->ranks, layout.num_params, gpt_num_params(cfg), layout.n_head,
            cfg->n_head, layout.vocab_rows, layout.vocab_padded,
            layout.vocab_padded - cfg->vocab_size, l->rows, l->seq);
-    printf("  %-20s", "layout");
+    printf("  %-26s", "layout");
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++) printf(" %11s", mem_category_name((MemCategory)c));
     printf(" %11s\n", "total");
     print_tp_row(cfg, l);
     if (activations) {
         /* lab 05: every way of keeping activations at this degree */
         printf("activations by layout (lab 05: --sp needs --seq divisible by --tp):\n");
-        for (int sp = 0; sp <= (l->seq % l->tp == 0); sp++)
-            for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++) {
-                MemLayout v = *l;
-                v.sp = sp;
-                v.recompute = (Recompute)r;
-                print_tp_row(cfg, &v);
-            }
+        MemLayout v[9];
+        for (int i = 0, n = activation_layouts(l, v); i < n; i++) print_tp_row(cfg, &v[i]);
     }
     if (l->tp == 1) return;
     TpTraffic fwd, bwd;
@@ -200,10 +210,11 @@ int main(int argc, char **argv) {
         {"csv", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
         {"overlap-rs", no_argument, 0, 'o'},   {"tp", required_argument, 0, 'T'},
         {"sp", no_argument, 0, 'S'},           {"recompute", required_argument, 0, 'R'},
-        {"activations", no_argument, 0, 'A'},  {0, 0, 0, 0}};
+        {"activations", no_argument, 0, 'A'},  {"sp-regather", no_argument, 0, 'G'},
+        {0, 0, 0, 0}};
     char config[32] = "tiny";
     int ranks = 1, batch = 0, accum = 1, seq = 0, csv = 0, overlap_rs = 0, tp = 0,
-        ranks_given = 0, sp = 0, activations = 0;
+        ranks_given = 0, sp = 0, sp_regather = 0, activations = 0;
     Recompute recompute = RECOMPUTE_NONE;
     double phi = 0;
     opterr = 0;
@@ -220,6 +231,7 @@ int main(int argc, char **argv) {
         case 'o': overlap_rs = 1; break;
         case 'T': tp = (int)cli_int("--tp", optarg, 1, 1 << 16); break;
         case 'S': sp = 1; break;
+        case 'G': sp = sp_regather = 1; break;
         case 'A': activations = 1; break;
         case 'R':
             if (gpt_recompute_parse(optarg, &recompute))
@@ -260,6 +272,7 @@ int main(int argc, char **argv) {
         USER_ERROR("--sp splits the tokens over the TP group: --seq %d must be a multiple of --tp "
                    "%d", seq, tp);
     MemLayout tl = tp_layout(tp, ranks, batch / (ranks * accum), seq, sp, recompute);
+    tl.sp_regather = sp_regather;
     if (tp && csv && activations) print_activation_parts_csv(&cfg, &tl);
     else if (tp && csv) print_tp_csv(&cfg, &tl);
     else if (tp) print_tp_plan(config, &cfg, &tl, activations);

@@ -28,6 +28,7 @@ typedef struct {
     int tp;
     int fused_ce;  /* the extension's cross-entropy: two all-reduces */
     int sp;        /* lab 05 */
+    int sp_regather;  /* lab 05's extension */
     Recompute recompute;
 } TpOptions;
 
@@ -40,6 +41,9 @@ static const ExtraOption g_tp_options[] = {
     {"sp", 0, "--sp                 sequence parallelism: the rows between the split layers "
               "split over the TP group (--seq must divide by --tp)"},
     {"recompute", 1, RECOMPUTE_OPTION_HELP},
+    {"sp-regather", 0, "--sp-regather        sequence parallelism keeping only this rank's rows of "
+                       "the layernorm outputs, gathered again in the backward pass (the lab's "
+                       "extension; implies --sp)"},
 #endif
 };
 enum { N_TP_OPTIONS = sizeof g_tp_options / sizeof g_tp_options[0] };
@@ -49,6 +53,7 @@ static void on_tp_option(void *ctx, int index, const char *arg) {
     if (index == 0) t->tp = cli_int("--tp", arg, 1, 1 << 16);
     else if (index == 1) t->fused_ce = 1;
     else if (index == 2) t->sp = 1;
+    else if (index == 4) t->sp = t->sp_regather = 1;
     else if (gpt_recompute_parse(arg, &t->recompute))
         USER_ERROR("--recompute expects none, selective or full, got '%s'", arg);
 }
@@ -108,7 +113,7 @@ static void print_checks(const TrainOptions *o, const MemLayout *ml, const Comm 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
-    TpOptions topt = {1, 0, 0, RECOMPUTE_NONE};
+    TpOptions topt = {1, 0, 0, 0, RECOMPUTE_NONE};
     TrainOptions o;
 #ifdef WITH_LAB05
     train_options_parse_with(argc, argv, &o, "05_activation_memory",
@@ -148,23 +153,29 @@ int main(int argc, char **argv) {
     const SequenceParallelOps sp_ops = {
         sp_column_parallel_forward, sp_column_parallel_backward, sp_row_parallel_forward,
         sp_row_parallel_backward,   sp_vocab_embedding_forward,  sp_vocab_embedding_backward,
-        sp_sum_layernorm_grads,
+        sp_sum_layernorm_grads,     sp_column_parallel_forward_regather,
+        sp_column_parallel_backward_regather,
     };
     const RecomputeOps recompute_ops = {recompute_block_forward, recompute_attention_probs};
     layout.sp = topt.sp;
     layout.sp_ops = topt.sp ? &sp_ops : NULL;
+    layout.sp_regather = topt.sp_regather;
     layout.recompute = topt.recompute;
     layout.recompute_ops = &recompute_ops;
 #endif
     MemLayout ml = {.ranks = dp->size, .rows = train_micro_batch_rows(&o, dp->size),
-                    .seq = o.seq, .tp = tp, .sp = layout.sp, .recompute = layout.recompute};
+                    .seq = o.seq, .tp = tp, .sp = layout.sp, .sp_regather = layout.sp_regather,
+                    .recompute = layout.recompute};
     preflight_run(&o, &ml, world);
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
     DdpSync ds;
     ddp_sync_init(&ds, dp, &layout, DDP_OVERLAPPED, 1 << 18, 0);  /* 0.25 MB buckets */
     if (world->rank == 0 && (layout.sp || layout.recompute))
         printf("train_tp: sequence parallelism %s, activation recomputation %s\n",
-               layout.sp ? "on" : "off", gpt_recompute_name(layout.recompute));
+               layout.sp_regather ? "on, gathered again in the backward pass"
+               : layout.sp        ? "on"
+                                  : "off",
+               gpt_recompute_name(layout.recompute));
     if (world->rank == 0)
         printf("train_tp: tp %d x dp %d; per rank %d of %d heads, %d of %d MLP columns, %d "
                "vocabulary rows of %d (%d padding), %zu of %zu parameters\n",

@@ -85,6 +85,9 @@ typedef struct {
      * tokens (sp and sp_ops set together; T must divide by tp) */
     int sp;
     const SequenceParallelOps *sp_ops;
+    /* under sp: keep only this rank's rows of the layernorm outputs, and
+     * gather them again in the backward pass (lab 05's extension) */
+    int sp_regather;
     /* activation recomputation, and who runs it (both set together) */
     Recompute recompute;
     const RecomputeOps *recompute_ops;

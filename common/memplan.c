@@ -17,6 +17,7 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     GPTLayout m = gpt_layout_make(cfg, l->tp > 1 ? l->tp : 1, 0);
     m.split_layers = l->tp >= 1;
     m.sp = l->sp;
+    m.sp_regather = l->sp_regather;
     m.recompute = l->recompute;
     const size_t F = sizeof(float), phi = m.num_params;
     const int N = l->ranks, U = gpt_num_units(&m);
@@ -89,6 +90,10 @@ void memplan_tp_comm(const GPTConfig *cfg, const MemLayout *l, TpTraffic *forwar
         if (full) {
             backward->reduce_scatter = (CommCount){big.calls + again.calls, big.bytes + again.bytes};
             backward->allgather = backward->reduce_scatter;
+        }
+        if (l->sp_regather) {
+            backward->allgather.calls += big.calls;
+            backward->allgather.bytes += big.bytes;
         }
     } else {
         forward->allreduce = (CommCount){big.calls + loss.calls, big.bytes + loss.bytes};

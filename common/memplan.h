@@ -75,6 +75,7 @@ typedef struct {
                         model's layers): Phi and the activations are the rank's
                         shard's (layout.h, model.h) */
     int sp;          /* sequence parallelism (lab 05; needs tp >= 1) */
+    int sp_regather; /* and the layernorm outputs gathered again (lab 05's extension) */
     Recompute recompute; /* what the activations keep (layout.h; lab 05) */
 } MemLayout;
 
@@ -105,6 +106,8 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *layout, MemPlan *pla
  *             loss's 3 of N;
  *   backward  reduce-scatters 2L + 1 (column layers' dX), all-gathers
  *             2L + 1 (row layers' dY, the embedding's).
+ * With sp_regather, each backward pass all-gathers the column layers'
+ * inputs again: 2L + 1 more all-gathers of N C.
  * On a ring, an all-reduce moves 2 (p-1)/p of its bytes per rank and a
  * reduce-scatter or all-gather (p-1)/p: the same traffic either way.
  * Full recomputation runs each block's forward again in the backward pass:

@@ -10,13 +10,19 @@
 /* ---- activations ---------------------------------------------------------- */
 
 /* Rows between the split layers (model.h): all B T, or under sequence
- * parallelism this rank's B T / tp. */
+ * parallelism this rank's B T / tp; and the rows the layernorm outputs
+ * keep: all (the column layers' inputs, gathered in place), but with
+ * sp_regather this rank's. */
 static size_t seq_rows(const GPTLayout *l, size_t rows) { return l->sp ? rows / l->tp : rows; }
+static size_t ln_rows(const GPTLayout *l, size_t rows) {
+    return l->sp_regather ? seq_rows(l, rows) : rows;
+}
 
 /* Per block, per token of the BT: ln1 C, qkv 3 aw, atty aw, ln2 C, fch mw,
  * fch_gelu mw, with aw = C/tp and mw = 4C/tp; per row of the R between
  * the split layers (R = BT but under sequence parallelism): the layernorm
- * statistics 4, res1 C, res2 C. 16C + 4 per token at tp = 1; plus att
+ * statistics 4, res1 C, res2 C (and under sp_regather ln1 and ln2 have R
+ * rows, lnf too). 16C + 4 per token at tp = 1; plus att
  * NH/tp T per token. Recomputation keeps, of L blocks:
  *   SELECTIVE  L (all but att) + one att, shared;
  *   FULL       L res2 (each block's output) + one block's others, shared.
@@ -26,14 +32,14 @@ void gpt_activation_parts(const GPTLayout *l, int B, int T, size_t parts[ACT_NUM
     const size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd;
     const size_t aw = l->attn_width, mw = l->mlp_width, L = l->cfg.n_layer;
     const size_t res2 = R * C, res1_stats = R * (C + 4);
-    const size_t ln_out = 2 * BT * C, split = BT * (4 * aw + 2 * mw);
+    const size_t LN = ln_rows(l, BT), ln_out = 2 * LN * C, split = BT * (4 * aw + 2 * mw);
     const size_t att = (size_t)B * l->n_head * T * T;
     const int full = l->recompute == RECOMPUTE_FULL;
     parts[ACT_RESIDUAL] = L * res2 + (full ? 1 : L) * res1_stats;
     parts[ACT_LAYERNORM_OUT] = (full ? 1 : L) * ln_out;
     parts[ACT_SPLIT] = (full ? 1 : L) * split;
     parts[ACT_ATTENTION] = (l->recompute == RECOMPUTE_NONE ? L : 1) * att;
-    parts[ACT_ENDS] = R * C + BT * C + 2 * R + BT * l->vocab_rows + BT +
+    parts[ACT_ENDS] = R * C + LN * C + 2 * R + BT * l->vocab_rows + BT +
                       (l->split_layers ? 3 * BT : 0);
 }
 
@@ -54,11 +60,12 @@ size_t gpt_activation_ints(int B, int T) { return 2 * (size_t)B * T; }
 
 /* dlnf, dres_out, dres_in: 3 BTC; per block: dres_mid C, dln C, dqkv 3 aw,
  * datty aw, dfch mw, dfch_gelu mw = 14C per token at tp = 1, plus datt
- * NH/tp T T per sequence; under sequence parallelism, seq_full BTC. */
+ * NH/tp T T per sequence; under sequence parallelism, seq_full BTC (and
+ * seq_full2 BTC under sp_regather). */
 size_t gpt_scratch_floats(const GPTLayout *l, int B, int T) {
     size_t BT = (size_t)B * T, C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
     return BT * 3 * C + BT * (2 * C + 4 * aw + 2 * mw) + (size_t)B * l->n_head * T * T +
-           (l->sp ? BT * C : 0);
+           (l->sp ? BT * C : 0) + (l->sp_regather ? BT * C : 0);
 }
 
 /* Hand out consecutive pieces of one allocation. */
@@ -69,7 +76,8 @@ static float *take(float **cursor, size_t n) {
 }
 
 void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratch *s) {
-    const size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd, NH = l->n_head;
+    const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
+    const size_t C = l->cfg.n_embd, NH = l->n_head;
     const size_t aw = l->attn_width, mw = l->mlp_width;
     memset(a, 0, sizeof *a);
     a->B = B;
@@ -89,7 +97,7 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
             b->res2 = take(&cur, R * C);
             continue;
         }
-        b->ln1 = take(&cur, BT * C);
+        b->ln1 = take(&cur, LN * C);
         b->ln1_mean = take(&cur, R);
         b->ln1_rstd = take(&cur, R);
         b->qkv = take(&cur, BT * 3 * aw);
@@ -97,14 +105,14 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
         b->att = shared_att ? a->blocks[0].att : take(&cur, (size_t)B * NH * T * T);
         b->atty = take(&cur, BT * aw);
         b->res1 = take(&cur, R * C);
-        b->ln2 = take(&cur, BT * C);
+        b->ln2 = take(&cur, LN * C);
         b->ln2_mean = take(&cur, R);
         b->ln2_rstd = take(&cur, R);
         b->fch = take(&cur, BT * mw);
         b->fch_gelu = take(&cur, BT * mw);
         b->res2 = take(&cur, R * C);
     }
-    a->lnf = take(&cur, BT * C);
+    a->lnf = take(&cur, LN * C);
     a->lnf_mean = take(&cur, R);
     a->lnf_rstd = take(&cur, R);
     a->probs = take(&cur, BT * l->vocab_rows);
@@ -127,9 +135,11 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
     s->dfch = take(&cur, BT * mw);
     s->dfch_gelu = take(&cur, BT * mw);
     s->block_floats = (size_t)(cur - s->block_base);
-    if (l->sp) {
-        a->seq_full = take(&cur, BT * C);
-        for (int i = 0; i < l->cfg.n_layer; i++) a->blocks[i].seq_full = a->seq_full;
+    if (l->sp) a->seq_full = take(&cur, BT * C);
+    if (l->sp_regather) a->seq_full2 = take(&cur, BT * C);
+    for (int i = 0; i < l->cfg.n_layer; i++) {
+        a->blocks[i].seq_full = a->seq_full;
+        a->blocks[i].seq_full2 = a->seq_full2;
     }
     CHECK((size_t)(cur - sbase) == ns, "scratch layout disagrees with its formula");
 }
@@ -192,29 +202,37 @@ static void recompute_block(const GPTLayout *l, const BlockParams *p, BlockActs 
 static const TensorParallelOps *ops_of(const GPTLayout *l) {
     CHECK(!l->split_layers == !l->tp_ops && (l->split_layers || l->tp == 1),
           "a layout of tp %d must run split layers (split_layers and tp_ops set together)", l->tp);
-    CHECK(!l->sp == !l->sp_ops && (!l->sp || l->split_layers),
-          "sequence parallelism needs its layers (sp and sp_ops set together) and split layers");
+    CHECK(!l->sp == !l->sp_ops && (!l->sp || l->split_layers) && (!l->sp_regather || l->sp),
+          "sequence parallelism needs its layers (sp and sp_ops set together) and split layers "
+          "(and sp_regather needs sp)");
     return l->split_layers ? l->tp_ops : &g_whole_ops;
 }
 
 /* ---- the split layers as this layout runs them ----------------------------
  * TensorParallelOps', or under sequence parallelism SequenceParallelOps',
  * whose rows between the split layers are this rank's R = N/tp (model.h).
- * Either way: a column layer reads a whole (N, IC) input whose first rows
- * (seq_first) the caller wrote, and gives its input gradient's R rows at the
- * start of dinp, which holds zeros on entry; a row layer gives R rows. */
+ * Either way: a column layer reads an (N, IC) input whose rows from
+ * ln_first the caller wrote (all of them, or its R rows from seq_first; with
+ * sp_regather an (R, IC) input), and gives its input gradient's R rows at
+ * the start of dinp, which holds zeros on entry; a row layer gives R rows.
+ * full and full2 are the (N, C) scratch buffers (NULL without SP). */
 static size_t seq_first(const GPTLayout *l, int N) {
     return l->sp ? (size_t)l->tp_rank * (size_t)(N / l->tp) : 0;
 }
+static size_t ln_first(const GPTLayout *l, int N) { return l->sp_regather ? 0 : seq_first(l, N); }
 static void column_forward(const GPTLayout *l, float *out, float *inp, const float *w,
-                           const float *b, int N, int IC, int OC) {
-    if (l->sp) l->sp_ops->column_forward(l, out, inp, w, b, N, IC, OC);
+                           const float *b, float *full, int N, int IC, int OC) {
+    if (l->sp_regather) l->sp_ops->column_forward_regather(l, out, inp, w, b, full, N, IC, OC);
+    else if (l->sp) l->sp_ops->column_forward(l, out, inp, w, b, N, IC, OC);
     else ops_of(l)->column_forward(l, out, inp, w, b, N, IC, OC);
 }
 static void column_backward(const GPTLayout *l, float *dinp, float *dw, float *db,
                             const float *dout, const float *inp, const float *w, float *full,
-                            int N, int IC, int OC) {
-    if (l->sp) l->sp_ops->column_backward(l, dinp, dw, db, dout, inp, w, full, N, IC, OC);
+                            float *full2, int N, int IC, int OC) {
+    if (l->sp_regather)
+        l->sp_ops->column_backward_regather(l, dinp, dw, db, dout, inp, w, full, full2, N, IC,
+                                            OC);
+    else if (l->sp) l->sp_ops->column_backward(l, dinp, dw, db, dout, inp, w, full, N, IC, OC);
     else ops_of(l)->column_backward(l, dinp, dw, db, dout, inp, w, N, IC, OC);
 }
 static void row_forward(const GPTLayout *l, float *out, const float *inp, const float *w,
@@ -236,20 +254,20 @@ static void row_backward(const GPTLayout *l, float *dinp, float *dw, float *db,
  * pair in each direction (model.h's TensorParallelOps), or a reduce-scatter
  * and an all-gather under sequence parallelism. x, res1, res2 and the
  * layernorm statistics have R rows; the layernorms write theirs from row
- * seq_first of their whole (N, C) outputs, which the column layers read. */
+ * ln_first of their outputs, which the column layers read. */
 
 void block_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a, const float *x,
                    int B, int T) {
     const int C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width, N = B * T;
     const int R = (int)seq_rows(l, (size_t)N);
-    const size_t RC = (size_t)R * C, mine = seq_first(l, N) * C;
+    const size_t RC = (size_t)R * C, mine = ln_first(l, N) * C;
     layernorm_forward(a->ln1 + mine, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, R, C);
-    column_forward(l, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * aw);
+    column_forward(l, a->qkv, a->ln1, p->qkvw, p->qkvb, a->seq_full, N, C, 3 * aw);
     attention_forward(a->atty, a->att, a->qkv, B, T, aw, l->n_head);
     row_forward(l, a->res1, a->atty, p->attprojw, p->attprojb, a->seq_full, N, aw, C);
     residual_forward(a->res1, a->res1, x, RC);
     layernorm_forward(a->ln2 + mine, a->ln2_mean, a->ln2_rstd, a->res1, p->ln2w, p->ln2b, R, C);
-    column_forward(l, a->fch, a->ln2, p->fcw, p->fcb, N, C, mw);
+    column_forward(l, a->fch, a->ln2, p->fcw, p->fcb, a->seq_full, N, C, mw);
     gelu_forward(a->fch_gelu, a->fch, (size_t)N * mw);
     row_forward(l, a->res2, a->fch_gelu, p->fcprojw, p->fcprojb, a->seq_full, N, mw, C);
     residual_forward(a->res2, a->res2, a->res1, RC);
@@ -267,7 +285,8 @@ void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
     row_backward(l, s->dfch_gelu, g->fcprojw, g->fcprojb, dout, a->fch_gelu, p->fcprojw,
                  a->seq_full, N, mw, C);
     gelu_backward(s->dfch, a->fch, s->dfch_gelu, (size_t)N * mw);
-    column_backward(l, s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, a->seq_full, N, C, mw);
+    column_backward(l, s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, a->seq_full,
+                    a->seq_full2, N, C, mw);
     layernorm_backward(s->dres_mid, g->ln2w, g->ln2b, s->dln, a->res1, p->ln2w, a->ln2_mean,
                        a->ln2_rstd, R, C);
     residual_backward(s->dres_mid, dout, RC);
@@ -276,8 +295,8 @@ void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
     row_backward(l, s->datty, g->attprojw, g->attprojb, s->dres_mid, a->atty, p->attprojw,
                  a->seq_full, N, aw, C);
     attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, aw, l->n_head);
-    column_backward(l, s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, a->seq_full, N, C,
-                    3 * aw);
+    column_backward(l, s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, a->seq_full,
+                    a->seq_full2, N, C, 3 * aw);
     layernorm_backward(dx, g->ln1w, g->ln1b, s->dln, x, p->ln1w, a->ln1_mean, a->ln1_rstd,
                        R, C);
     residual_backward(dx, s->dres_mid, RC);
@@ -325,11 +344,11 @@ float gpt_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a, const Mode
         x = a->blocks[i].res2;
     }
     needed(h, L + 1, 0);
-    layernorm_forward(a->lnf + seq_first(l, N) * C, a->lnf_mean, a->lnf_rstd, x, p->lnfw,
+    layernorm_forward(a->lnf + ln_first(l, N) * C, a->lnf_mean, a->lnf_rstd, x, p->lnfw,
                       p->lnfb, R, C);
     done(h, L + 1, 0);
     /* logits, the tied head: column-parallel over this rank's vocabulary rows */
-    column_forward(l, a->probs, a->lnf, p->wte, NULL, N, C, l->vocab_rows);
+    column_forward(l, a->probs, a->lnf, p->wte, NULL, a->seq_full, N, C, l->vocab_rows);
     done(h, GPT_UNIT_EMBED, 0);
     return op->crossentropy_forward(l, a->losses, a->probs, a->ce_stats, a->targets, N);
 }
@@ -345,8 +364,8 @@ void gpt_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs 
     set_zero(s->dlnf, NC);
     needed(h, GPT_UNIT_EMBED, 1);
     grads_begin(h, GPT_UNIT_EMBED);
-    column_backward(l, s->dlnf, g->wte, NULL, a->probs, a->lnf, p->wte, a->seq_full, N, C,
-                    l->vocab_rows);
+    column_backward(l, s->dlnf, g->wte, NULL, a->probs, a->lnf, p->wte, a->seq_full,
+                    a->seq_full2, N, C, l->vocab_rows);
     done(h, GPT_UNIT_EMBED, 1);
     float *dout = s->dres_out, *dx = s->dres_in;
     set_zero(dout, NC);

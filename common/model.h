@@ -90,6 +90,12 @@ struct TensorParallelOps {
  *                    layernorm saw only this rank's rows, so its gradient
  *                    is a partial sum: sum it over the TP group (grads:
  *                    the flat buffer, layout.h's views).
+ * With sp_regather (the extension), the column layers keep only the
+ * rank's rows of their input:
+ *   column_forward_regather   inp (R, IC) this rank's rows: gathered into
+ *                    full (N, IC), then out = full W^T + b;
+ *   column_backward_regather  gather inp into full again, then as
+ *                    column_backward with full2 (N, IC) as its scratch.
  * The cross-entropy stays TensorParallelOps': the LM head's output, like
  * every column-parallel output, has all N rows. */
 struct SequenceParallelOps {
@@ -108,12 +114,18 @@ struct SequenceParallelOps {
     void (*embedding_backward)(const GPTLayout *l, float *dwte, float *dwpe, const float *dout,
                                const int *tokens, float *full, int B, int T);
     void (*sum_layernorm_grads)(const GPTLayout *l, float *grads);
+    void (*column_forward_regather)(const GPTLayout *l, float *out, const float *inp,
+                                    const float *w, const float *b, float *full, int N, int IC,
+                                    int OC);
+    void (*column_backward_regather)(const GPTLayout *l, float *dinp, float *dw, float *db,
+                                     const float *dout, const float *inp, const float *w,
+                                     float *full, float *full2, int N, int IC, int OC);
 };
 
 /* What one block's forward keeps. Shapes for a batch of B sequences of T;
  * R = B T rows, or under sequence parallelism this rank's B T / tp (the
  * (B,T,C) buffers the split layers read whole keep all rows: the layernorm
- * outputs, gathered in place). */
+ * outputs, gathered in place; with sp_regather, they too keep R rows). */
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  /* (B,T,C), (R), (R) */
     float *qkv;                        /* (B,T,3C) */
@@ -125,6 +137,7 @@ typedef struct {
     float *res2;                       /* (R,C) block output */
     float *seq_full;                   /* (B,T,C) sequence parallelism's scratch (not
                                           kept; shared by all blocks), else NULL */
+    float *seq_full2;                  /* (B,T,C) a second one under sp_regather */
 } BlockActs;
 
 typedef struct {
@@ -137,7 +150,7 @@ typedef struct {
     float *losses;                          /* (B,T) */
     float *ce_stats;                        /* (3,B,T) per row: max, sum of exps, target
                                                logit over the TP group (split layers only) */
-    float *seq_full;                        /* the blocks' seq_full */
+    float *seq_full, *seq_full2;            /* the blocks' seq_full, seq_full2 */
 } GPTActs;
 
 /* Scratch for the backward pass: activation gradients of ONE block at a

@@ -23,7 +23,7 @@ setup_file() {
 
 setup() {
     # `make fake-gpu` builds every lab's solution (it skips in a handout without them all)
-    require_solution 00 01 02 03 04
+    require_solution 00 01 02 03 04 05
     ulimit -c 0  # the crashes below are expected: no core files
 }
 
@@ -40,6 +40,22 @@ build_fake_zero() {
         "$BUILD/solutions/00_single_device/backprop.o" "$BUILD/tests/fake_gpu/fake_device.o" \
         "$BUILD/libcommon.a" -L"/usr/lib/$arch/openblas-openmp" \
         -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -lm -fopenmp -o "$out"
+}
+
+# fake_equals_cpu NAME NP FAKE_PROG CPU_PROG FLAGS...: FAKE_PROG with
+# --device cuda on the pretend GPU and CPU_PROG on the CPU, on NP ranks,
+# give the same bits (same_bits)
+fake_equals_cpu() {
+    local name=$1 np=$2 fake=$3 cpu_prog=$4
+    shift 4
+    local gpu="$BATS_TEST_TMPDIR/gpu$name" cpu="$BATS_TEST_TMPDIR/cpu$name"
+    run mpirun_t 180 "$np" "$fake" "${COMMON[@]}" "$@" --device cuda --out "$gpu" \
+        --dump-params "$gpu/params.bin"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    mpirun_t 180 "$np" "$cpu_prog" "${COMMON[@]}" "$@" --out "$cpu" \
+        --dump-params "$cpu/params.bin" > /dev/null
+    same_bits "$gpu" "$cpu"
 }
 
 # same_bits DIR_A DIR_B: equal parameters, memory.csv, metrics (all but the
@@ -102,17 +118,21 @@ same_bits() {
     cd "$ROOT"
     for case in "2 --tp 2" "4 --tp 4 --vocab 257" "4 --tp 2 --grad-accum 2"; do
         read -r np flags <<<"$case"
-        local name=${flags// /}
-        local gpu="$BATS_TEST_TMPDIR/gpu$name" cpu="$BATS_TEST_TMPDIR/cpu$name"
         # shellcheck disable=SC2086  # flags is a list
-        run mpirun_t 180 "$np" "$FAKE/train_tp" "${COMMON[@]}" $flags --device cuda --out "$gpu" \
-            --dump-params "$gpu/params.bin"
-        echo "$output"
-        [ "$status" -eq 0 ]
-        # shellcheck disable=SC2086
-        mpirun_t 180 "$np" "$BUILD/solutions/04_tensor_parallel/train_tp" "${COMMON[@]}" $flags \
-            --out "$cpu" --dump-params "$cpu/params.bin" > /dev/null
-        same_bits "$gpu" "$cpu"
+        fake_equals_cpu "${flags// /}" "$np" "$FAKE/train_tp" \
+            "$BUILD/solutions/04_tensor_parallel/train_tp" $flags
+    done
+}
+
+@test "fake gpu: lab 05 (SP at tp 2 and tp 2 x dp 2, recomputation full and selective, the extension, ZeRO-3 with full) equals the CPU runs" {
+    cd "$ROOT"
+    for case in "2 train_tp --tp 2 --sp" "2 train_tp --tp 2 --sp --recompute full" \
+        "4 train_tp --tp 2 --sp --recompute selective --grad-accum 2" "2 train_tp --tp 2 --sp-regather" \
+        "2 train_zero --zero 3 --recompute full"; do
+        read -r np prog flags <<<"$case"
+        # shellcheck disable=SC2086  # flags is a list
+        fake_equals_cpu "$prog${flags// /}" "$np" "$FAKE/${prog}_lab05" \
+            "$BUILD/solutions/05_activation_memory/$prog" $flags
     done
 }
 

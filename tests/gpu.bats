@@ -150,6 +150,25 @@ same_memory_as_cpu() {
     done
 }
 
+@test "gpu: lab 05, SP at tp 2 with full recomputation on GPUs follows the CPU run, memory.csv equal to the CPU's" {
+    require_solution 00 02 04 05
+    cpu="$BATS_TEST_TMPDIR/cpu-sp2"
+    run mpirun_t 300 2 "$BUILD/solutions/05_activation_memory/train_tp" "${COMMON[@]}" --tp 2 \
+        --sp --recompute full --threads 1 --out "$cpu"
+    [ "$status" -eq 0 ]
+    out="$BATS_TEST_TMPDIR/sp2"
+    run mpirun_t 300 2 "$GPU_BUILD/solutions/05_activation_memory/train_tp" "${COMMON[@]}" --tp 2 \
+        --sp --recompute full --device cuda --out "$out" --dump-params "$out/params.bin"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"TP reduce-scatters per rank"*" ok"* ]]
+    [[ "$output" == *"TP all-gathers per rank"*" ok"* ]]
+    run close_to_cpu "$out"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    same_memory_as_cpu "$out" "$cpu"
+}
+
 @test "gpu: tensor parallelism (tp 2 on 2 ranks) on GPUs follows the CPU run, memory.csv equal to the CPU's" {
     require_solution 00 02 04
     cpu="$BATS_TEST_TMPDIR/cpu-tp2"

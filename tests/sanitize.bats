@@ -100,6 +100,19 @@ san_flags() {
     done
 }
 
+@test "sanitize: lab 05, sequence parallelism with full and selective recomputation (tp 2 x dp 2), ZeRO-3 with full" {
+    require_solution 05
+    for flags in "--tp 2 --sp --recompute full" "--tp 2 --sp --recompute selective --grad-accum 2"; do
+        # shellcheck disable=SC2086  # flags is a list
+        run mpirun_t 120 4 "$SAN/solutions/05_activation_memory/train_tp" "${SHORT[@]}" $flags \
+            --out "$BATS_TEST_TMPDIR/${flags// /}" --dump-params "$BATS_TEST_TMPDIR/p.bin"
+        no_reports
+    done
+    run mpirun_t 120 2 "$SAN/solutions/05_activation_memory/train_zero" "${SHORT[@]}" --zero 3 \
+        --recompute full --out "$BATS_TEST_TMPDIR/z3"
+    no_reports
+}
+
 @test "sanitize: token-file tools, memory planner, C unit tests" {
     local d=$BATS_TEST_TMPDIR
     run t 60 "$SAN/bin/gen_synthetic" --out "$d/s.tok" --tokens 20000

@@ -76,6 +76,23 @@ void sp_vocab_embedding_backward(const GPTLayout *l, float *dwte, float *dwpe, c
     NOT_IMPLEMENTED();
 }
 
+/* The extension: the all-gather happens again in the backward pass, into
+ * scratch, instead of its result living from the forward pass to the
+ * backward pass. */
+void sp_column_parallel_forward_regather(const GPTLayout *l, float *out, const float *inp,
+                                         const float *w, const float *b, float *full, int N,
+                                         int IC, int OC) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void sp_column_parallel_backward_regather(const GPTLayout *l, float *dinp, float *dw, float *db,
+                                          const float *dout, const float *inp, const float *w,
+                                          float *full, float *full2, int N, int IC, int OC) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
 void sp_sum_layernorm_grads(const GPTLayout *l, float *grads) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();

@@ -75,6 +75,19 @@ void sp_vocab_embedding_forward(const GPTLayout *l, float *out, const int *token
 void sp_vocab_embedding_backward(const GPTLayout *l, float *dwte, float *dwpe, const float *dout,
                                  const int *tokens, float *full, int B, int T);
 
+/* Extension (train_tp --sp-regather): the column layers keep only this
+ * rank's rows of their input, inp (R, IC), and gather them again in the
+ * backward pass, as Megatron-LM does: the gathered layernorm outputs (2C
+ * floats per token per block) stop being whole on every rank, for one more
+ * all-gather per column layer in each backward pass. full and full2 are
+ * (N, IC) scratch; the rest as sp_column_parallel_forward/backward. */
+void sp_column_parallel_forward_regather(const GPTLayout *l, float *out, const float *inp,
+                                         const float *w, const float *b, float *full, int N,
+                                         int IC, int OC);
+void sp_column_parallel_backward_regather(const GPTLayout *l, float *dinp, float *dw, float *db,
+                                          const float *dout, const float *inp, const float *w,
+                                          float *full, float *full2, int N, int IC, int OC);
+
 /* Once per step (grads: this rank's flat gradient buffer, layout.h): every
  * layernorm's weight and bias gradient summed over the TP group. */
 void sp_sum_layernorm_grads(const GPTLayout *l, float *grads);
