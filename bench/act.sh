@@ -358,7 +358,8 @@ echo "recomputation's price, config $CONFIG (median step ms over steps $SKIP..$(
 printf '  %-7s %-10s %9s %9s %8s %8s\n' layout recompute step_ms GFLOP time_x flop_x
 awk -F, 'NR > 1 { printf "  %-7s %-10s %9s %9s %8s %8s\n", $1, $2, $3, $4, $5, $6 }' "$TIME"
 echo "  (full runs every block's forward twice: about 4/3 of none's FLOPs; selective only the attention)"
-echo "where the attention probabilities outgrow everything else, $LONG (context $CTX), from the planner:"
+echo "where the attention probabilities outgrow everything else, $LONG (context $CTX), from the planner"
+echo "(selective and full keep one block's probabilities, not every block's: much later)"
 awk -F, -v ctx="$CTX" 'NR > 1 { x = $8
         printf "  %-17s T = %s%s\n", $1, x, x == "never" ? "" : (x + 0 > ctx ? "  (past the context: extrapolated)" : "") }' "$CROSS"
 echo "bench-act: wrote $MEM, $TIME, $SEQ and the charts memory.png, step_time.png, seq.png in $OUT"
