@@ -118,7 +118,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
+.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp bench-act cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -140,6 +140,7 @@ help:
 	@echo "make bench-ddp  lab 02: naive/bucketed/overlapped step and wait times, bucket sweep, timelines"
 	@echo "make bench-zero lab 03: memory per rank vs the planner, bytes per step, step times (DDP, ZeRO-1/2/3)"
 	@echo "make bench-tp   lab 04: memory per rank vs the planner, TP all-reduce bytes per step, step times (tp 1, 2, 4)"
+	@echo "make bench-act  lab 05: activations per rank vs the planner (tp 1, 2, 4; SP; recompute), recompute step times and FLOPs, activations vs seq"
 	@echo "make deps       check and install the Debian packages the kit needs"
 	@echo "make cuda-check compile every CUDA source with nvcc (no GPU needed; NVCC=... picks nvcc)"
 	@echo "make cuda-tests build the GPU tests into $(BUILD)/cuda/tests/ (they skip without a GPU)"
@@ -354,7 +355,7 @@ test-gpu: deps
 	bash tests/run.sh tests/gpu.bats
 
 # Each lab's benchmark (bench: lab 00, bench-collectives: 01, bench-ddp: 02,
-# bench-zero: 03, bench-tp: 04) runs the solution's program in the instructor's tree and
+# bench-zero: 03, bench-tp: 04, bench-act: 05) runs the solution's program in the instructor's tree and
 # the student's (build/labs/) in a handout; BENCH_COPY=labs or
 # BENCH_COPY=solutions chooses (bench/common.sh).
 bench-collectives:
@@ -372,6 +373,10 @@ bench-zero:
 bench-tp:
 	@$(MAKE) --no-print-directory all data
 	bash bench/tp.sh
+
+bench-act:
+	@$(MAKE) --no-print-directory all data
+	bash bench/act.sh
 
 # The autograder (grader/README.md): LAB=01 grades one lab, GRADE_FLAGS adds
 # options (--hidden, --src DIR...).

@@ -8,7 +8,8 @@
 #
 # Lab 00's two come from train_gpt (a loss curve of tiny; the --profile
 # roofline of small), lab 01's from bench/collectives.sh, lab 02's from
-# bench/ddp.sh, lab 03's from bench/zero.sh, lab 04's from bench/tp.sh.
+# bench/ddp.sh, lab 03's from bench/zero.sh, lab 04's from bench/tp.sh,
+# lab 05's from bench/act.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:?usage: slide_figures.sh OUT_DIR}
@@ -16,7 +17,7 @@ BENCH_NAME=slides
 source bench/common.sh
 quick=${SLIDES_QUICK:-0}
 [[ "$quick" =~ ^[01]$ ]] || die "SLIDES_QUICK must be 0 or 1, got '$quick'"
-mkdir -p "$out"/fig/{00,01,02,03,04} "$out/runs"
+mkdir -p "$out"/fig/{00,01,02,03,04,05} "$out/runs"
 
 # copy SRC DST: a benchmark's chart into the decks' figures, or die naming it
 copy() {
@@ -52,5 +53,9 @@ done
 BENCH_OUT="$out/runs/04_tensor_parallel-bench" bash bench/tp.sh > "$out/runs/bench-tp.log"
 for f in memory comm step_time; do
     copy "$out/runs/04_tensor_parallel-bench/$f.png" "$out/fig/04/$f.png"
+done
+BENCH_OUT="$out/runs/05_activation_memory-bench" bash bench/act.sh > "$out/runs/bench-act.log"
+for f in memory step_time seq; do
+    copy "$out/runs/05_activation_memory-bench/$f.png" "$out/fig/05/$f.png"
 done
 echo "slides: figures in $out/fig/ (benchmark logs in $out/runs/)"
