@@ -5,7 +5,8 @@
 #
 #   memory     tp = 1, 2, 4 on as many ranks: at tp 1 recompute none,
 #              selective, full (SP splits nothing there); at tp 2 and 4 TP
-#              alone, TP+SP, TP+SP+selective, TP+SP+full. Every rank's
+#              alone, TP+SP, TP+SP+selective, TP+SP+full, and TP+SP
+#              gathered again (--sp-regather, the extension). Every rank's
 #              activations peak (memory.csv) must equal the planner's
 #              (memplan --tp N [--sp] --recompute MODE), byte for byte: "ok"
 #              or "DIFFERENT", and the exit status is 1 after a difference.
@@ -68,13 +69,16 @@ layout_flags() {
     local n=${1%%-*} mode=none
     [[ "$1" == *-selective ]] && mode=selective
     [[ "$1" == *-full ]] && mode=full
-    echo "--tp ${n#tp}$([[ "$1" == *-sp* ]] && echo " --sp") --recompute $mode"
+    local sp=
+    [[ "$1" == *-sp* ]] && sp=" --sp"
+    [[ "$1" == *-sp-regather* ]] && sp=" --sp-regather"  # the lab's extension
+    echo "--tp ${n#tp}$sp --recompute $mode"
 }
 
 # layouts TP: the memory figure's layouts at degree TP
 layouts() {
     if [ "$1" -eq 1 ]; then echo "tp1 tp1-selective tp1-full"
-    else echo "tp$1 tp$1-sp tp$1-sp-selective tp$1-sp-full"; fi
+    else echo "tp$1 tp$1-sp tp$1-sp-selective tp$1-sp-full tp$1-sp-regather"; fi
 }
 
 # is_timed LAYOUT: the step-time figure runs LAYOUT (longer, --profile)

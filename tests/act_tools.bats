@@ -16,9 +16,9 @@ load helpers
     [ "$status" -eq 0 ]
     [[ "$output" != *DIFFERENT* ]]
     # 3 layouts at tp 1, 4 at tp 2 and 4: the printed table and the csv
-    [ "$(awk -F, 'NR > 1 && $13 == "ok" && $9 == $10 && $10 == $11 && $11 == $12' "$out/memory.csv" | wc -l)" -eq 11 ]
+    [ "$(awk -F, 'NR > 1 && $13 == "ok" && $9 == $10 && $10 == $11 && $11 == $12' "$out/memory.csv" | wc -l)" -eq 13 ]
     for l in tp1 tp1-selective tp1-full tp2 tp2-sp tp2-sp-selective tp2-sp-full \
-             tp4 tp4-sp tp4-sp-selective tp4-sp-full; do
+             tp4 tp4-sp tp4-sp-selective tp4-sp-full tp2-sp-regather tp4-sp-regather; do
         [ "$(grep -cE "^  [124] +$l +[0-9 ]+ ok$" <<<"$output")" -eq 1 ]
     done
     # the runs' memory.csv against memplan, independently of the benchmark
@@ -27,13 +27,13 @@ import csv, os, re, subprocess, sys
 out, plan = sys.argv[1:]
 runs = 0
 for layout in sorted(os.listdir(out)):
-    m = re.fullmatch(r"tp(\d)(-sp)?(?:-(selective|full))?", layout)
+    m = re.fullmatch(r"tp(\d)(-sp(?:-regather)?)?(?:-(selective|full))?", layout)
     if not m or not os.path.isdir(os.path.join(out, layout)):
         continue
     tp = m.group(1)
     args = [plan, "--config", "tiny", "--tp", tp, "--recompute", m.group(3) or "none", "--csv"]
     if m.group(2):
-        args.append("--sp")
+        args.append("--sp-regather" if "regather" in m.group(2) else "--sp")
     want = [int(r["peak_bytes"]) for r in csv.DictReader(subprocess.run(args, capture_output=True,
             text=True, check=True).stdout.splitlines()) if r["category"] == "activations"]
     assert len(want) == 1, (layout, want)
@@ -41,8 +41,8 @@ for layout in sorted(os.listdir(out)):
            if r["category"] == "activations"]
     assert got == want * int(tp), f"{layout}: measured {got}, planned {want[0]} on each of {tp} ranks"
     runs += 1
-assert runs == 11, f"{runs} run directories"
-print("all 11 runs: every rank's activations as memplan plans")
+assert runs == 13, f"{runs} run directories"
+print("all 13 runs: every rank's activations as memplan plans")
 PY
     # FLOPs are counts, not timings: recomputing adds work, full the most
     # (a second forward of every block: about a third more)
