@@ -185,8 +185,120 @@ def tp_block(path, tp=2):
     s.save(path)
 
 
+def sp_block(path, tp=2):
+    """One transformer block under sequence parallelism on tp = 2 ranks
+    (model.c's block_forward with SequenceParallelOps): per rank, each
+    tensor as an N x width box (rows: the N = B T tokens, down; columns: the
+    features, across), with what the rank holds in colour: its N/tp rows
+    (the residual stream, the layernorms), its columns (TP's split layers),
+    or all of it (the gathered layernorm outputs, grey, which this kit keeps
+    for the backward pass). Between them, the group's collectives: an
+    all-gather (AG) before each column-parallel layer, a reduce-scatter (RS)
+    after each row-parallel one; below, their conjugates in the backward."""
+    SEQ, AG, RS, WHOLE = ORANGE, "#7b5ea7", "#d9534f", "#a6a6a6"
+    steps = [  # (label, width in C, how the rank holds it: rows | cols | whole | AG | RS)
+        ("x", 1, "rows", SEQ), ("ln1", 1, "rows", SEQ), ("AG", 0, "AG", AG),
+        ("ln1", 1, "whole", WHOLE), ("qkv", 3, "cols", BLUE), ("heads", 1, "cols", BLUE),
+        ("RS", 0, "RS", RS), ("res1", 1, "rows", SEQ), ("ln2", 1, "rows", SEQ),
+        ("AG", 0, "AG", AG), ("ln2", 1, "whole", WHOLE), ("fc", 4, "cols", GREEN),
+        ("gelu", 4, "cols", GREEN), ("RS", 0, "RS", RS), ("res2", 1, "rows", SEQ)]
+    s = Svg(1180, 430)
+    unit, box_h, top, gap_rank = 30.0, 96, 44, 130
+    xs = []   # x of each step (the markers' places, for the backward row)
+    x = 100.0
+    for label, width, how, color in steps:
+        if how in ("AG", "RS"):
+            # one collective of the whole group: a bar across both ranks' rows
+            y0, y1 = top - 4, top + (tp - 1) * gap_rank + box_h + 4
+            s.rect(x, y0, 36, y1 - y0, color)
+            s.text(x + 18, (y0 + y1) / 2 + 7, label, 18, fill="#ffffff", weight="bold")
+            xs.append((x + 18, label))
+            x += 48
+            continue
+        w = max(width * unit, 50)
+        for r in range(tp):
+            y = top + r * gap_rank
+            if how == "whole":
+                s.rect(x, y, w, box_h, color)
+            else:
+                s.rect(x, y, w, box_h, "#f2f2f2", "#cccccc")
+                if how == "rows":   # the rank's N/tp rows: a horizontal band
+                    s.rect(x, y + r * box_h / tp, w, box_h / tp, color)
+                else:               # its 1/tp of the columns (of q, k and v each: 3 bands)
+                    pieces = 3 if label == "qkv" else 1
+                    pw = w / pieces
+                    for k in range(pieces):
+                        s.rect(x + k * pw + r * pw / tp, y, pw / tp, box_h, color)
+        s.text(x + w / 2, top - 12, label, 15)
+        x += w + 10
+    for r in range(tp):
+        s.text(16, top + r * gap_rank + box_h / 2 + 7, f"rank {r}", 19, "start", weight="bold")
+    # the backward pass: each collective's conjugate, under it, right to left
+    yb = top + (tp - 1) * gap_rank + box_h + 46
+    s.text(16, yb + 5, "backward", 17, "start", weight="bold")
+    s.line(xs[-1][0] + 60, yb - 22, xs[0][0] - 40, yb - 22, "#555555", 2, arrow=True)
+    for cx, label in xs:
+        conj, color = ("RS", RS) if label == "AG" else ("AG", AG)
+        s.rect(cx - 18, yb - 12, 36, 28, color)
+        s.text(cx, yb + 8, conj, 15, fill="#ffffff", weight="bold")
+        s.text(cx, yb + 38, "dX" if label == "AG" else "dZ", 14)
+    s.text(16, yb + 80, "Rows: the N = B·T tokens (down); columns: features (across). Orange: the "
+           f"rank's N/{tp} rows. Blue, green: its 1/{tp} of the columns", 16, "start")
+    s.text(16, yb + 102, "(heads; MLP). Grey: all N rows, gathered, kept for the backward pass (this "
+           "kit). AG: all-gather, RS: reduce-scatter, of N·C floats.", 16, "start")
+    s.save(path)
+
+
+def recompute_kept(path, C=64, NH=4, T=64, L=4):
+    """What each block keeps for the backward pass under lab 05's three
+    Recompute modes (model.c's gpt_activation_parts), floats per token at
+    tp = 1 for tiny (C 64, NH 4, T 64, L 4): residual stream res1, res2 and
+    the layernorm statistics 2C + 4; layernorm outputs 2C; the split
+    layers' qkv, atty, fch, fch_gelu 12C; attention probabilities NH T.
+    What a mode does not keep per block sits in one buffer the blocks share
+    (rebuilt before each block's backward pass), drawn dashed."""
+    parts = [("res2", C, "#8c6d31"), ("res1 + stats", C + 4, ORANGE), ("ln1, ln2", 2 * C, GREY),
+             ("qkv, atty, fch, gelu", 12 * C, BLUE), ("attention probs", NH * T, "#d9534f")]
+    names = {name for name, _, _ in parts}
+    # what each block keeps: all; all but the probabilities; its output alone
+    modes = [("none", names), ("selective", names - {"attention probs"}), ("full", {"res2"})]
+    s = Svg(1180, 500)
+    px, base = 0.24, 360   # pixels per float of a token; the bars' baseline
+    for row, (mode, kept) in enumerate(modes):
+        x0 = 130 + row * 350
+        s.text(x0 + 150, 30, mode, 22, weight="bold")
+        total = 0
+        for b in range(L + 1):   # L blocks, then the shared buffer
+            shared = b == L
+            x = x0 + b * 58
+            y = base
+            for name, n, color in parts:
+                if (name in kept) == shared:
+                    continue
+                if not shared:
+                    total += n
+                h = n * px
+                y -= h
+                s.rect(x, y, 46, h, color, "#ffffff")
+            if shared and y < base:
+                total += sum(n for name, n, _ in parts if name not in kept)
+                s.items.append(f'<rect x="{x - 3:.1f}" y="{y - 3:.1f}" width="52" '
+                               f'height="{base - y + 6:.1f}" fill="none" stroke="{INK}" '
+                               'stroke-width="2" stroke-dasharray="6,4"/>')
+            if not shared or y < base:
+                s.text(x + 23, base + 22, "shared" if shared else f"b{b}", 14)
+        s.text(x0 + 150, base + 52, f"{total:,} floats per token", 17)
+    for k, (name, n, color) in enumerate(parts):
+        s.rect(20 + k * 232, 436, 18, 18, color)
+        s.text(44 + k * 232, 451, f"{name} {n}", 15, "start")
+    s.text(20, 484, f"Floats per token, tiny (C {C}, NH {NH}, L {L}) at T {T}, tp 1. b0..b{L - 1}: "
+           "kept by each block; dashed: one buffer for all blocks, rebuilt in the backward.",
+           15, "start")
+    s.save(path)
+
+
 DIAGRAMS = {"zero-stages": zero_stages, "ring-allreduce": ring_allreduce, "ddp-overlap": ddp_overlap,
-            "tp-block": tp_block}
+            "tp-block": tp_block, "sp-block": sp_block, "recompute-kept": recompute_kept}
 
 
 def main():
