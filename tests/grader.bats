@@ -14,7 +14,7 @@ total_of() { sed -n 's/^total: //p' "$1"; }
 case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
-    require_solution 00 01 02 03 04
+    require_solution 00 01 02 03 04 05
     run t 900 $GRADE --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -25,7 +25,7 @@ case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 }
 
 @test "grader: untouched skeletons score zero, each case saying not implemented" {
-    require_untouched 00 01 02 03 04
+    require_untouched 00 01 02 03 04 05
     run t 900 $GRADE --src "$ROOT/labs" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -116,17 +116,21 @@ PY
 # The bugs a fixed case on 2 ranks missed (a padded last shard, N instead
 # of K, a bucket shifted by one float), an overlap that never overlaps (DDP's
 # buckets, and lab 03's extension's reduce-scatters), lab 02's extension's
-# first bucket closing at the others' size, and lab 04's embedding gradient
+# first bucket closing at the others' size, lab 04's embedding gradient
 # without the rank's vocabulary offset and its extension's target logits
-# left unsummed (rank 0's loss sees them only at tp 4), lose points in
-# hidden mode too: every draw of their case reaches them.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others and TP's vocabulary shards" {
+# left unsummed (rank 0's loss sees them only at tp 4), and lab 05's
+# positions without the rank's row offset (seen only where a rank's rows
+# start mid-sequence) and full recomputation's stale layernorm statistics
+# (seen only with two blocks or more), lose points in hidden mode too: every
+# draw of their case reaches them.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards and SP's row offsets" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
                 02-bucket-shifted-one-float 02-overlap-starts-after-backward \
                 02-first-bucket-at-bucket-size 03-overlap-starts-after-backward \
-                04-embedding-backward-no-vocab-offset 04-fused-sums-only; do
+                04-embedding-backward-no-vocab-offset 04-fused-sums-only \
+                05-embedding-positions-no-row-offset 05-full-recompute-stale-ln-stats; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
         labdir=$(basename "$ROOT"/solutions/"$lab"_*)
@@ -178,38 +182,47 @@ PY
     done
 }
 
-# make_cheat DIR [PREAMBLE]: DIR/02_ddp and DIR/03_zero, copies of the
-# solutions whose lab file does no gradient communication and, at exit,
-# copies a run's metrics.csv, memory.csv and comm.csv over its own
-# (tests/grader_cheat.h): the solution's run wherever it can find one, and
-# the committed references. PREAMBLE (e.g. "#define CHEAT_REFERENCES_ONLY")
-# goes first.
+# make_cheat DIR [PREAMBLE]: DIR/02_ddp, DIR/03_zero, DIR/04_tensor_parallel
+# and DIR/05_activation_memory, copies of the solutions whose lab file does
+# no communication and, at exit, copies a run's metrics.csv, memory.csv and
+# comm.csv over its own (tests/grader_cheat.h): the solution's run wherever
+# it can find one, and the committed references. Lab 05's recomputations
+# call no collective without --sp, so its copy also rebuilds nothing (full)
+# and zeros the probabilities (selective). PREAMBLE (e.g. "#define
+# CHEAT_REFERENCES_ONLY") goes first.
 make_cheat() {
-    local dir=$1 pre=${2:-} lab file
-    for lab in 02_ddp:ddp.c 03_zero:zero.c 04_tensor_parallel:tensor_parallel.c; do
+    local dir=$1 pre=${2:-} lab file more
+    for lab in 02_ddp:ddp.c 03_zero:zero.c 04_tensor_parallel:tensor_parallel.c \
+               05_activation_memory:activation_memory.c; do
         file=${lab#*:}
         lab=${lab%%:*}
+        more=
+        [ "$lab" = 05_activation_memory ] && more='#include "model.h"
+#include "kernels.h"
+#define block_forward(...) ((void)0)
+#define attention_probs_forward(att, qkv, B, T, C, NH) set_zero(att, (size_t)(B) * (NH) * (T) * (T))'
         mkdir -p "$dir"
         cp -r "$ROOT/solutions/$lab" "$dir/"
         sed "s|@ROOT@|$ROOT|" "$ROOT/tests/grader_cheat.h" > "$dir/$lab/grader_cheat.h"
-        { printf '%s\n#include "grader_cheat.h"\n' "$pre"; cat "$ROOT/solutions/$lab/$file"; } > "$dir/$lab/$file"
+        { printf '%s\n#include "grader_cheat.h"\n%s\n' "$pre" "$more"; cat "$ROOT/solutions/$lab/$file"; } \
+            > "$dir/$lab/$file"
     done
 }
 
 # every case line of report $1 scores 0
 all_zero() {
     local cases
-    cases=$(case_rows "$1" | grep -cE '^0[234]_')
+    cases=$(case_rows "$1" | grep -cE '^0[2-5]_')
     [ "$cases" -gt 0 ]
-    [ "$(case_rows "$1" | grep -cE '^0[234]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
+    [ "$(case_rows "$1" | grep -cE '^0[2-5]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
     [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 
 @test "grader: a cheat copying the solution's run or the references scores zero on every hidden case" {
-    require_solution 02 03 04
+    require_solution 02 03 04 05
     make_cheat "$BATS_TEST_TMPDIR/src"
     make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
-    for lab in 02 03 04; do
+    for lab in 02 03 04 05; do
         for variant in src src-ref; do
             run t 600 $GRADE --lab $lab --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
                 --out "$BATS_TEST_TMPDIR/h-$lab-$variant"
@@ -280,42 +293,70 @@ EOF
 import random, sys
 sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True
 import grade
-seen = {"ranks": set(), "k_ne_n": 0, "shapes": set()}
-for name in ("02_ddp", "03_zero"):
+
+
+def draws(name):
+    """Every case of lab name drawn 50 times (one generator seeded 1, as a
+    grading run draws), each as (case, draw, v): v(flag, default) is the
+    flag's value in the draw, default when it is absent."""
     lab = grade.load_lab(f"{sys.argv[1]}/cases/{name}.toml")
     rng = random.Random(1)
     for _ in range(50):
         for c in lab.cases:
             d = grade.draw_case(c, rng)
-            k = int(grade.flag_value(d.args, "--grad-accum") or 1)
-            b = int(grade.flag_value(d.args, "--batch"))
-            assert b % (d.ranks * k) == 0, (c.name, d.label)
-            h, e = int(grade.flag_value(d.args, "--n-head")), int(grade.flag_value(d.args, "--n-embd"))
-            assert e % h == 0 and d.label.startswith("[-np "), d.label
-            seen["ranks"].add(d.ranks)
-            seen["k_ne_n"] += k not in (1, d.ranks)
-            seen["shapes"].add((grade.flag_value(d.args, "--n-layer"), h, e))
+            yield c, d, lambda flag, default=None, args=d.args: grade.flag_value(args, flag) or default
+
+
+seen = {"ranks": set(), "k_ne_n": 0, "shapes": set()}
+for name in ("02_ddp", "03_zero"):
+    for c, d, v in draws(name):
+        k, b = int(v("--grad-accum", 1)), int(v("--batch"))
+        assert b % (d.ranks * k) == 0, (c.name, d.label)
+        h, e = int(v("--n-head")), int(v("--n-embd"))
+        assert e % h == 0 and d.label.startswith("[-np "), d.label
+        seen["ranks"].add(d.ranks)
+        seen["k_ne_n"] += k not in (1, d.ranks)
+        seen["shapes"].add((v("--n-layer"), h, e))
 assert {2, 3, 4} <= seen["ranks"], seen
 assert seen["k_ne_n"] > 10 and len(seen["shapes"]) > 6, seen
 # lab 04: --tp divides the heads and the ranks (dp = ranks / tp) on every
 # draw, and a case about padding always draws a vocabulary --tp pads
-lab = grade.load_lab(f"{sys.argv[1]}/cases/04_tensor_parallel.toml")
-rng, tp_seen = random.Random(1), {"tp": set(), "dp": set(), "shapes": set()}
-for _ in range(50):
-    for c in lab.cases:
-        d = grade.draw_case(c, rng)
-        k = int(grade.flag_value(d.args, "--grad-accum") or 1)
-        b = int(grade.flag_value(d.args, "--batch"))
-        tp = int(grade.flag_value(d.args, "--tp"))
-        h, e = int(grade.flag_value(d.args, "--n-head")), int(grade.flag_value(d.args, "--n-embd"))
-        assert tp >= 2 and d.ranks % tp == 0 and h % tp == 0 and e % h == 0, (c.name, d.label)
-        assert b % (d.ranks // tp * k) == 0, (c.name, d.label)
-        if "padded" in c.name:
-            assert int(grade.flag_value(d.args, "--vocab")) % tp != 0, (c.name, d.label)
-        tp_seen["tp"].add(tp)
-        tp_seen["dp"].add(d.ranks // tp)
-        tp_seen["shapes"].add((grade.flag_value(d.args, "--n-layer"), h, e))
+tp_seen = {"tp": set(), "dp": set(), "shapes": set()}
+for c, d, v in draws("04_tensor_parallel"):
+    k, b, tp = int(v("--grad-accum", 1)), int(v("--batch")), int(v("--tp"))
+    h, e = int(v("--n-head")), int(v("--n-embd"))
+    assert tp >= 2 and d.ranks % tp == 0 and h % tp == 0 and e % h == 0, (c.name, d.label)
+    assert b % (d.ranks // tp * k) == 0, (c.name, d.label)
+    if "padded" in c.name:
+        assert int(v("--vocab")) % tp != 0, (c.name, d.label)
+    tp_seen["tp"].add(tp)
+    tp_seen["dp"].add(d.ranks // tp)
+    tp_seen["shapes"].add((v("--n-layer"), h, e))
 assert tp_seen["tp"] == {2, 4} and {1, 2, 3} <= tp_seen["dp"] and len(tp_seen["shapes"]) > 6, tp_seen
+# lab 05: every case runs --sp (or the extension's --sp-regather) or
+# --recompute (without either its programs never call the lab's file); under
+# SP, tp >= 2 divides the heads, the ranks and the sequence; the
+# mid-sequence case's micro-batches split rows inside a sequence (B % tp !=
+# 0); a recomputation always has 2 blocks or more (tiny: 8 sequences, 4
+# heads, 64 channels, 4 blocks, 64 tokens where a flag is absent)
+sp_seen = {"tp": set(), "modes": set(), "shapes": set()}
+for c, d, v in draws("05_activation_memory"):
+    k, b, tp = int(v("--grad-accum", 1)), int(v("--batch", 8)), int(v("--tp", 1))
+    h, e = int(v("--n-head", 4)), int(v("--n-embd", 64))
+    sp, mode = "--sp" in d.args or "--sp-regather" in d.args, v("--recompute")
+    assert sp or mode, (c.name, d.label)
+    assert d.ranks % tp == 0 and h % tp == 0 and e % h == 0 and b % (d.ranks // tp * k) == 0, \
+        (c.name, d.label)
+    if sp:
+        assert tp >= 2 and int(v("--seq", 64)) % tp == 0, (c.name, d.label)
+    if "mid-sequence" in c.name:
+        assert sp and b // (d.ranks // tp * k) % tp != 0, (c.name, d.label)
+    if mode:
+        assert int(v("--n-layer", 4)) >= 2, (c.name, d.label)
+    sp_seen["tp"].add(tp)
+    sp_seen["modes"].add((sp, mode, c.program, c.extension))
+    sp_seen["shapes"].add((v("--n-layer"), h, e))
+assert sp_seen["tp"] == {1, 2, 4} and len(sp_seen["modes"]) == 8 and len(sp_seen["shapes"]) > 6, sp_seen
 # a training case on several ranks must check that the ranks agree
 import os, tempfile
 bad = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
@@ -379,7 +420,7 @@ PY
 }
 
 @test "grader: regenerating the references reproduces the committed ones" {
-    require_solution 00 01 02 03 04
+    require_solution 00 01 02 03 04 05
     run t 600 $GRADE --make-references --reference-out "$BATS_TEST_TMPDIR/ref" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
