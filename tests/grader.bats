@@ -123,14 +123,15 @@ PY
 # start mid-sequence) and full recomputation's stale layernorm statistics
 # (seen only with two blocks or more), lose points in hidden mode too: every
 # draw of their case reaches them.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards and SP's row offsets" {
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets and recomputation's shared buffers" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
                 02-bucket-shifted-one-float 02-overlap-starts-after-backward \
                 02-first-bucket-at-bucket-size 03-overlap-starts-after-backward \
                 04-embedding-backward-no-vocab-offset 04-fused-sums-only \
-                05-embedding-positions-no-row-offset 05-full-recompute-stale-ln-stats; do
+                05-embedding-positions-no-row-offset 05-full-recompute-stale-ln-stats \
+                05-selective-rebuilds-nothing; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
         labdir=$(basename "$ROOT"/solutions/"$lab"_*)
