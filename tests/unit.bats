@@ -34,3 +34,9 @@ load helpers
     echo "$output"
     [ "$status" -eq 0 ]
 }
+
+@test "unit: pipeline schedules: the validator accepts GPipe, 1F1B, ZB-H1 and interleaved and rejects each mistake by name; simulated bubbles equal the formulas" {
+    run t 60 "$BUILD/tests/test_schedule"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
