@@ -35,7 +35,28 @@ void schedule_add(Schedule *s, int rank, PipeOpKind kind, int micro, int chunk, 
         l->ops = realloc(l->ops, (size_t)l->cap * sizeof *l->ops);
         CHECK(l->ops, "out of memory for %d ops of pipeline rank %d", l->cap, rank);
     }
-    l->ops[l->n++] = (PipeOp){kind, micro, chunk, peer};
+    l->ops[l->n++] = (PipeOp){kind, micro, chunk, peer, 0};
+}
+
+void schedule_batch(Schedule *s, int rank, int n) {
+    CHECK(rank >= 0 && rank < s->ranks, "schedule_batch: rank %d is not in [0, %d)", rank,
+          s->ranks);
+    PipeOpList *l = &s->rank[rank];
+    if (n < 1 || n > l->n)
+        USER_ERROR("schedule_batch: a batch of %d ops, but rank %d has %d (want 1 to %d)", n,
+                   rank, l->n, l->n);
+    for (int i = l->n - n; i < l->n; i++) l->ops[i].batched = i < l->n - 1;
+}
+
+/* The first op of the batch holding op i of rank r, and one past its last
+ * (a lone op is a batch of one). */
+static int batch_start(const Schedule *s, int r, int i) {
+    while (i > 0 && s->rank[r].ops[i - 1].batched) i--;
+    return i;
+}
+static int batch_end(const Schedule *s, int r, int i) {
+    while (i < s->rank[r].n - 1 && s->rank[r].ops[i].batched) i++;
+    return i + 1;
 }
 
 static const char *const KIND_NAME[PIPE_KINDS] = {
@@ -65,11 +86,28 @@ void schedule_print(FILE *f, const Schedule *s, int show_comm) {
         fprintf(f, "rank %d:", r);
         for (int i = 0; i < s->rank[r].n; i++) {
             PipeOp op = s->rank[r].ops[i];
-            if (show_comm || !pipe_op_is_comm(op.kind))
-                fprintf(f, " %s", pipe_op_label(s, op, label, sizeof label));
+            if (!show_comm && pipe_op_is_comm(op.kind)) continue;
+            int after_batched = i > 0 && s->rank[r].ops[i - 1].batched;
+            int opens = show_comm && op.batched && !after_batched;
+            int closes = show_comm && !op.batched && after_batched;
+            fprintf(f, " %s%s%s", opens ? "[" : "", pipe_op_label(s, op, label, sizeof label),
+                    closes ? "]" : "");
         }
         fprintf(f, "\n");
     }
+}
+
+/* Ops [from, to) of rank r as the printer shows them: "[SA1 RG0]" */
+static const char *batch_label(const Schedule *s, int r, int from, int to, char *buf, size_t n) {
+    char label[32];
+    size_t len = 0;
+    for (int i = from; i < to && len < n; i++) {
+        int w = snprintf(buf + len, n - len, "%s%s%s", i == from ? "[" : " ",
+                         pipe_op_label(s, s->rank[r].ops[i], label, sizeof label),
+                         i == to - 1 ? "]" : "");
+        len += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
 }
 
 /* ---- the index: where each (rank, kind, chunk, micro-batch) op is ------- */
@@ -104,7 +142,7 @@ static PipeOp partner(const Schedule *s, int rank, PipeOp op) {
         [PIPE_SEND_GRAD] = PIPE_RECV_GRAD, [PIPE_RECV_GRAD] = PIPE_SEND_GRAD,
     };
     int to = neighbour_stage(op.kind, schedule_stage_of(s, rank, op.chunk));
-    return (PipeOp){other[op.kind], op.micro, to / s->ranks, rank};
+    return (PipeOp){other[op.kind], op.micro, to / s->ranks, rank, 0};
 }
 
 static int fail(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -162,6 +200,20 @@ static int check_ops(const Schedule *s, int *pos, char *why, size_t n) {
                                 r, i, label, op.peer, stage, to < stage ? "previous" : "next", to,
                                 to % p);
             }
+            int from = batch_start(s, r, i);
+            if (!pipe_op_is_comm(op.kind) && (op.batched || from < i)) {
+                char batch[128];
+                int to = batch_end(s, r, i);
+                return fail(why, n,
+                            "rank %d, op %d (%s): a compute op in the batch at op %d (%s); a "
+                            "batch holds communication ops only",
+                            r, i, label, from, batch_label(s, r, from, to, batch, sizeof batch));
+            }
+            if (op.batched && i == s->rank[r].n - 1)
+                return fail(why, n,
+                            "rank %d, op %d (%s): batched with the next op, but it is the "
+                            "rank's last",
+                            r, i, label);
             int *at = &pos[slot(s, r, op.kind, op.chunk, op.micro)];
             if (*at >= 0)
                 return fail(why, n,
@@ -224,7 +276,8 @@ static int check_coverage(const Schedule *s, const int *pos, char *why, size_t n
 }
 
 /* Op `user` (at `at` on rank r) needs `input` (at input_at, -1 if absent)
- * before it; `what` says what the input is. */
+ * before it; `what` says what the input is. An op in a batch stands at
+ * its batch's position (a compute op is never in one). */
 static int need_before(const Schedule *s, int r, int at, PipeOp user, int input_at, PipeOp input,
                        const char *what, char *why, size_t n) {
     char a[32], b[32];
@@ -233,7 +286,7 @@ static int need_before(const Schedule *s, int r, int at, PipeOp user, int input_
     if (input_at < 0)
         return fail(why, n, "rank %d, op %d (%s): needs %s (%s), but rank %d has none", r, at, a,
                     what, b, r);
-    if (input_at > at)
+    if (batch_start(s, r, input_at) > batch_start(s, r, at))
         return fail(why, n, "rank %d, op %d (%s): needs %s (%s), which comes after it, at op %d", r,
                     at, a, what, b, input_at);
     return 0;
@@ -249,7 +302,7 @@ static int send_after(const Schedule *s, int r, int at, PipeOp producer, int out
     if (out_at < 0)
         return fail(why, n, "rank %d, op %d (%s): its result goes to rank %d (%s), but rank %d has "
                     "no such send", r, at, a, out.peer, b, r);
-    if (out_at < at)
+    if (batch_start(s, r, out_at) < batch_start(s, r, at))
         return fail(why, n, "rank %d, op %d (%s): sends before %s (op %d) has computed it", r,
                     out_at, b, a, at);
     return 0;
@@ -268,28 +321,28 @@ static int check_order(const Schedule *s, const int *pos, char *why, size_t n) {
     for (int stage = 0; stage < S; stage++) {
         int r = stage % p, c = stage / p;
         for (int i = 0; i < s->micro_batches; i++) {
-            PipeOp F = {PIPE_FORWARD, i, c, -1};
+            PipeOp F = {PIPE_FORWARD, i, c, -1, 0};
             int f = where(s, pos, r, PIPE_FORWARD, c, i);
-            PipeOp B = {backward_kind(s, pos, r, c, i), i, c, -1};
+            PipeOp B = {backward_kind(s, pos, r, c, i), i, c, -1, 0};
             int b = where(s, pos, r, B.kind, c, i);
             if (need_before(s, r, b, B, f, F, "its forward", why, n)) return -1;
             if (B.kind == PIPE_BACKWARD_INPUT &&
                 need_before(s, r, where(s, pos, r, PIPE_BACKWARD_WEIGHT, c, i),
-                            (PipeOp){PIPE_BACKWARD_WEIGHT, i, c, -1}, b, B, "its input gradient",
-                            why, n))
+                            (PipeOp){PIPE_BACKWARD_WEIGHT, i, c, -1, 0}, b, B,
+                            "its input gradient", why, n))
                 return -1;
             if (p == 1) {  /* the neighbour stages are this rank's other chunks */
                 if (stage > 0) {
                     snprintf(what, sizeof what, "stage %d's forward", stage - 1);
                     if (need_before(s, r, f, F, where(s, pos, r, PIPE_FORWARD, c - 1, i),
-                                    (PipeOp){PIPE_FORWARD, i, c - 1, -1}, what, why, n))
+                                    (PipeOp){PIPE_FORWARD, i, c - 1, -1, 0}, what, why, n))
                         return -1;
                 }
                 if (stage < S - 1) {
                     PipeOpKind k = backward_kind(s, pos, r, c + 1, i);
                     snprintf(what, sizeof what, "stage %d's backward", stage + 1);
                     if (need_before(s, r, b, B, where(s, pos, r, k, c + 1, i),
-                                    (PipeOp){k, i, c + 1, -1}, what, why, n))
+                                    (PipeOp){k, i, c + 1, -1, 0}, what, why, n))
                         return -1;
                 }
                 continue;
@@ -298,17 +351,17 @@ static int check_order(const Schedule *s, const int *pos, char *why, size_t n) {
             if (stage > 0) {
                 snprintf(what, sizeof what, "its input from rank %d", prev);
                 if (need_before(s, r, f, F, where(s, pos, r, PIPE_RECV_ACT, c, i),
-                                (PipeOp){PIPE_RECV_ACT, i, c, prev}, what, why, n) ||
+                                (PipeOp){PIPE_RECV_ACT, i, c, prev, 0}, what, why, n) ||
                     send_after(s, r, b, B, where(s, pos, r, PIPE_SEND_GRAD, c, i),
-                               (PipeOp){PIPE_SEND_GRAD, i, c, prev}, why, n))
+                               (PipeOp){PIPE_SEND_GRAD, i, c, prev, 0}, why, n))
                     return -1;
             }
             if (stage < S - 1) {
                 snprintf(what, sizeof what, "its output gradient from rank %d", next);
                 if (send_after(s, r, f, F, where(s, pos, r, PIPE_SEND_ACT, c, i),
-                               (PipeOp){PIPE_SEND_ACT, i, c, next}, why, n) ||
+                               (PipeOp){PIPE_SEND_ACT, i, c, next, 0}, why, n) ||
                     need_before(s, r, b, B, where(s, pos, r, PIPE_RECV_GRAD, c, i),
-                                (PipeOp){PIPE_RECV_GRAD, i, c, next}, what, why, n))
+                                (PipeOp){PIPE_RECV_GRAD, i, c, next, 0}, what, why, n))
                     return -1;
             }
         }
@@ -317,38 +370,74 @@ static int check_order(const Schedule *s, const int *pos, char *why, size_t n) {
 }
 
 /* Run the lists under rendezvous semantics (schedule.h): a compute op
- * always goes, a send and its receive go together when both are their
- * ranks' current ops. */
+ * always goes; at a batch (a lone op is a batch of one) a rank has posted
+ * every member, and a member completes with its partner once the partner
+ * is posted too: in the batch its rank is at, not yet completed. The rank
+ * goes past the batch when every member has completed. */
+static int posted(const Schedule *s, const int *pc, char *const *done, int r, int i) {
+    return i >= pc[r] && i < batch_end(s, r, pc[r]) && !done[r][i];
+}
+
 static int check_deadlock(const Schedule *s, const int *pos, char *why, size_t n) {
     int p = s->ranks, *pc = calloc((size_t)p, sizeof *pc);
-    CHECK(pc, "out of memory for %d ranks", p);
+    char **done = calloc((size_t)p, sizeof *done);
+    CHECK(pc && done, "out of memory for %d ranks", p);
+    for (int r = 0; r < p; r++) {
+        done[r] = calloc((size_t)s->rank[r].n + 1, 1);
+        CHECK(done[r], "out of memory for %d ops", s->rank[r].n);
+    }
     for (int moved = 1; moved;) {
         moved = 0;
         for (int r = 0; r < p; r++) {
             while (pc[r] < s->rank[r].n) {
-                PipeOp op = s->rank[r].ops[pc[r]];
-                if (pipe_op_is_comm(op.kind)) {
+                int end = batch_end(s, r, pc[r]), open = 0;
+                for (int i = pc[r]; i < end; i++) {
+                    PipeOp op = s->rank[r].ops[i];
+                    if (!pipe_op_is_comm(op.kind) || done[r][i]) continue;
                     PipeOp m = partner(s, r, op);
-                    if (pc[op.peer] != where(s, pos, op.peer, m.kind, m.chunk, m.micro)) break;
-                    pc[op.peer]++;
+                    int at = where(s, pos, op.peer, m.kind, m.chunk, m.micro);
+                    if (!posted(s, pc, done, op.peer, at)) {
+                        open++;
+                        continue;
+                    }
+                    done[r][i] = done[op.peer][at] = 1;
+                    moved = 1;
                 }
-                pc[r]++;
+                if (open) break;
+                pc[r] = end;
                 moved = 1;
             }
         }
     }
     int stuck = 0;
     size_t len = 0;
-    char label[32];
+    char label[32], batch[128];
     for (int r = 0; r < p; r++) {
         if (pc[r] == s->rank[r].n) continue;
-        PipeOp op = s->rank[r].ops[pc[r]];
-        int sends = op.kind == PIPE_SEND_ACT || op.kind == PIPE_SEND_GRAD;
-        int w = snprintf(why + len, n - len, "%s rank %d waits at op %d (%s %s rank %d)",
-                         stuck++ ? "," : "deadlock under blocking send and receive:", r, pc[r],
-                         pipe_op_label(s, op, label, sizeof label), sends ? "to" : "from", op.peer);
+        int end = batch_end(s, r, pc[r]), w;
+        const char *head = stuck++ ? "," : "deadlock under blocking send and receive:";
+        if (end - pc[r] > 1)
+            w = snprintf(why + len, n - len, "%s rank %d waits at op %d (%s:", head, r, pc[r],
+                         batch_label(s, r, pc[r], end, batch, sizeof batch));
+        else
+            w = snprintf(why + len, n - len, "%s rank %d waits at op %d (", head, r, pc[r]);
         len = w > 0 && len + (size_t)w < n ? len + (size_t)w : (n ? n - 1 : 0);  /* truncated */
+        for (int i = pc[r], first = 1; i < end; i++) {
+            PipeOp op = s->rank[r].ops[i];
+            if (done[r][i]) continue;
+            int sends = op.kind == PIPE_SEND_ACT || op.kind == PIPE_SEND_GRAD;
+            w = snprintf(why + len, n - len, "%s%s %s rank %d",
+                         first ? (end - pc[r] > 1 ? " " : "") : ", ",
+                         pipe_op_label(s, op, label, sizeof label), sends ? "to" : "from",
+                         op.peer);
+            first = 0;
+            len = w > 0 && len + (size_t)w < n ? len + (size_t)w : (n ? n - 1 : 0);
+        }
+        w = snprintf(why + len, n - len, ")");
+        len = w > 0 && len + (size_t)w < n ? len + (size_t)w : (n ? n - 1 : 0);
     }
+    for (int r = 0; r < p; r++) free(done[r]);
+    free(done);
     free(pc);
     return stuck ? -1 : 0;
 }
@@ -397,10 +486,39 @@ static int input_message(const Schedule *s, const int *pos, int r, PipeOp op) {
     return -1;
 }
 
+/* Post the communication ops [from, to) of rank r at time `at` (those not
+ * posted yet), and give each whose partner is posted its message's
+ * arrival; returns the latest arrival, or -1 while some has none yet. */
+static double post(const Schedule *s, const int *pos, const PipeCosts *c, PipeTimeline *t, int r,
+                   int from, int to, double at, int *moved) {
+    double last = at;
+    for (int i = from; i < to; i++) {
+        PipeOp op = s->rank[r].ops[i];
+        PipeOpTime *mine = &t->rank[r].op[i];
+        if (mine->start < 0) {
+            mine->start = at;
+            *moved = 1;
+        }
+        if (mine->end < 0) {
+            PipeOp m = partner(s, r, op);
+            PipeOpTime *other =
+                &t->rank[op.peer].op[where(s, pos, op.peer, m.kind, m.chunk, m.micro)];
+            if (other->start >= 0)
+                mine->end = other->end =
+                    (mine->start > other->start ? mine->start : other->start) + c->send;
+        }
+        if (mine->end < 0) last = -1;
+        else if (last >= 0 && mine->end > last) last = mine->end;
+    }
+    return last;
+}
+
 /* Each op's start and end: ranks move in turn as far as they can; a compute
  * op waits for its input message's arrival, known once both ends are
- * posted. A valid schedule runs to the end under rendezvous, so it does
- * here too, where communication never holds a rank back. */
+ * posted, and the op after a batch for every message of the batch. A
+ * valid schedule runs to the end under rendezvous, so it does here too,
+ * where communication holds a rank back less: a lone op never does, a
+ * batch only until its partners are posted. */
 static void simulate_times(const Schedule *s, const int *pos, const PipeCosts *c, PipeTimeline *t) {
     int p = s->ranks, *pc = calloc((size_t)p, sizeof *pc), left = 0;
     double *clock = calloc((size_t)p, sizeof *clock);
@@ -409,17 +527,19 @@ static void simulate_times(const Schedule *s, const int *pos, const PipeCosts *c
     while (left > 0) {
         int moved = 0;
         for (int r = 0; r < p; r++) {
-            for (; pc[r] < s->rank[r].n; pc[r]++, left--, moved = 1) {
+            while (pc[r] < s->rank[r].n) {
                 PipeOp op = s->rank[r].ops[pc[r]];
                 PipeOpTime *at = &t->rank[r].op[pc[r]];
                 if (pipe_op_is_comm(op.kind)) {
-                    at->start = clock[r];
-                    PipeOp m = partner(s, r, op);
-                    PipeOpTime *other = &t->rank[op.peer].op[where(s, pos, op.peer, m.kind,
-                                                                   m.chunk, m.micro)];
-                    if (other->start >= 0)
-                        at->end = other->end =
-                            (at->start > other->start ? at->start : other->start) + c->send;
+                    int end = batch_end(s, r, pc[r]);
+                    double arrived = post(s, pos, c, t, r, pc[r], end, clock[r], &moved);
+                    if (end - pc[r] > 1) {  /* a batch: wait for all of it */
+                        if (arrived < 0) break;
+                        clock[r] = arrived;
+                    }
+                    left -= end - pc[r];
+                    pc[r] = end;
+                    moved = 1;
                     continue;
                 }
                 double ready = clock[r];
@@ -431,6 +551,9 @@ static void simulate_times(const Schedule *s, const int *pos, const PipeCosts *c
                 }
                 at->start = ready;
                 at->end = clock[r] = ready + cost_of(c, op.kind);
+                pc[r]++;
+                left--;
+                moved = 1;
             }
         }
         CHECK(moved, "the simulation of a valid pipeline schedule stalled (%d ops left)", left);

@@ -36,7 +36,8 @@
  *      the tokens) and sends no input gradient, the last sends no
  *      activation and receives no gradient (its forward ends in the loss,
  *      its backward starts there). With p = 1 every stage is on rank 0 and
- *      a schedule has no communication ops at all;
+ *      a schedule has no communication ops at all; a batch (below) holds
+ *      communication ops only;
  *   2. every send meets exactly one receive, and the other way round: the
  *      peer holds the matching op, for the same micro-batch and stage;
  *   3. every (micro-batch, stage) has one forward and one backward: one B,
@@ -47,7 +48,8 @@
  *      of its output; a backward on any stage but the last after its RG,
  *      on any stage but the first before its SG. With p = 1 the data stays
  *      on the rank: stage s's forward follows stage s - 1's on the list,
- *      its backward follows stage s + 1's;
+ *      its backward follows stage s + 1's. An op in a batch (below)
+ *      stands at its batch's position;
  *   5. it runs to the end under blocking semantics: each rank executes its
  *      list in order, a compute op always completes, and a send and its
  *      receive complete together, once both ranks have reached them
@@ -57,12 +59,47 @@
  *      message. A schedule safe under rendezvous is safe with any
  *      buffering MPI may add, which only lets senders go on sooner. The
  *      check runs the lists: while some rank can move (a compute op, or a
- *      send or receive whose partner is the peer's current op), it moves;
+ *      send or receive whose partner is the peer's current op, or in the
+ *      peer's current batch), it moves;
  *      when none can and some have ops left, that is a deadlock, reported
  *      with each stuck rank's op. So two neighbours that both send first
  *      (1F1B's steady state: rank r's gradient to r - 1 crossing r - 1's
- *      activation to r) deadlock, as do two that both receive first.
+ *      activation to r) deadlock, as do two that both receive first,
+ *      unless their sends and receives are batched (below).
  * The first problem found is named with its rank, position and op.
+ *
+ * Batches. Consecutive communication ops of a rank can form one batch,
+ * posted together and completed together: Megatron-LM's
+ * send_forward_recv_backward and send_backward_recv_forward, which post an
+ * isend and an irecv with torch.distributed.batch_isend_irecv and wait for
+ * both. PipeOp.batched = 1 marks an op as batched with the next op on the
+ * list (the batch's last op has 0, a lone op is a batch of one);
+ * schedule_batch makes the ops just added one batch. schedule_print shows a batch in
+ * brackets, so 1F1B's plain placement with its steady state batched reads,
+ * for p = 2, m = 2:
+ *   rank 0: F0 SA0 F1 [SA1 RG0] B0 RG1 B1
+ *   rank 1: RA0 F0 B0 [SG0 RA1] F1 B1 SG1
+ * (without the brackets it deadlocks, as in 5 above). The semantics:
+ *   - when a rank reaches a batch it posts every op in it; it goes past the
+ *     batch (to its next op) only when every op in it has completed;
+ *   - under rendezvous a send or receive of a batch completes once its
+ *     partner op is posted too: the partner may sit in a batch of its own
+ *     rank, completing in any order there, or be a lone op, which waits
+ *     for it as for any partner;
+ *   - the validator's rules: a batch holds communication ops only and its
+ *     last op is not marked batched (rule 1); matching is unchanged (2);
+ *     for the order rules (4) each op of a batch stands at the batch's
+ *     position, its first op's, so "RA before its F" and "SA after its F"
+ *     hold for the batch as a whole; the deadlock check (5) lets a rank at
+ *     a batch complete any member whose partner is posted (is a lone op
+ *     its rank is at, or an uncompleted member of the batch its rank is
+ *     at), and move on once all are done;
+ *   - the simulator posts every member at the batch's post time, and the
+ *     rank's next op (compute or communication) waits until every member
+ *     has ended, as after batch_isend_irecv and a wait on all its requests:
+ *     the next compute needs the received tensor, and the sent tensor's
+ *     buffer must not be reused before its send ends. A lone op still
+ *     holds nothing back.
  *
  * The simulator (schedule_simulate) predicts a valid schedule's timeline
  * from costs per op (time of one micro-batch through one chunk) and a time
@@ -71,9 +108,13 @@
  *     when its input comes by message (F's RA, B's or I's RG), when that
  *     message has arrived; it lasts its cost;
  *   - a communication op takes no time on its rank: the executor posts it
- *     (isend, irecv) and goes on. A message starts when both ends are
- *     posted (an end's post time: the end of the compute op before it on
- *     its rank, 0 if none) and takes `send`; both ops end when it arrives:
+ *     (isend, irecv) and goes on, except after a batch (above), where the
+ *     rank waits for all of the batch's messages to arrive. A message
+ *     starts when both ends are posted (an end's post time: when its rank
+ *     reaches it, the later of the end of the compute op before it and
+ *     the end of the batch before it, 0 if none; every member of a batch
+ *     has the batch's post time) and takes `send`; both ops end when it
+ *     arrives:
  *     an op's start is its post time, its end the arrival. So a receive
  *     posted right before its forward waits for the compute before it to
  *     end, and one posted earlier moves while that compute runs;
@@ -123,6 +164,8 @@ typedef struct {
     int micro;  /* micro-batch, 0..m-1 */
     int chunk;  /* local chunk on the op's rank, 0..v-1: stage rank + chunk p */
     int peer;   /* communication ops: the other rank; compute ops: -1 */
+    int batched; /* 1: in one batch with the next op (posted and completed
+                  * together, see above); 0: the last of a batch, or alone */
 } PipeOp;
 
 typedef struct {
@@ -145,6 +188,15 @@ void schedule_free(Schedule *s);
  * [0, p). The other fields are the validator's to check. */
 void schedule_add(Schedule *s, int rank, PipeOpKind kind, int micro, int chunk, int peer);
 
+/* Make the last n ops on rank's list one batch (batched = 1 on all but
+ * the last, 0 on the last); 1 <= n <= the list's length, else a user
+ * error. E.g. Megatron-LM's send_forward_recv_backward on rank r:
+ *   schedule_add(s, r, PIPE_SEND_ACT, k, 0, r + 1);
+ *   schedule_add(s, r, PIPE_RECV_GRAD, i, 0, r + 1);
+ *   schedule_batch(s, r, 2);
+ * Communication ops only, which the validator checks. */
+void schedule_batch(Schedule *s, int rank, int n);
+
 static inline int schedule_stages(const Schedule *s) { return s->ranks * s->chunks; }
 static inline int schedule_stage_of(const Schedule *s, int rank, int chunk) {
     return rank + chunk * s->ranks;
@@ -162,7 +214,7 @@ static inline int pipe_op_is_comm(PipeOpKind kind) {
 const char *pipe_op_label(const Schedule *s, PipeOp op, char *buf, size_t n);
 
 /* One line per rank, "rank r: F0 F1 B1 B0", communication ops left out
- * unless show_comm. */
+ * unless show_comm; a batch of two or more ops in brackets, "[SA1 RG0]". */
 void schedule_print(FILE *f, const Schedule *s, int show_comm);
 
 /* 0 when the schedule is valid (the checks above), else -1 with the first

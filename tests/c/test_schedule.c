@@ -13,11 +13,17 @@
 
 /* One rank's ops from their labels (schedule_print's, comm ops shown), each
  * optionally "@peer"; a comm op's peer is by default its neighbour stage's
- * rank, the right one. */
+ * rank, the right one. A batch is in brackets: "[SA1 RG0]". */
 static void parse_rank(Schedule *s, int r, const char *line) {
     static const char *const letters[PIPE_KINDS] = {"F", "B", "I", "W", "SA", "RA", "SG", "RG"};
     char *copy = strdup(line), *save = NULL;
+    int batch = 0;  /* ops so far in an open batch, 0 when none is open */
     for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        if (*tok == '[') batch = 1, tok++;
+        else if (batch) batch++;
+        size_t len = strlen(tok);
+        int closes = len > 0 && tok[len - 1] == ']';
+        if (closes) tok[len - 1] = '\0';
         int kind = PIPE_KINDS - 1;
         while (strncmp(tok, letters[kind], strlen(letters[kind])) != 0) kind--;
         char *end;
@@ -30,6 +36,7 @@ static void parse_rank(Schedule *s, int r, const char *line) {
         }
         if (*end == '@') peer = (int)strtol(end + 1, &end, 10);
         schedule_add(s, r, kind, micro, chunk, peer);
+        if (closes) schedule_batch(s, r, batch), batch = 0;
     }
     free(copy);
 }
@@ -110,6 +117,51 @@ static Schedule *one_f_one_b(int p, int m, int split) {
             if (split && i - r >= 0) add(s, r, PIPE_BACKWARD_WEIGHT, w++);
         }
         while (split && w < m) add(s, r, PIPE_BACKWARD_WEIGHT, w++);
+    }
+    return s;
+}
+
+/* 1F1B as Megatron-LM places its messages, on rank r (v = 1): each
+ * receive right before the compute that needs it, each send right after
+ * the compute that made it. In the steady state (after min(p - r - 1, m)
+ * warm-up forwards, one forward and one backward per micro-batch) that is
+ * F [SA RG] B [SG RA] F ...: with `batched`, those pairs are one batch
+ * each (send_forward_recv_backward, send_backward_recv_forward; the
+ * steady state's last SG stays alone, as its first RA); without, the
+ * same lists deadlock under rendezvous as soon as m >= 2. */
+static Schedule *one_f_one_b_plain(int p, int m, int batched) {
+    Schedule *s = schedule_create(p, m, 1);
+    for (int r = 0; r < p; r++) {
+        int warm = p - r - 1 < m ? p - r - 1 : m, steady = m - warm;
+        int first = r == 0, last = r == p - 1;
+        for (int i = 0; i < warm; i++) {
+            if (!first) schedule_add(s, r, PIPE_RECV_ACT, i, 0, r - 1);
+            schedule_add(s, r, PIPE_FORWARD, i, 0, -1);
+            schedule_add(s, r, PIPE_SEND_ACT, i, 0, r + 1);  /* warm > 0: not the last */
+        }
+        if (steady > 0 && !first) schedule_add(s, r, PIPE_RECV_ACT, warm, 0, r - 1);
+        for (int i = 0; i < steady; i++) {
+            int k = warm + i;  /* the forward's micro-batch */
+            schedule_add(s, r, PIPE_FORWARD, k, 0, -1);
+            if (!last) {
+                schedule_add(s, r, PIPE_SEND_ACT, k, 0, r + 1);
+                schedule_add(s, r, PIPE_RECV_GRAD, i, 0, r + 1);
+                if (batched) schedule_batch(s, r, 2);
+            }
+            schedule_add(s, r, PIPE_BACKWARD, i, 0, -1);
+            if (!first) {
+                schedule_add(s, r, PIPE_SEND_GRAD, i, 0, r - 1);
+                if (i < steady - 1) {
+                    schedule_add(s, r, PIPE_RECV_ACT, k + 1, 0, r - 1);
+                    if (batched) schedule_batch(s, r, 2);
+                }
+            }
+        }
+        for (int i = steady; i < m; i++) {
+            if (!last) schedule_add(s, r, PIPE_RECV_GRAD, i, 0, r + 1);
+            schedule_add(s, r, PIPE_BACKWARD, i, 0, -1);
+            if (!first) schedule_add(s, r, PIPE_SEND_GRAD, i, 0, r - 1);
+        }
     }
     return s;
 }
@@ -255,6 +307,127 @@ static void check_classics(void) {
     }
 }
 
+/* Rendered as schedule_print writes it, comm ops shown; the caller frees. */
+static char *printed(const Schedule *s, int show_comm) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    schedule_print(f, s, show_comm);
+    fclose(f);
+    return text;
+}
+
+static int same_ops(const Schedule *a, const Schedule *b) {
+    int same = a->ranks == b->ranks;
+    for (int r = 0; same && r < a->ranks; r++)
+        same = a->rank[r].n == b->rank[r].n &&
+               memcmp(a->rank[r].ops, b->rank[r].ops, sizeof(PipeOp) * (size_t)a->rank[r].n) == 0;
+    return same;
+}
+
+/* 1F1B in Megatron-LM's plain placement, p = 2..4, m = 1..8: with its
+ * steady state's send/receive pairs batched it is valid and, with no
+ * message cost, takes exactly the time of the 1F1B above, (m + p - 1)
+ * (t_f + t_b), every rank's bubble (p - 1) / (m + p - 1); without the
+ * batches it deadlocks once m >= 2 (with m = 1 there is no steady-state
+ * pair to cross). The printer shows the batches and parse reads them back;
+ * p = 2, m = 2 is schedule.h's example, and unbatched the deadlock that
+ * check_rejects also lists. */
+static void check_batched_1f1b(void) {
+    const PipeCosts fb = {.forward = 1, .backward = 2};
+    for (int p = 2; p <= 4; p++) {
+        for (int m = 1; m <= 8; m++) {
+            Schedule *b = one_f_one_b_plain(p, m, 1), *plain = one_f_one_b_plain(p, m, 0);
+            expect_valid(b, "1F1B, plain placement, steady state batched");
+            char why[512] = "";
+            int rc = schedule_validate(plain, why, sizeof why);
+            const char *dead = "deadlock under blocking send and receive: ";
+            if (m >= 2)
+                EXPECT(rc != 0 && strncmp(why, dead, strlen(dead)) == 0,
+                       "p %d m %d: 1F1B's plain placement unbatched: got \"%s\", want a deadlock",
+                       p, m, rc ? why : "(valid)");
+            else
+                EXPECT(rc == 0, "p %d m 1: 1F1B's plain placement rejected: %s", p, why);
+            PipeTimeline t = simulate(b, fb);
+            double want = pipe_bubble_fraction(p, m, 1);
+            EXPECT(t.makespan == (m + p - 1) * 3.0 && t.bubble_fraction == want,
+                   "p %d m %d: batched 1F1B: makespan %g, bubble %g, want %g and %g", p, m,
+                   t.makespan, t.bubble_fraction, (m + p - 1) * 3.0, want);
+            for (int r = 0; r < p; r++) {
+                int in_flight = p - r < m ? p - r : m;
+                EXPECT(t.rank[r].bubble_fraction == want &&
+                           t.rank[r].peak_activations == in_flight,
+                       "p %d m %d rank %d: batched 1F1B: bubble %g (want %g), activations %d "
+                       "(want %d)", p, m, r, t.rank[r].bubble_fraction, want,
+                       t.rank[r].peak_activations, in_flight);
+            }
+            char *text = printed(b, 1);
+            const char **lines = calloc((size_t)p, sizeof *lines);
+            char *save = NULL;
+            for (int r = 0; r < p; r++) {
+                char *line = strtok_r(r ? NULL : text, "\n", &save);
+                lines[r] = line && strchr(line, ':') ? strchr(line, ':') + 2 : "";
+            }
+            Schedule *back = parse(p, m, 1, lines);
+            EXPECT(same_ops(back, b), "p %d m %d: the printed batched 1F1B does not parse back",
+                   p, m);
+            schedule_free(back);
+            free(lines);
+            free(text);
+            if (p == 2 && m == 2) {
+                char *shown = printed(b, 1), *bare = printed(plain, 1);
+                EXPECT(strcmp(shown, "rank 0: F0 SA0 F1 [SA1 RG0] B0 RG1 B1\n"
+                                     "rank 1: RA0 F0 B0 [SG0 RA1] F1 B1 SG1\n") == 0 &&
+                           strcmp(bare, "rank 0: F0 SA0 F1 SA1 RG0 B0 RG1 B1\n"
+                                        "rank 1: RA0 F0 B0 SG0 RA1 F1 B1 SG1\n") == 0,
+                       "printed\n%s%s", shown, bare);
+                free(shown);
+                free(bare);
+            }
+            pipe_timeline_free(&t);
+            schedule_free(b);
+            schedule_free(plain);
+        }
+    }
+}
+
+/* A batch under a message cost (t_f = 1, t_b = 2, send 0.5), p = 2, m = 2:
+ * its members are posted together, at the end of the compute before it,
+ * and the rank goes on when all have arrived. Rank 0 posts [SA1 RG0] at 2,
+ * rank 1 [SG0 RA1] at 4.5 (after F0 from 1.5 and B0): both messages arrive
+ * at 5, when rank 0's B0 and rank 1's F1 start. A batch may meet lone ops:
+ * rank 1 sending SG0 and receiving RA1 one at a time, which rank 0's batch
+ * serves in either order (makespan 9 with no message cost, as 1F1B's);
+ * rank 1 receiving both activations in one batch first is valid too, but
+ * its F0 waits for SA1, posted after rank 0's F1: 10. */
+static void check_batch_times(void) {
+    Schedule *s = one_f_one_b_plain(2, 2, 1);
+    PipeTimeline t = simulate(s, (PipeCosts){.forward = 1, .backward = 2, .send = 0.5});
+    PipeOpTime *r0 = t.rank[0].op, *r1 = t.rank[1].op;
+    EXPECT(r0[3].start == 2 && r0[4].start == 2 && r0[3].end == 5 && r0[4].end == 5 &&
+               r0[5].start == 5 && r1[3].start == 4.5 && r1[4].start == 4.5 &&
+               r1[3].end == 5 && r1[4].end == 5 && r1[5].start == 5 && t.makespan == 10.5,
+           "rank 0's [SA1 RG0] [%g, %g] [%g, %g], B0 at %g; rank 1's [SG0 RA1] [%g, %g] "
+           "[%g, %g], F1 at %g; makespan %g (want 10.5)", r0[3].start, r0[3].end, r0[4].start,
+           r0[4].end, r0[5].start, r1[3].start, r1[3].end, r1[4].start, r1[4].end, r1[5].start,
+           t.makespan);
+    pipe_timeline_free(&t);
+    schedule_free(s);
+    static const char *const batched_r0 = "F0 SA0 F1 [SA1 RG0] B0 RG1 B1";
+    const char *lone_r1[] = {"RA0 F0 B0 SG0 RA1 F1 B1 SG1", "RA0 F0 B0 [RA1 SG0] F1 B1 SG1",
+                             "[RA0 RA1] F0 B0 SG0 F1 B1 SG1"};
+    const double makespan[] = {9, 9, 10};
+    for (int k = 0; k < 3; k++) {
+        s = parse(2, 2, 1, (const char *[]){batched_r0, lone_r1[k]});
+        expect_valid(s, lone_r1[k]);
+        t = simulate(s, (PipeCosts){.forward = 1, .backward = 2});
+        EXPECT(t.makespan == makespan[k], "rank 1 %s: makespan %g, want %g", lone_r1[k],
+               t.makespan, makespan[k]);
+        pipe_timeline_free(&t);
+        schedule_free(s);
+    }
+}
+
 /* A message costs time. With one micro-batch GPipe's fill and drain each
  * pay it p - 1 times. A message starts once both ends are posted: rank 1's
  * receive of micro-batch 1 posted right before its forward waits for F0 to
@@ -372,6 +545,20 @@ static const struct {
     {2, 2, 1, {"F0 SA0 F1 RG0 SA1 B0 RG1 B1", "RA0 F0 RA1 B0 SG0 F1 B1 SG1"},
      "deadlock under blocking send and receive: rank 0 waits at op 3 (RG0 from rank 1), "
      "rank 1 waits at op 2 (RA1 from rank 0)"},
+    /* batches: a compute op in one, and two receives batched on rank 0
+     * waiting for rank 1, which waits in a lone receive for rank 0's SA1
+     * after the batch */
+    {2, 2, 1, {"F0 SA0 [F1 SA1] RG1 B1 RG0 B0", GPIPE_R1},
+     "rank 0, op 2 (F1): a compute op in the batch at op 2 ([F1 SA1]); a batch holds "
+     "communication ops only"},
+    {2, 2, 1, {"F0 [SA0 F1] SA1 RG1 B1 RG0 B0", GPIPE_R1},
+     "rank 0, op 2 (F1): a compute op in the batch at op 1 ([SA0 F1]); a batch holds "
+     "communication ops only"},
+    {2, 2, 1, {"F0 [SA0 SA1] F1 RG1 B1 RG0 B0", GPIPE_R1},
+     "rank 0, op 2 (SA1): sends before F1 (op 3) has computed it"},
+    {2, 2, 1, {"F0 SA0 F1 [RG0 RG1] SA1 B0 B1", "RA0 F0 RA1 B0 SG0 F1 B1 SG1"},
+     "deadlock under blocking send and receive: rank 0 waits at op 3 ([RG0 RG1]: RG0 from "
+     "rank 1, RG1 from rank 1), rank 1 waits at op 2 (RA1 from rank 0)"},
     /* on one rank */
     {1, 2, 1, {"F0 B1 F1 B0"},
      "rank 0, op 1 (B1): needs its forward (F1), which comes after it, at op 2"},
@@ -403,6 +590,9 @@ static void check_rejects(void) {
     Schedule *s = parse(1, 1, 1, (const char *[]){"F0 B0"});
     s->rank[0].ops[1].peer = 3;
     expect_invalid(s, "rank 0, op 1 (B0): a compute op has no peer (peer 3, want -1)");
+    s = parse(2, 2, 1, (const char *[]){GPIPE_R0, GPIPE_R1});
+    s->rank[1].ops[7].batched = 1;
+    expect_invalid(s, "rank 1, op 7 (SG0): batched with the next op, but it is the rank's last");
     /* the first deadlock's ranks, rank 1 receiving before it sends */
     s = parse(2, 2, 1,
               (const char *[]){"F0 SA0 F1 SA1 RG0 B0 RG1 B1", "RA0 F0 B0 RA1 SG0 F1 B1 SG1"});
@@ -416,6 +606,8 @@ int main(void) {
     check_printer();
     check_classics();
     check_send_cost();
+    check_batched_1f1b();
+    check_batch_times();
     check_interleaved();
     check_rejects();
     return unit_report("test_schedule");
