@@ -138,11 +138,7 @@ static void print_activation_parts_csv(const GPTConfig *cfg, const MemLayout *l)
     printf("layout,part,bytes\n");
     MemLayout v[9];
     for (int i = 0, n = activation_layouts(l, v); i < n; i++) {
-        GPTLayout m = gpt_layout_make(cfg, v[i].tp, 0);
-        m.split_layers = 1;
-        m.sp = v[i].sp;
-        m.sp_regather = v[i].sp_regather;
-        m.recompute = v[i].recompute;
+        const GPTLayout m = memplan_model_layout(cfg, &v[i]);
         size_t parts[ACT_NUM_PARTS];
         gpt_activation_parts(&m, v[i].rows, v[i].seq, parts);
         char label[64];
@@ -233,10 +229,7 @@ int main(int argc, char **argv) {
         case 'S': sp = 1; break;
         case 'G': sp = sp_regather = 1; break;
         case 'A': activations = 1; break;
-        case 'R':
-            if (gpt_recompute_parse(optarg, &recompute))
-                USER_ERROR("--recompute expects none, selective or full, got '%s'", optarg);
-            break;
+        case 'R': recompute = gpt_recompute_parse(optarg); break;
         case 'h': printf("%s", g_usage); return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }

@@ -54,8 +54,7 @@ static void on_tp_option(void *ctx, int index, const char *arg) {
     else if (index == 1) t->fused_ce = 1;
     else if (index == 2) t->sp = 1;
     else if (index == 4) t->sp = t->sp_regather = 1;
-    else if (gpt_recompute_parse(arg, &t->recompute))
-        USER_ERROR("--recompute expects none, selective or full, got '%s'", arg);
+    else t->recompute = gpt_recompute_parse(arg);
 }
 
 /* Forward passes in the run: K per step, and K per held-out batch at each
@@ -116,17 +115,17 @@ int main(int argc, char **argv) {
     TpOptions topt = {1, 0, 0, 0, RECOMPUTE_NONE};
     TrainOptions o;
 #ifdef WITH_LAB05
-    train_options_parse_with(argc, argv, &o, "05_activation_memory",
-                             "Tensor-parallel GPT training (Megatron-LM) with lab 05's sequence "
-                             "parallelism and activation recomputation: each block's weights "
-                             "split over --tp ranks, data parallelism over the rest.",
-                             g_tp_options, N_TP_OPTIONS, on_tp_option, &topt);
+    const char *lab = "05_activation_memory",
+               *what = "Tensor-parallel GPT training (Megatron-LM) with lab 05's sequence "
+                       "parallelism and activation recomputation: each block's weights split "
+                       "over --tp ranks, data parallelism over the rest.";
 #else
-    train_options_parse_with(argc, argv, &o, "04_tensor_parallel",
-                             "Tensor-parallel GPT training (Megatron-LM): each block's weights "
-                             "split over --tp ranks, data parallelism over the rest (lab 04).",
-                             g_tp_options, N_TP_OPTIONS, on_tp_option, &topt);
+    const char *lab = "04_tensor_parallel",
+               *what = "Tensor-parallel GPT training (Megatron-LM): each block's weights split "
+                       "over --tp ranks, data parallelism over the rest (lab 04).";
 #endif
+    train_options_parse_with(argc, argv, &o, lab, what, g_tp_options, N_TP_OPTIONS, on_tp_option,
+                             &topt);
     const int tp = topt.tp;
     const char *why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);

@@ -48,8 +48,8 @@ static void on_zero_option(void *ctx, int index, const char *arg) {
         z->prefetch = 0;
     } else if (index == 2) {
         z->overlap_rs = 1;
-    } else if (gpt_recompute_parse(arg, &z->recompute)) {
-        USER_ERROR("--recompute expects none, selective or full, got '%s'", arg);
+    } else {
+        z->recompute = gpt_recompute_parse(arg);
     }
 }
 
@@ -100,17 +100,17 @@ int main(int argc, char **argv) {
     ZeroOptions zo = {1, 1, 0, RECOMPUTE_NONE};
     TrainOptions o;
 #ifdef WITH_LAB05
-    train_options_parse_with(argc, argv, &o, "05_activation_memory",
-                             "GPT training with ZeRO (lab 03) and lab 05's activation "
-                             "recomputation: optimizer states, gradients and parameters sharded "
-                             "over the data-parallel ranks.",
-                             g_zero_options, N_ZERO_OPTIONS, on_zero_option, &zo);
+    const char *lab = "05_activation_memory",
+               *what = "GPT training with ZeRO (lab 03) and lab 05's activation recomputation: "
+                       "optimizer states, gradients and parameters sharded over the "
+                       "data-parallel ranks.";
 #else
-    train_options_parse_with(argc, argv, &o, "03_zero",
-                             "GPT training with ZeRO: optimizer states, gradients and parameters "
-                             "sharded over the data-parallel ranks (lab 03).",
-                             g_zero_options, N_ZERO_OPTIONS, on_zero_option, &zo);
+    const char *lab = "03_zero",
+               *what = "GPT training with ZeRO: optimizer states, gradients and parameters "
+                       "sharded over the data-parallel ranks (lab 03).";
 #endif
+    train_options_parse_with(argc, argv, &o, lab, what, g_zero_options, N_ZERO_OPTIONS,
+                             on_zero_option, &zo);
     if (zo.overlap_rs && zo.stage < 2)
         USER_ERROR("--overlap-rs needs --zero 2 or 3 (ZeRO-%d reduce-scatters after the backward "
                    "pass, with nothing left to overlap)", zo.stage);

@@ -15,13 +15,10 @@ const char *gpt_recompute_name(Recompute r) {
     return r >= RECOMPUTE_NONE && r <= RECOMPUTE_FULL ? g_recompute_names[r] : "?";
 }
 
-int gpt_recompute_parse(const char *name, Recompute *out) {
+Recompute gpt_recompute_parse(const char *name) {
     for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++)
-        if (!strcmp(name, g_recompute_names[r])) {
-            *out = (Recompute)r;
-            return 0;
-        }
-    return -1;
+        if (!strcmp(name, g_recompute_names[r])) return (Recompute)r;
+    USER_ERROR("--recompute expects none, selective or full, got '%s'", name);
 }
 
 const char *gpt_layout_problem(const GPTConfig *cfg, int tp) {

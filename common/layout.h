@@ -62,9 +62,10 @@ typedef struct SequenceParallelOps SequenceParallelOps;  /* model.h */
  *   FULL       only each block's output (the next block's input); each
  *              block's forward runs again just before its backward. */
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
-/* "none", "selective", "full"; parse returns -1 for anything else */
+/* "none", "selective", "full"; parsing anything else is one user error
+ * naming --recompute (the trainers' and the planner's option) */
 const char *gpt_recompute_name(Recompute r);
-int gpt_recompute_parse(const char *name, Recompute *out);
+Recompute gpt_recompute_parse(const char *name);
 /* the trainers' option (lab 05's builds of train_tp and train_zero) */
 #define RECOMPUTE_OPTION_HELP                                                                    \
     "--recompute MODE     none | selective (the attention probabilities) | full (each "       \

@@ -7,18 +7,23 @@
 #include "layout.h"
 #include "model.h"
 
-void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
-    CHECK(l->zero_stage >= 0 && l->zero_stage <= 3 && l->ranks >= 1, "bad layout: stage %d, %d ranks",
-          l->zero_stage, l->ranks);
-    CHECK(!l->overlap_rs || l->zero_stage >= 2, "bad layout: overlap_rs needs ZeRO-2 or 3, not %d",
-          l->zero_stage);
-    memset(plan, 0, sizeof *plan);
+GPTLayout memplan_model_layout(const GPTConfig *cfg, const MemLayout *l) {
     /* this rank's share of the model: all of it, or its TP shard */
     GPTLayout m = gpt_layout_make(cfg, l->tp > 1 ? l->tp : 1, 0);
     m.split_layers = l->tp >= 1;
     m.sp = l->sp;
     m.sp_regather = l->sp_regather;
     m.recompute = l->recompute;
+    return m;
+}
+
+void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
+    CHECK(l->zero_stage >= 0 && l->zero_stage <= 3 && l->ranks >= 1, "bad layout: stage %d, %d ranks",
+          l->zero_stage, l->ranks);
+    CHECK(!l->overlap_rs || l->zero_stage >= 2, "bad layout: overlap_rs needs ZeRO-2 or 3, not %d",
+          l->zero_stage);
+    memset(plan, 0, sizeof *plan);
+    const GPTLayout m = memplan_model_layout(cfg, l);
     const size_t F = sizeof(float), phi = m.num_params;
     const int N = l->ranks, U = gpt_num_units(&m);
     /* padded[u] = N S_u; shard = sum S_u, what each rank owns */

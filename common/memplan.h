@@ -86,6 +86,11 @@ typedef struct {
     size_t peak[MEM_NUM_CATEGORIES];      /* states + the working set's peak */
 } MemPlan;
 
+/* The model on one rank of this layout (layout.h), as the formulas read
+ * it: its TP shard (rank 0's: every rank holds as much), split layers when
+ * tp >= 1, SP and recomputation as given. */
+GPTLayout memplan_model_layout(const GPTConfig *cfg, const MemLayout *layout);
+
 /* Predict the per-rank peak bytes of every category (identical on every
  * rank: every rank holds S_u of each unit). Fills plan. */
 void memplan_predict(const GPTConfig *cfg, const MemLayout *layout, MemPlan *plan);

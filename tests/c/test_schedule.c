@@ -362,7 +362,7 @@ static void check_batched_1f1b(void) {
                        t.rank[r].peak_activations, in_flight);
             }
             char *text = printed(b, 1);
-            const char **lines = calloc((size_t)p, sizeof *lines);
+            const char **lines = calloc((unsigned)p, sizeof *lines);
             char *save = NULL;
             for (int r = 0; r < p; r++) {
                 char *line = strtok_r(r ? NULL : text, "\n", &save);
