@@ -83,8 +83,11 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
 
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, int N, int IC, int OC) {
-    KERNEL(matmul_backward, 4.0 * N * IC * OC + (dbias ? (double)N * OC : 0.0),
-           F((double)N * OC + 3.0 * OC * IC + 3.0 * N * IC + (dbias ? 2 * OC : 0)), dinp, dw, dbias, dout, inp, w, N, IC, OC);
+    /* each of the two GEMMs 2 N IC OC FLOPs (zero-bubble runs them apart) */
+    const double gemms = (dinp != NULL) + (dw != NULL);
+    KERNEL(matmul_backward, gemms * 2.0 * N * IC * OC + (dbias ? (double)N * OC : 0.0),
+           F((double)N * OC + gemms * 1.5 * (OC * IC + (double)N * IC) + (dbias ? 2 * OC : 0)),
+           dinp, dw, dbias, dout, inp, w, N, IC, OC);
 }
 
 /* (query, key) pairs the causal mask keeps: B NH T (T + 1) / 2 */

@@ -43,6 +43,9 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 /* out (N,OC) = inp (N,IC) W^T + bias; bias may be NULL. */
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                     int N, int IC, int OC);
+/* dinp += dout W, dW += dout^T inp, dbias += column sums of dout; any of
+ * dinp, dw (with dbias) may be NULL: zero-bubble pipelines compute the
+ * input gradient and the weight gradients at different times. */
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, int N, int IC, int OC);
 

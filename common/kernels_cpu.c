@@ -119,8 +119,8 @@ void matmul_forward_cpu(float *out, const float *inp, const float *w, const floa
 
 void matmul_backward_cpu(float *dinp, float *dw, float *dbias, const float *dout,
                      const float *inp, const float *w, int N, int IC, int OC) {
-    sgemm_rowmajor_cpu(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);  /* dinp += dout W */
-    sgemm_rowmajor_cpu(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);  /* dW += dout^T inp */
+    if (dinp) sgemm_rowmajor_cpu(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);  /* += dout W */
+    if (dw) sgemm_rowmajor_cpu(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);  /* += dout^T inp */
     if (dbias) {
         /* dbias[o] += sum_n dout[n][o], by blocks of columns: each thread
          * walks whole rows of its block (contiguous, vector-wide), and each

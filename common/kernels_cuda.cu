@@ -387,8 +387,8 @@ void matmul_forward_cuda(float *out, const float *inp, const float *w, const flo
 void matmul_backward_cuda(float *dinp, float *dw, float *dbias, const float *dout,
                           const float *inp, const float *w, int N, int IC, int OC) {
     /* dinp (N,IC) += dout (N,OC) W (OC,IC);  dW (OC,IC) += dout^T inp (N,IC) */
-    sgemm_rowmajor_cuda(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
-    sgemm_rowmajor_cuda(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+    if (dinp) sgemm_rowmajor_cuda(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
+    if (dw) sgemm_rowmajor_cuda(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
     if (dbias && OC > 0) {
         dim3 block(COLSUM_COLS, COLSUM_ROWS);
         column_sum_kernel<<<(OC + COLSUM_COLS - 1) / COLSUM_COLS, block>>>(dbias, dout, N, OC);

@@ -40,6 +40,26 @@ static size_t block_local_params(const GPTLayout *l) {
     return 4 * C + 3 * aw * (C + 1) + C * aw + C + mw * (C + 1) + C * mw + C;
 }
 
+/* Floats of unit u in this rank's buffer: 0 when none of its stages uses
+ * it; the embedding unit on the last stage (not also the first) is wte
+ * alone, the tied copy. Units of blocks go to the rank of their stage. */
+static size_t unit_count(const GPTLayout *l, int u) {
+    const size_t C = l->cfg.n_embd, L = l->cfg.n_layer;
+    const int first = l->pp_rank == 0, last = l->pp_rank == l->pp - 1;
+    if (u == GPT_UNIT_EMBED)
+        return first ? ((size_t)l->vocab_rows + l->cfg.ctx_len) * C
+             : last  ? (size_t)l->vocab_rows * C : 0;
+    if (u == (int)L + 1) return last ? 2 * C : 0;
+    const int per_stage = (int)L / (l->pp * l->chunks), stage = (u - 1) / per_stage;
+    return stage % l->pp == l->pp_rank ? block_local_params(l) : 0;
+}
+
+static size_t layout_num_params(const GPTLayout *l) {
+    size_t n = 0;
+    for (int u = 0; u < gpt_num_units(l); u++) n += unit_count(l, u);
+    return n;
+}
+
 GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank) {
     const char *why = gpt_layout_problem(cfg, tp);
     CHECK(!why, "%s", why);
@@ -56,13 +76,44 @@ GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank) {
     l.n_head = cfg->n_head / tp;
     l.attn_width = cfg->n_embd / tp;
     l.mlp_width = 4 * cfg->n_embd / tp;
-    const size_t C = cfg->n_embd;
-    l.num_params = ((size_t)l.vocab_rows + cfg->ctx_len) * C
-                   + cfg->n_layer * block_local_params(&l) + 2 * C;
+    l.pp = l.chunks = 1;
+    l.num_params = layout_num_params(&l);
     return l;
 }
 
 GPTLayout gpt_layout_whole(const GPTConfig *cfg) { return gpt_layout_make(cfg, 1, 0); }
+
+const char *gpt_pipeline_problem(const GPTConfig *cfg, int pp, int chunks) {
+    static char why[200];
+    if (pp < 1 || chunks < 1) return "the pipeline degree and its chunks must be at least 1";
+    if (cfg->n_layer % (pp * chunks) != 0) {
+        snprintf(why, sizeof why, "a pipeline of %d rank%s x %d chunk%s cuts the blocks into "
+                 "%d stages of equal depth: n_layer %d is not a multiple of %d", pp,
+                 pp == 1 ? "" : "s", chunks, chunks == 1 ? "" : "s", pp * chunks, cfg->n_layer,
+                 pp * chunks);
+        return why;
+    }
+    return NULL;
+}
+
+void gpt_layout_set_pipeline(GPTLayout *l, int pp, int pp_rank, int chunks) {
+    const char *why = gpt_pipeline_problem(&l->cfg, pp, chunks);
+    CHECK(!why, "%s", why);
+    CHECK(pp_rank >= 0 && pp_rank < pp, "pp rank %d of %d", pp_rank, pp);
+    l->pp = pp;
+    l->pp_rank = pp_rank;
+    l->chunks = chunks;
+    l->num_params = layout_num_params(l);
+}
+
+GPTStage gpt_stage(const GPTLayout *l, int chunk) {
+    CHECK(chunk >= 0 && chunk < l->chunks, "chunk %d of %d", chunk, l->chunks);
+    const int stages = l->pp * l->chunks, per_stage = l->cfg.n_layer / stages;
+    const int s = l->pp_rank + chunk * l->pp;
+    return (GPTStage){s, s * per_stage, per_stage, s == 0, s == stages - 1};
+}
+
+int gpt_holds_unit(const GPTLayout *l, int unit) { return unit_count(l, unit) > 0; }
 
 int gpt_num_tensors(const GPTLayout *l) { return 2 + BLOCK_NUM_TENSORS * l->cfg.n_layer + 2; }
 
@@ -82,8 +133,10 @@ typedef struct {
     size_t offset, global_offset;
 } TableBuilder;
 
+/* held: whether this rank's stages use the tensor (else count 0, no
+ * pieces); tied: the last stage's copy of wte */
 static void add_tensor(TableBuilder *b, const char *name, int rows, int cols, Split split,
-                       InitKind init, float std) {
+                       InitKind init, float std, int held, int tied) {
     const GPTLayout *l = b->l;
     TensorInfo *t = &b->t[b->n++];
     memset(t, 0, sizeof *t);
@@ -95,6 +148,9 @@ static void add_tensor(TableBuilder *b, const char *name, int rows, int cols, Sp
     t->init = init;
     t->std = std;
     t->split = split != WHOLE && l->tp > 1;
+    t->tied_copy = tied;
+    b->global_offset += (size_t)rows * cols;
+    if (!held) return;
     t->rows = rows;
     t->cols = cols;
     ShardPiece *p = t->piece;
@@ -120,7 +176,6 @@ static void add_tensor(TableBuilder *b, const char *name, int rows, int cols, Sp
     }
     t->count = (size_t)t->rows * t->cols;
     b->offset += t->count;
-    b->global_offset += (size_t)rows * cols;
 }
 
 void gpt_tensor_table(const GPTLayout *l, TensorInfo *t) {
@@ -131,12 +186,15 @@ void gpt_tensor_table(const GPTLayout *l, TensorInfo *t) {
     const float std_proj = std / sqrtf(2.0f * L);
     TableBuilder b = {l, t, 0, 0, 0};
     char name[32];
-    add_tensor(&b, "wte", l->cfg.vocab_size, C, VOCAB_ROWS, INIT_NORMAL, std);
-    add_tensor(&b, "wpe", l->cfg.ctx_len, C, WHOLE, INIT_NORMAL, std);
+    const int first = l->pp_rank == 0, last = l->pp_rank == l->pp - 1;
+    add_tensor(&b, "wte", l->cfg.vocab_size, C, VOCAB_ROWS, INIT_NORMAL, std, first || last,
+               !first);
+    add_tensor(&b, "wpe", l->cfg.ctx_len, C, WHOLE, INIT_NORMAL, std, first, 0);
     for (int i = 0; i < L; i++) {
+        const int held = gpt_holds_unit(l, 1 + i);
 #define BLOCK_TENSOR(suffix, rows, cols, split, init, s)                \
     snprintf(name, sizeof name, "blocks.%d." suffix, i);               \
-    add_tensor(&b, name, rows, cols, split, init, s)
+    add_tensor(&b, name, rows, cols, split, init, s, held, 0)
         BLOCK_TENSOR("ln1w", C, 1, WHOLE, INIT_ONES, 0);
         BLOCK_TENSOR("ln1b", C, 1, WHOLE, INIT_ZEROS, 0);
         BLOCK_TENSOR("qkvw", 3 * C, C, HEAD_ROWS, INIT_NORMAL, std);
@@ -151,8 +209,8 @@ void gpt_tensor_table(const GPTLayout *l, TensorInfo *t) {
         BLOCK_TENSOR("fcprojb", C, 1, WHOLE, INIT_ZEROS, 0);
 #undef BLOCK_TENSOR
     }
-    add_tensor(&b, "lnfw", C, 1, WHOLE, INIT_ONES, 0);
-    add_tensor(&b, "lnfb", C, 1, WHOLE, INIT_ZEROS, 0);
+    add_tensor(&b, "lnfw", C, 1, WHOLE, INIT_ONES, 0, last, 0);
+    add_tensor(&b, "lnfb", C, 1, WHOLE, INIT_ZEROS, 0, last, 0);
     CHECK(b.offset == l->num_params && b.global_offset == gpt_num_params(&l->cfg) &&
           b.n == gpt_num_tensors(l), "tensor table disagrees with the layout's sizes");
 }
@@ -160,26 +218,17 @@ void gpt_tensor_table(const GPTLayout *l, TensorInfo *t) {
 int gpt_num_units(const GPTLayout *l) { return l->cfg.n_layer + 2; }
 
 void gpt_unit_range(const GPTLayout *l, int unit, size_t *offset, size_t *count) {
-    const size_t C = l->cfg.n_embd, embed = ((size_t)l->vocab_rows + l->cfg.ctx_len) * C;
-    const size_t block = block_local_params(l);
     CHECK(unit >= 0 && unit < gpt_num_units(l), "unit %d out of range", unit);
-    if (unit == GPT_UNIT_EMBED) {
-        *offset = 0;
-        *count = embed;
-    } else if (unit <= l->cfg.n_layer) {
-        *offset = embed + (size_t)(unit - 1) * block;
-        *count = block;
-    } else {
-        *offset = embed + (size_t)l->cfg.n_layer * block;
-        *count = 2 * C;
-    }
+    *offset = 0;
+    for (int u = 0; u < unit; u++) *offset += unit_count(l, u);
+    *count = unit_count(l, unit);
 }
 
 void gpt_unit_view(const GPTLayout *l, int unit, float *x, GPTParams *p) {
     const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
     if (unit == GPT_UNIT_EMBED) {
         p->wte = x;
-        p->wpe = x + (size_t)l->vocab_rows * C;
+        p->wpe = l->pp_rank == 0 ? x + (size_t)l->vocab_rows * C : NULL;  /* not in the tied copy */
         return;
     }
     if (unit == l->cfg.n_layer + 1) {
@@ -211,7 +260,7 @@ void gpt_params_view(const GPTLayout *l, float *flat, GPTParams *p) {
     for (int u = 0; u < gpt_num_units(l); u++) {
         size_t offset, count;
         gpt_unit_range(l, u, &offset, &count);
-        gpt_unit_view(l, u, flat + offset, p);
+        if (count > 0) gpt_unit_view(l, u, flat + offset, p);
     }
 }
 
@@ -259,13 +308,13 @@ void gpt_init_params(const GPTLayout *l, unsigned long long seed, size_t first, 
     }
 }
 
-void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole,
-                            int with_replicated) {
+void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole, int which) {
     const int nt = gpt_num_tensors(l);
     TensorInfo *table = tensor_table_alloc(l);
     for (int t = 0; t < nt; t++) {
         const TensorInfo *ti = &table[t];
-        if (!ti->split && !with_replicated) continue;
+        if (ti->tied_copy ? which != LAYOUT_COPY_ALL : !ti->split && which == LAYOUT_COPY_SPLIT)
+            continue;
         for (int k = 0; k < ti->npieces; k++) {
             const ShardPiece *pc = &ti->piece[k];
             for (int r = 0; r < pc->rows; r++)

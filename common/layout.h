@@ -35,10 +35,21 @@
  * Sequence parallelism (lab 05) shards the tokens outside the TP GEMMs
  * (local rows B T / tp): no parameter moves, so the map is TP's.
  *
+ * Pipeline parallelism (lab 06) cuts the L blocks into S = pp x chunks
+ * stages of L / S consecutive blocks; stage s lives on rank s mod pp as its
+ * local chunk s / pp (schedule.h), so with chunks = v > 1 rank r holds the
+ * chunks r, r + pp, r + 2 pp, ... (interleaving). The first stage also
+ * holds the embeddings (wte, wpe), the last the final layernorm and the LM
+ * head, which is wte again (tied): with pp > 1 the last stage's rank keeps
+ * its own copy of wte (no wpe), and the two copies' gradients are summed
+ * over the embedding group (first and last stage) before the update, so
+ * that both stay equal (Megatron-LM's embedding group). A rank's buffer
+ * holds only the units it has, in the standard order; the others have
+ * count 0 and NULL views.
+ *
  * What the later labs add here (DESIGN.md, "Toward the composed trainer"):
  * context parallelism (lab 07) a degree, a rank and
- * a chunking of the sequence; pipeline stages (lab 06) the range of units
- * a rank holds; experts (lab 08) the experts' range. Each becomes fields of
+ * a chunking of the sequence; experts (lab 08) the experts' range. Each becomes fields of
  * GPTLayout, local sizes computed in gpt_layout_make, and pieces in the
  * shard map, so that init, gathering, memory accounting and checkpoints
  * follow without new code of their own.
@@ -71,7 +82,7 @@ Recompute gpt_recompute_parse(const char *name);
     "--recompute MODE     none | selective (the attention probabilities) | full (each "       \
     "block's forward again): what the backward pass rebuilds (default none)"
 
-typedef struct {
+typedef struct GPTLayout {
     GPTConfig cfg;                 /* the whole model */
     /* tensor parallelism */
     int tp, tp_rank;               /* degree and this rank's coordinate */
@@ -92,6 +103,17 @@ typedef struct {
     /* activation recomputation, and who runs it (both set together) */
     Recompute recompute;
     const RecomputeOps *recompute_ops;
+    /* pipeline parallelism (lab 06; gpt_layout_set_pipeline): pp ranks,
+     * this rank's coordinate, chunks (model chunks per rank, v); 1, 0, 1
+     * without. The groups are the program's: pp_group the ranks of one
+     * pipeline (same tp rank), embed_group its first and last stage's
+     * ranks (NULL at pp = 1). */
+    int pp, pp_rank, chunks;
+    Comm *pp_group, *embed_group;
+    /* at pp > 1, the program's (lab 06's): sum the gradient of wte over
+     * embed_group, on its ranks (grads: this rank's flat buffer, where wte
+     * comes first), so that both copies take the same step */
+    void (*sum_tied_embedding)(const struct GPTLayout *l, float *grads);
     /* local sizes (gpt_layout_make) */
     int vocab_padded;              /* Vp: V rounded up to a multiple of tp */
     int vocab_rows, vocab_first;   /* this rank's wte rows: [vocab_first, + vocab_rows) of Vp */
@@ -112,6 +134,28 @@ const char *gpt_layout_problem(const GPTConfig *cfg, int tp);
 GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank);
 /* The whole model on one rank: gpt_layout_make(cfg, 1, 0). */
 GPTLayout gpt_layout_whole(const GPTConfig *cfg);
+
+/* Why pp ranks of `chunks` model chunks each can't cut cfg's blocks into
+ * stages, or NULL: each of the pp x chunks stages takes n_layer / (pp x
+ * chunks) blocks, which must be a whole number, at least 1. */
+const char *gpt_pipeline_problem(const GPTConfig *cfg, int pp, int chunks);
+/* Make l rank pp_rank of a pipeline of pp ranks of `chunks` chunks each
+ * (gpt_pipeline_problem must be NULL): num_params becomes this rank's
+ * units' (the layout's other fields are unchanged). */
+void gpt_layout_set_pipeline(GPTLayout *l, int pp, int pp_rank, int chunks);
+
+/* One pipeline stage as a rank runs it: local chunk c of rank pp_rank is
+ * stage pp_rank + c pp, blocks [first_block, first_block + n_blocks). The
+ * first stage starts from the tokens (embedding), the last ends in the
+ * loss (final layernorm, LM head, cross-entropy). At pp = 1, chunks = 1
+ * the one stage is the whole model. */
+typedef struct {
+    int stage, first_block, n_blocks;
+    int embedding, head;  /* first stage, last stage */
+} GPTStage;
+GPTStage gpt_stage(const GPTLayout *l, int chunk);
+/* Whether this rank holds unit u (units below), whole or as the tied copy */
+int gpt_holds_unit(const GPTLayout *l, int unit);
 
 /* ---- the flat buffer and its named views ---------------------------------- */
 
@@ -153,9 +197,11 @@ typedef struct {
     int global_rows, global_cols;
     size_t global_offset;   /* where the whole tensor starts in the standard layout */
     int split;              /* 1: split over TP; 0: whole on every TP rank */
+    int tied_copy;          /* 1: the last pipeline stage's copy of wte (pp > 1) */
     InitKind init;
     float std;              /* for INIT_NORMAL */
-    int npieces;            /* 0 (a rank holding only vocabulary padding) to 3 (qkv) */
+    int npieces;            /* 0 (not held on this pipeline stage, or only vocabulary
+                               padding) to 3 (qkv) */
     ShardPiece piece[3];
 } TensorInfo;
 
@@ -177,6 +223,7 @@ void gpt_params_view_free(GPTParams *p);
  * Sharded layouts (ZeRO-3) gather, free and reduce parameters unit by unit. */
 enum { GPT_UNIT_EMBED = 0 };
 int gpt_num_units(const GPTLayout *l);  /* L + 2 */
+/* count 0 for a unit this rank does not hold (pipeline stages) */
 void gpt_unit_range(const GPTLayout *l, int unit, size_t *offset, size_t *count);
 /* Point the views of unit's tensors in p (set up by gpt_params_view) at
  * base, which holds the unit's elements in buffer order. */
@@ -192,9 +239,15 @@ void gpt_init_params(const GPTLayout *l, unsigned long long seed, size_t first, 
 
 /* Copy what this rank holds (its pieces; host memory) from local, its flat
  * buffer, into whole, a buffer in the standard layout (gpt_num_params(cfg)
- * floats); nothing else of whole is written. Replicated tensors are copied
- * only when with_replicated (one rank of a TP group provides them). */
-void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole,
-                            int with_replicated);
+ * floats); nothing else of whole is written. Which tensors:
+ *   LAYOUT_COPY_SPLIT       those split over TP (each piece has one owner
+ *                           in a TP group);
+ *   LAYOUT_COPY_REPLICATED  and the replicated ones (one rank of a TP
+ *                           group provides them);
+ *   LAYOUT_COPY_ALL         and the last stage's tied copy of wte: every
+ *                           tensor this rank holds (its own view of them).
+ * Without ALL the first stage's wte stands for both copies. */
+enum { LAYOUT_COPY_SPLIT, LAYOUT_COPY_REPLICATED, LAYOUT_COPY_ALL };
+void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole, int which);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "device.h"
 #include "kernels.h"
 
 /* ---- activations ---------------------------------------------------------- */
@@ -28,9 +29,10 @@ static size_t ln_rows(const GPTLayout *l, size_t rows) {
  *   FULL       L res2 (each block's output) + one block's others, shared.
  * Outside the blocks: encoded R C, lnf BT C + 2R, probs BT Vp/tp, losses
  * BT, and under split layers ce_stats 3 BT. */
-void gpt_activation_parts(const GPTLayout *l, int B, int T, size_t parts[ACT_NUM_PARTS]) {
+void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, int T,
+                                size_t parts[ACT_NUM_PARTS]) {
     const size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd;
-    const size_t aw = l->attn_width, mw = l->mlp_width, L = l->cfg.n_layer;
+    const size_t aw = l->attn_width, mw = l->mlp_width, L = st->n_blocks;
     const size_t res2 = R * C, res1_stats = R * (C + 4);
     const size_t LN = ln_rows(l, BT), ln_out = 2 * LN * C, split = BT * (4 * aw + 2 * mw);
     const size_t att = (size_t)B * l->n_head * T * T;
@@ -39,8 +41,19 @@ void gpt_activation_parts(const GPTLayout *l, int B, int T, size_t parts[ACT_NUM
     parts[ACT_LAYERNORM_OUT] = (full ? 1 : L) * ln_out;
     parts[ACT_SPLIT] = (full ? 1 : L) * split;
     parts[ACT_ATTENTION] = (l->recompute == RECOMPUTE_NONE ? L : 1) * att;
-    parts[ACT_ENDS] = R * C + LN * C + 2 * R + BT * l->vocab_rows + BT +
-                      (l->split_layers ? 3 * BT : 0);
+    parts[ACT_ENDS] = R * C + (st->head ? LN * C + 2 * R + BT * l->vocab_rows + BT +
+                                             (l->split_layers ? 3 * BT : 0)
+                                        : 0);
+}
+
+void gpt_activation_parts(const GPTLayout *l, int B, int T, size_t parts[ACT_NUM_PARTS]) {
+    memset(parts, 0, ACT_NUM_PARTS * sizeof *parts);
+    for (int c = 0; c < l->chunks; c++) {
+        const GPTStage st = gpt_stage(l, c);
+        size_t mine[ACT_NUM_PARTS];
+        gpt_stage_activation_parts(l, &st, B, T, mine);
+        for (int i = 0; i < ACT_NUM_PARTS; i++) parts[i] += mine[i];
+    }
 }
 
 const char *gpt_activation_part_name(ActPart p) {
@@ -49,11 +62,22 @@ const char *gpt_activation_part_name(ActPart p) {
     return p >= 0 && p < ACT_NUM_PARTS ? names[p] : "?";
 }
 
-size_t gpt_activation_floats(const GPTLayout *l, int B, int T) {
-    size_t parts[ACT_NUM_PARTS], total = 0;
-    gpt_activation_parts(l, B, T, parts);
+static size_t parts_sum(const size_t parts[ACT_NUM_PARTS]) {
+    size_t total = 0;
     for (int i = 0; i < ACT_NUM_PARTS; i++) total += parts[i];
     return total;
+}
+
+size_t gpt_activation_floats(const GPTLayout *l, int B, int T) {
+    size_t parts[ACT_NUM_PARTS];
+    gpt_activation_parts(l, B, T, parts);
+    return parts_sum(parts);
+}
+
+size_t gpt_stage_activation_floats(const GPTLayout *l, const GPTStage *st, int B, int T) {
+    size_t parts[ACT_NUM_PARTS];
+    gpt_stage_activation_parts(l, st, B, T, parts);
+    return parts_sum(parts);
 }
 
 size_t gpt_activation_ints(int B, int T) { return 2 * (size_t)B * T; }
@@ -75,21 +99,22 @@ static float *take(float **cursor, size_t n) {
     return p;
 }
 
-void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratch *s) {
+void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, GPTActs *a) {
     const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
     const size_t C = l->cfg.n_embd, NH = l->n_head;
     const size_t aw = l->attn_width, mw = l->mlp_width;
     memset(a, 0, sizeof *a);
     a->B = B;
     a->T = T;
+    a->stage = *st;
     a->inputs = mem_alloc(MEM_ACTIVATIONS, gpt_activation_ints(B, T) * sizeof(int));
     a->targets = a->inputs + BT;
-    size_t nf = gpt_activation_floats(l, B, T);
+    size_t nf = gpt_stage_activation_floats(l, st, B, T);
     float *base = mem_alloc(MEM_ACTIVATIONS, nf * sizeof(float)), *cur = base;
     a->encoded = take(&cur, R * C);
-    a->blocks = calloc(l->cfg.n_layer, sizeof(BlockActs));
+    a->blocks = calloc(st->n_blocks, sizeof(BlockActs));
     CHECK(a->blocks != NULL, "out of memory");
-    for (int i = 0; i < l->cfg.n_layer; i++) {
+    for (int i = 0; i < st->n_blocks; i++) {
         BlockActs *b = &a->blocks[i];
         if (i > 0 && l->recompute == RECOMPUTE_FULL) {
             /* block 0's buffers, rebuilt before each block's backward */
@@ -112,17 +137,23 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
         b->fch_gelu = take(&cur, BT * mw);
         b->res2 = take(&cur, R * C);
     }
-    a->lnf = take(&cur, LN * C);
-    a->lnf_mean = take(&cur, R);
-    a->lnf_rstd = take(&cur, R);
-    a->probs = take(&cur, BT * l->vocab_rows);
-    a->losses = take(&cur, BT);
-    if (l->split_layers) a->ce_stats = take(&cur, 3 * BT);
+    if (st->head) {
+        a->lnf = take(&cur, LN * C);
+        a->lnf_mean = take(&cur, R);
+        a->lnf_rstd = take(&cur, R);
+        a->probs = take(&cur, BT * l->vocab_rows);
+        a->losses = take(&cur, BT);
+        if (l->split_layers) a->ce_stats = take(&cur, 3 * BT);
+    }
     CHECK((size_t)(cur - base) == nf, "activation layout disagrees with its formula");
+}
 
+void gpt_scratch_alloc(const GPTLayout *l, int B, int T, BackwardScratch *s) {
+    const size_t BT = (size_t)B * T, C = l->cfg.n_embd, NH = l->n_head;
+    const size_t aw = l->attn_width, mw = l->mlp_width;
+    memset(s, 0, sizeof *s);
     size_t ns = gpt_scratch_floats(l, B, T);
-    float *sbase = mem_alloc(MEM_WORKSPACE, ns * sizeof(float));
-    cur = sbase;
+    float *sbase = mem_alloc(MEM_WORKSPACE, ns * sizeof(float)), *cur = sbase;
     s->dlnf = take(&cur, BT * C);
     s->dres_out = take(&cur, BT * C);
     s->dres_in = take(&cur, BT * C);
@@ -135,22 +166,45 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
     s->dfch = take(&cur, BT * mw);
     s->dfch_gelu = take(&cur, BT * mw);
     s->block_floats = (size_t)(cur - s->block_base);
-    if (l->sp) a->seq_full = take(&cur, BT * C);
-    if (l->sp_regather) a->seq_full2 = take(&cur, BT * C);
-    for (int i = 0; i < l->cfg.n_layer; i++) {
-        a->blocks[i].seq_full = a->seq_full;
-        a->blocks[i].seq_full2 = a->seq_full2;
-    }
+    if (l->sp) s->seq_full = take(&cur, BT * C);
+    if (l->sp_regather) s->seq_full2 = take(&cur, BT * C);
     CHECK((size_t)(cur - sbase) == ns, "scratch layout disagrees with its formula");
 }
 
-void gpt_acts_free(GPTActs *a, BackwardScratch *s) {
+void gpt_acts_use_scratch(GPTActs *a, const BackwardScratch *s) {
+    a->seq_full = s->seq_full;
+    a->seq_full2 = s->seq_full2;
+    for (int i = 0; i < a->stage.n_blocks; i++) {
+        a->blocks[i].seq_full = s->seq_full;
+        a->blocks[i].seq_full2 = s->seq_full2;
+    }
+}
+
+void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratch *s) {
+    CHECK(l->pp == 1 && l->chunks == 1, "gpt_acts_alloc holds the whole model: a pipeline "
+          "stage's activations are gpt_stage_acts_alloc's");
+    const GPTStage whole = gpt_stage(l, 0);
+    gpt_stage_acts_alloc(l, &whole, B, T, a);
+    gpt_scratch_alloc(l, B, T, s);
+    gpt_acts_use_scratch(a, s);
+}
+
+void gpt_stage_acts_free(GPTActs *a) {
+    if (a->weight_grads) mem_free(a->weight_grads);
     mem_free(a->inputs);
     mem_free(a->encoded);  /* the start of the float allocation */
     free(a->blocks);
-    mem_free(s->dlnf);     /* the start of the scratch allocation */
     memset(a, 0, sizeof *a);
+}
+
+void gpt_scratch_free(BackwardScratch *s) {
+    mem_free(s->dlnf);     /* the start of the scratch allocation */
     memset(s, 0, sizeof *s);
+}
+
+void gpt_acts_free(GPTActs *a, BackwardScratch *s) {
+    gpt_stage_acts_free(a);
+    gpt_scratch_free(s);
 }
 
 /* ---- the whole model's layers (tp = 1): the kernels, no communication ----- */
@@ -330,65 +384,183 @@ static void embedding_backward(const GPTLayout *l, GPTParams *g, GPTActs *a, con
     else ops_of(l)->embedding_backward(l, g->wte, g->wpe, dout, a->inputs, a->B, a->T);
 }
 
-float gpt_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a, const ModelHooks *h) {
+float gpt_stage_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a,
+                        const ModelHooks *h) {
     const TensorParallelOps *op = ops_of(l);
+    const GPTStage *st = &a->stage;
     const int B = a->B, T = a->T, C = l->cfg.n_embd, L = l->cfg.n_layer, N = B * T;
     const int R = (int)seq_rows(l, (size_t)N);
-    needed(h, GPT_UNIT_EMBED, 0);
-    embedding_forward(l, p, a);
-    const float *x = a->encoded;
-    for (int i = 0; i < L; i++) {
-        needed(h, 1 + i, 0);
-        block_forward(l, &p->blocks[i], &a->blocks[i], x, B, T);
-        done(h, 1 + i, 0);
+    if (st->embedding) {
+        needed(h, GPT_UNIT_EMBED, 0);
+        embedding_forward(l, p, a);
+        if (!st->head) done(h, GPT_UNIT_EMBED, 0);
+    }
+    const float *x = a->encoded;  /* the embeddings' output, or the received activation */
+    for (int i = 0; i < st->n_blocks; i++) {
+        const int u = 1 + st->first_block + i;
+        needed(h, u, 0);
+        block_forward(l, &p->blocks[u - 1], &a->blocks[i], x, B, T);
+        done(h, u, 0);
         x = a->blocks[i].res2;
     }
+    if (!st->head) return 0.0f;
     needed(h, L + 1, 0);
     layernorm_forward(a->lnf + ln_first(l, N) * C, a->lnf_mean, a->lnf_rstd, x, p->lnfw,
                       p->lnfb, R, C);
     done(h, L + 1, 0);
     /* logits, the tied head: column-parallel over this rank's vocabulary rows */
+    if (!st->embedding) needed(h, GPT_UNIT_EMBED, 0);
     column_forward(l, a->probs, a->lnf, p->wte, NULL, a->seq_full, N, C, l->vocab_rows);
     done(h, GPT_UNIT_EMBED, 0);
     return op->crossentropy_forward(l, a->losses, a->probs, a->ce_stats, a->targets, N);
 }
 
-void gpt_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,
-                  BackwardScratch *s, const ModelHooks *h) {
+float gpt_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a, const ModelHooks *h) {
+    CHECK(a->stage.embedding && a->stage.head, "gpt_forward runs the whole model: a pipeline "
+          "stage runs gpt_stage_forward");
+    return gpt_stage_forward(l, p, a, h);
+}
+
+/* What backward_input keeps for backward_weight, per block: the output
+ * gradients of its four linear layers, fcproj's (R,C) dout... (N = B T
+ * rows each, or R under sequence parallelism for the residual stream's):
+ *   dout (N,C) fcproj, dfch (N,mw) fc, dres_mid (N,C) attproj, dqkv (N,3aw) qkv;
+ * and on the first stage the embeddings' output gradient (R,C). */
+size_t gpt_stage_weight_grad_floats(const GPTLayout *l, const GPTStage *st, int B, int T) {
+    const size_t N = (size_t)B * T, C = l->cfg.n_embd;
+    return st->n_blocks * N * (2 * C + 3 * (size_t)l->attn_width + l->mlp_width) +
+           (st->embedding ? seq_rows(l, N) * C : 0);
+}
+
+typedef enum { BACKWARD_WHOLE, BACKWARD_INPUT } BackwardPart;
+
+static void stage_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,
+                           BackwardScratch *s, const float *dout_in, float *dinput, float dloss,
+                           const ModelHooks *h, BackwardPart part) {
     const TensorParallelOps *op = ops_of(l);
+    const GPTStage *st = &a->stage;
     const int B = a->B, T = a->T, C = l->cfg.n_embd, L = l->cfg.n_layer, N = B * T;
     const int R = (int)seq_rows(l, (size_t)N);
     const size_t NC = (size_t)N * C;
-    /* The loss is the mean over B*T positions: d(loss)/d(row loss) = 1/(BT). */
-    op->crossentropy_backward(l, a->probs, a->targets, 1.0f / N, N);
-    set_zero(s->dlnf, NC);
-    needed(h, GPT_UNIT_EMBED, 1);
-    grads_begin(h, GPT_UNIT_EMBED);
-    column_backward(l, s->dlnf, g->wte, NULL, a->probs, a->lnf, p->wte, a->seq_full,
-                    a->seq_full2, N, C, l->vocab_rows);
-    done(h, GPT_UNIT_EMBED, 1);
-    float *dout = s->dres_out, *dx = s->dres_in;
-    set_zero(dout, NC);
-    needed(h, L + 1, 1);
-    grads_begin(h, L + 1);
-    layernorm_backward(dout, g->lnfw, g->lnfb, s->dlnf, a->blocks[L - 1].res2, p->lnfw,
-                       a->lnf_mean, a->lnf_rstd, R, C);
-    done(h, L + 1, 1);
-    grads_ready(h, L + 1);
-    for (int i = L - 1; i >= 0; i--) {
+    const int input_only = part == BACKWARD_INPUT;
+    /* under BACKWARD_INPUT the linear layers' weight gradients wait for
+     * gpt_stage_backward_weight, their output gradients kept here */
+    float *keep = NULL;
+    if (input_only) {
+        CHECK(!a->weight_grads, "a second backward_input before the backward_weight");
+        a->weight_grads = mem_alloc(MEM_ACTIVATIONS, gpt_stage_weight_grad_floats(l, st, B, T) *
+                                                         sizeof(float));
+        keep = a->weight_grads;
+    }
+    /* d(objective)/d(output) of the stage: from the loss, or received */
+    const float *dout = dout_in;
+    if (st->head) {
+        /* the loss is the mean over B*T positions: d(loss)/d(row loss) = dloss/(BT) */
+        op->crossentropy_backward(l, a->probs, a->targets, dloss / N, N);
+        set_zero(s->dlnf, NC);
+        needed(h, GPT_UNIT_EMBED, 1);
+        grads_begin(h, GPT_UNIT_EMBED);
+        column_backward(l, s->dlnf, input_only ? NULL : g->wte, NULL, a->probs, a->lnf, p->wte,
+                        a->seq_full, a->seq_full2, N, C, l->vocab_rows);
+        done(h, GPT_UNIT_EMBED, 1);
+        set_zero(s->dres_out, NC);
+        needed(h, L + 1, 1);
+        grads_begin(h, L + 1);
+        const float *x = st->n_blocks ? a->blocks[st->n_blocks - 1].res2 : a->encoded;
+        layernorm_backward(s->dres_out, g->lnfw, g->lnfb, s->dlnf, x, p->lnfw, a->lnf_mean,
+                           a->lnf_rstd, R, C);
+        done(h, L + 1, 1);
+        grads_ready(h, L + 1);
+        dout = s->dres_out;
+    }
+    /* d(input) of one block is d(output) of the one before: dres_in and
+     * dres_out take turns (never the received dout_in, which is read) */
+    for (int i = st->n_blocks - 1, k = 0; i >= 0; i--, k++) {
+        const int u = 1 + st->first_block + i;
         const float *x = i == 0 ? a->encoded : a->blocks[i - 1].res2;
+        float *dx = k % 2 == 0 ? s->dres_in : s->dres_out;
+        BlockParams gi = g->blocks[u - 1];
+        if (input_only)  /* the layernorms' (small) stay in the input part */
+            gi.qkvw = gi.qkvb = gi.attprojw = gi.attprojb = gi.fcw = gi.fcb = gi.fcprojw =
+                gi.fcprojb = NULL;
         set_zero(dx, NC);
-        needed(h, 1 + i, 1);
-        grads_begin(h, 1 + i);
-        recompute_block(l, &p->blocks[i], &a->blocks[i], x, B, T);
-        block_backward(l, &p->blocks[i], &g->blocks[i], &a->blocks[i], x, dout, dx, s, B, T);
-        done(h, 1 + i, 1);
-        grads_ready(h, 1 + i);
-        float *tmp = dout;  /* this block's d(input) is the next one's d(output) */
+        needed(h, u, 1);
+        grads_begin(h, u);
+        recompute_block(l, &p->blocks[u - 1], &a->blocks[i], x, B, T);
+        block_backward(l, &p->blocks[u - 1], &gi, &a->blocks[i], x, dout, dx, s, B, T);
+        done(h, u, 1);
+        grads_ready(h, u);
+        if (input_only) {  /* block i's four, in gpt_stage_weight_grad_floats' order */
+            const size_t aw = l->attn_width, mw = l->mlp_width;
+            float *kb = keep + (size_t)i * N * (2 * C + 3 * aw + mw);
+            device_copy(kb, dout, NC * sizeof(float));
+            device_copy(kb + NC, s->dfch, (size_t)N * mw * sizeof(float));
+            device_copy(kb + NC + (size_t)N * mw, s->dres_mid, NC * sizeof(float));
+            device_copy(kb + 2 * NC + (size_t)N * mw, s->dqkv, (size_t)N * 3 * aw * sizeof(float));
+        }
         dout = dx;
-        dx = tmp;
+    }
+    if (!st->embedding) {
+        device_copy(dinput, dout, (size_t)R * C * sizeof(float));  /* for the previous stage */
+        return;
+    }
+    if (input_only) {  /* the embeddings have weight gradients only */
+        device_copy(keep + gpt_stage_weight_grad_floats(l, st, B, T) - (size_t)R * C, dout,
+                    (size_t)R * C * sizeof(float));
+        return;
     }
     /* wte is final only now: the tied LM head wrote to it first */
     embedding_backward(l, g, a, dout);
     grads_ready(h, GPT_UNIT_EMBED);
+}
+
+void gpt_stage_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,
+                        BackwardScratch *s, const float *dout, float *dinput, float dloss,
+                        const ModelHooks *h) {
+    stage_backward(l, p, g, a, s, dout, dinput, dloss, h, BACKWARD_WHOLE);
+}
+
+void gpt_stage_backward_input(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,
+                              BackwardScratch *s, const float *dout, float *dinput, float dloss,
+                              const ModelHooks *h) {
+    CHECK(!l->sp && l->recompute != RECOMPUTE_FULL, "the split backward keeps the layers' "
+          "inputs until backward_weight: not with sequence parallelism or full recomputation");
+    stage_backward(l, p, g, a, s, dout, dinput, dloss, h, BACKWARD_INPUT);
+}
+
+/* dW += dout^T inp for the layers backward_input left, from the kept output
+ * gradients and the activations (the layers' inputs); the same GEMMs as
+ * the whole backward's, so the sums are the same. Local on every TP rank:
+ * a column layer's input is whole, a row layer's output gradient too. */
+void gpt_stage_backward_weight(const GPTLayout *l, GPTParams *g, GPTActs *a) {
+    const GPTStage *st = &a->stage;
+    CHECK(a->weight_grads, "backward_weight without its backward_input");
+    const int N = a->B * a->T, C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
+    const int R = (int)seq_rows(l, (size_t)N);
+    const size_t NC = (size_t)N * C;
+    if (st->head)  /* the LM head: a->probs holds d(logits) */
+        matmul_backward(NULL, g->wte, NULL, a->probs, a->lnf, NULL, N, C, l->vocab_rows);
+    for (int i = st->n_blocks - 1; i >= 0; i--) {
+        BlockParams *gb = &g->blocks[st->first_block + i];
+        const BlockActs *b = &a->blocks[i];
+        const float *kb = a->weight_grads + (size_t)i * N * (2 * C + 3 * aw + mw);
+        matmul_backward(NULL, gb->fcprojw, gb->fcprojb, kb, b->fch_gelu, NULL, N, mw, C);
+        matmul_backward(NULL, gb->fcw, gb->fcb, kb + NC, b->ln2, NULL, N, C, mw);
+        matmul_backward(NULL, gb->attprojw, gb->attprojb, kb + NC + (size_t)N * mw, b->atty, NULL,
+                        N, aw, C);
+        matmul_backward(NULL, gb->qkvw, gb->qkvb, kb + 2 * NC + (size_t)N * mw, b->ln1, NULL, N,
+                        C, 3 * aw);
+    }
+    if (st->embedding)
+        embedding_backward(l, g, a, a->weight_grads + gpt_stage_weight_grad_floats(l, st, a->B, a->T) -
+                                        (size_t)R * C);
+    mem_free(a->weight_grads);
+    a->weight_grads = NULL;
+}
+
+void gpt_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,
+                  BackwardScratch *s, const ModelHooks *h) {
+    CHECK(a->stage.embedding && a->stage.head, "gpt_backward runs the whole model: a pipeline "
+          "stage runs gpt_stage_backward");
+    gpt_stage_backward(l, p, g, a, s, NULL, NULL, 1.0f, h);
 }

@@ -140,17 +140,25 @@ typedef struct {
     float *seq_full2;                  /* (B,T,C) a second one under sp_regather */
 } BlockActs;
 
+/* One micro-batch's activations on one pipeline stage (layout.h's
+ * GPTStage; the whole model at pp = 1): its blocks' and, on the last stage,
+ * the head's. */
 typedef struct {
     int B, T;
+    GPTStage stage;                         /* which blocks, whether the ends */
     int *inputs, *targets;                  /* (B,T) token ids */
-    float *encoded;                         /* (R,C) */
-    BlockActs *blocks;                      /* L of them */
+    float *encoded;                         /* (R,C) the stage's input: the embeddings'
+                                               output, or the previous stage's */
+    BlockActs *blocks;                      /* the stage's n_blocks of them */
+    /* the last stage only (else NULL): */
     float *lnf, *lnf_mean, *lnf_rstd;       /* (B,T,C), (R), (R) */
     float *probs;                           /* (B,T,Vp/tp); dlogits in backward */
     float *losses;                          /* (B,T) */
     float *ce_stats;                        /* (3,B,T) per row: max, sum of exps, target
                                                logit over the TP group (split layers only) */
     float *seq_full, *seq_full2;            /* the blocks' seq_full, seq_full2 */
+    float *weight_grads;                    /* between gpt_stage_backward_input and
+                                               _weight: what the latter reads */
 } GPTActs;
 
 /* Scratch for the backward pass: activation gradients of ONE block at a
@@ -166,6 +174,7 @@ typedef struct {
     float *dfch, *dfch_gelu;     /* (B,T,4C) */
     float *block_base;           /* dres_mid .. dfch_gelu are contiguous here, */
     size_t block_floats;         /* zeroed before each block's backward */
+    float *seq_full, *seq_full2; /* (B,T,C) sequence parallelism's, else NULL */
 } BackwardScratch;
 
 /* Floats of forward activations and of backward scratch, and int32s of token
@@ -184,12 +193,28 @@ typedef enum {
     ACT_RESIDUAL, ACT_LAYERNORM_OUT, ACT_SPLIT, ACT_ATTENTION, ACT_ENDS, ACT_NUM_PARTS
 } ActPart;
 void gpt_activation_parts(const GPTLayout *l, int B, int T, size_t parts[ACT_NUM_PARTS]);
+/* Of one pipeline stage (one micro-batch's; the whole model's at pp = 1).
+ * gpt_activation_parts and _floats are one micro-batch on each of this
+ * rank's chunks. Every stage keeps its input (R,C) ("ends"); the last the
+ * head's too. */
+void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, int T,
+                                size_t parts[ACT_NUM_PARTS]);
+size_t gpt_stage_activation_floats(const GPTLayout *l, const GPTStage *st, int B, int T);
 const char *gpt_activation_part_name(ActPart p);
 size_t gpt_activation_ints(int B, int T);
 size_t gpt_scratch_floats(const GPTLayout *l, int B, int T);
 
+/* The whole model's activations and scratch (pp = 1) */
 void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratch *s);
 void gpt_acts_free(GPTActs *a, BackwardScratch *s);
+/* A pipeline keeps one stage's activations per micro-batch in flight
+ * (MEM_ACTIVATIONS) and one scratch per rank (MEM_WORKSPACE); the
+ * activations borrow the scratch's sequence-parallel buffers. */
+void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, GPTActs *a);
+void gpt_stage_acts_free(GPTActs *a);
+void gpt_scratch_alloc(const GPTLayout *l, int B, int T, BackwardScratch *s);
+void gpt_scratch_free(BackwardScratch *s);
+void gpt_acts_use_scratch(GPTActs *a, const BackwardScratch *s);
 
 /* One block. x is the block input (B,T,C); its output is a->res2. */
 void block_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a, const float *x,
@@ -248,5 +273,39 @@ struct RecomputeOps {
 float gpt_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a, const ModelHooks *hooks);
 void gpt_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,
                   BackwardScratch *s, const ModelHooks *hooks);
+
+/* One pipeline stage (a->stage), which gpt_forward and gpt_backward are
+ * for the whole model. Forward: from the tokens (first stage) or a->encoded
+ * (the previous stage's output, written there by the caller) through the
+ * stage's blocks; the last stage goes on to the loss and returns it (the
+ * others return 0; their output, for the next stage, is the last block's
+ * res2: gpt_stage_output). Backward: the last stage starts from the loss,
+ * weighted by dloss (d(objective)/d(this micro-batch's mean loss): 1 for
+ * one micro-batch, 1/m when the objective is the mean over m); the others
+ * from dout (R,C), the gradient of their output. The first stage ends in
+ * the embeddings' gradients; the others write d(input) (R,C) to dinput,
+ * for the previous stage. Gradients accumulate into g; hooks as above. */
+float gpt_stage_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a,
+                        const ModelHooks *hooks);
+void gpt_stage_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,
+                        BackwardScratch *s, const float *dout, float *dinput, float dloss,
+                        const ModelHooks *hooks);
+/* Zero-bubble pipelines (ZB-H1, Qi et al. 2023) split the backward in two:
+ * backward_input does all of gpt_stage_backward's work but the linear
+ * layers' weight gradients (dW += dout^T inp, the LM head's and the
+ * embeddings' too), keeping those layers' output gradients in
+ * a->weight_grads (gpt_stage_weight_grad_floats, MEM_ACTIVATIONS);
+ * backward_weight computes them later and frees that. Together they give
+ * gpt_stage_backward's gradients. Not with sequence parallelism or full
+ * recomputation (which do not keep the layers' inputs as they are). */
+void gpt_stage_backward_input(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,
+                              BackwardScratch *s, const float *dout, float *dinput, float dloss,
+                              const ModelHooks *hooks);
+void gpt_stage_backward_weight(const GPTLayout *l, GPTParams *g, GPTActs *a);
+size_t gpt_stage_weight_grad_floats(const GPTLayout *l, const GPTStage *st, int B, int T);
+
+static inline float *gpt_stage_output(const GPTActs *a) {
+    return a->blocks[a->stage.n_blocks - 1].res2;
+}
 
 #endif

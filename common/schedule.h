@@ -173,7 +173,7 @@ typedef struct {
     int n, cap;
 } PipeOpList;
 
-typedef struct {
+typedef struct Schedule {
     int ranks;          /* p */
     int micro_batches;  /* m */
     int chunks;         /* v, model chunks per rank */

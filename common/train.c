@@ -15,6 +15,7 @@
 #include "dataloader.h"
 #include "device.h"
 #include "kernels.h"
+#include "pipe_exec.h"
 #include "preflight.h"
 #include "profile.h"
 #include "runlog.h"
@@ -249,17 +250,33 @@ static double sum_over_ranks(const TrainParallel *par, double x) {
     return x;
 }
 
-/* Mean loss over the fixed held-out batches 0..eval_batches-1. */
-static float evaluate(const TrainOptions *o, const TrainParallel *par, const GPTLayout *layout,
-                      const BatchSlice *b, const DataLoader *dl, const ModelStates *st,
-                      GPTActs *a, int *staging) {
+/* What the executor's loads read: batch `index` of `split`, this rank's
+ * slice of it (pipe_exec.h's PipeLoadFn) */
+typedef struct {
+    const DataLoader *dl;
+    DataSplit split;
+    uint64_t index;
+    const BatchSlice *slice;
+    int seq;
+    int *staging;
+} BatchSource;
+
+static void load_micro_batch(void *ctx, int micro, GPTActs *a) {
+    const BatchSource *b = ctx;
+    load_batch(b->dl, b->split, b->index, slice_first_row(b->slice, micro), b->slice->rows,
+               b->seq, a, b->staging);
+}
+
+/* Mean loss over the fixed held-out batches 0..eval_batches-1: each one's
+ * micro-batches forward through the layout's stages */
+static float evaluate(const TrainOptions *o, const TrainParallel *par, const BatchSlice *b,
+                      const DataLoader *dl, PipeRank *x, const Schedule *forward_only,
+                      int *staging) {
     double total = 0.0;
-    for (int e = 0; e < o->eval_batches; e++)
-        for (int k = 0; k < b->micro; k++) {
-            load_batch(dl, SPLIT_VAL, (uint64_t)e, slice_first_row(b, k), b->rows, o->seq, a,
-                       staging);
-            total += gpt_forward(layout, st->params, a, st->hooks);
-        }
+    for (int e = 0; e < o->eval_batches; e++) {
+        BatchSource src = {dl, SPLIT_VAL, (uint64_t)e, b, o->seq, staging};
+        total += pipe_run(x, forward_only, &pipe_plain_ops, load_micro_batch, &src, NULL, NULL);
+    }
     return (float)(sum_over_ranks(par, total) / ((double)o->eval_batches * b->micro * b->ranks));
 }
 
@@ -268,40 +285,77 @@ static float evaluate(const TrainOptions *o, const TrainParallel *par, const GPT
 /* The sum of squares of the gradients of the whole model, each parameter
  * counted once: a tensor split over TP is summed over the TP group, a
  * replicated one (whole on every TP rank, the same gradient) counted on TP
- * rank 0 only; t is the layout's tensor table. At tp = 1, the whole buffer
+ * rank 0 only; each pipeline stage's over the pipeline, the last stage's
+ * tied copy of wte not at all (the first stage's stands for it); t is the
+ * layout's tensor table. On one rank of the whole model, the whole buffer
  * at once. */
 static double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const float *grads) {
-    if (l->tp == 1) return sum_squares(grads, l->num_params);
+    if (l->tp == 1 && l->pp == 1) return sum_squares(grads, l->num_params);
     double sum = 0.0;
     for (int i = 0; i < gpt_num_tensors(l); i++)
-        if (t[i].split || l->tp_rank == 0) sum += sum_squares(grads + t[i].offset, t[i].count);
-    comm_allreduce(l->tp_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
+        if ((t[i].split || l->tp_rank == 0) && !t[i].tied_copy)
+            sum += sum_squares(grads + t[i].offset, t[i].count);
+    if (l->tp > 1) comm_allreduce(l->tp_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
+    if (l->pp > 1) comm_allreduce(l->pp_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
     return sum;
+}
+
+/* Gather n floats from every rank of c, as outputs, not the training's
+ * traffic: not counted (comm.h) */
+static void gather_untraced(Comm *c, const float *mine, float *all, size_t n) {
+    const int untraced = c->untraced;
+    c->untraced = 1;
+    comm_allgather(c, mine, all, n * c->size, COMM_FLOAT);
+    c->untraced = untraced;
 }
 
 /* The whole model in the standard layout (host memory, gpt_num_params
  * floats; the caller frees it), assembled from every TP rank's local
- * buffer (a collective over the TP group): the split tensors from their
- * owners, the replicated ones from this rank's own copy when mine_replicated,
- * else from TP rank 0's. */
-static float *layout_gather_standard(const GPTLayout *l, const float *local, int mine_replicated) {
-    const size_t n = l->num_params;
-    float *mine = malloc(n * sizeof(float)), *all = malloc(n * l->tp * sizeof(float));
-    float *whole = malloc(gpt_num_params(&l->cfg) * sizeof(float));
-    CHECK(mine && all && whole, "out of memory for gathering the parameters");
-    device_copy(mine, local, n * sizeof(float));
-    /* outputs, not the training's traffic: not counted (comm.h) */
-    const int untraced = l->tp_group->untraced;
-    l->tp_group->untraced = 1;
-    comm_allgather(l->tp_group, mine, all, n * l->tp, COMM_FLOAT);  /* n from each rank */
-    l->tp_group->untraced = untraced;
-    for (int r = 0; r < l->tp; r++) {
-        GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
-        gpt_layout_to_standard(&lr, all + (size_t)r * n, whole, !mine_replicated && r == 0);
+ * buffer, then every pipeline stage's (collectives over the TP group and
+ * the pipeline): the split tensors from their owners, the replicated ones
+ * from TP rank 0's copy and wte from the first stage's, or, when mine,
+ * wherever this rank holds a tensor, its own copy (its view of the model,
+ * for the consistency checksum). */
+static float *layout_gather_standard(const GPTLayout *l, const float *local, int mine) {
+    const size_t n = l->num_params, total = gpt_num_params(&l->cfg);
+    float *own = malloc(n * sizeof(float)), *all = malloc(n * l->tp * sizeof(float));
+    float *whole = calloc(total, sizeof(float));
+    CHECK(own && all && whole, "out of memory for gathering the parameters");
+    device_copy(own, local, n * sizeof(float));
+    if (l->tp > 1) {
+        gather_untraced(l->tp_group, own, all, n);  /* n from each rank */
+        for (int r = 0; r < l->tp; r++) {
+            GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
+            gpt_layout_set_pipeline(&lr, l->pp, l->pp_rank, l->chunks);
+            gpt_layout_to_standard(&lr, all + (size_t)r * n, whole,
+                                   !mine && r == 0 ? LAYOUT_COPY_REPLICATED : LAYOUT_COPY_SPLIT);
+        }
     }
-    if (mine_replicated) gpt_layout_to_standard(l, mine, whole, 1);
-    free(mine);
+    gpt_layout_to_standard(l, own, whole, mine ? LAYOUT_COPY_ALL
+                                          : l->tp_rank == 0 ? LAYOUT_COPY_REPLICATED
+                                                            : LAYOUT_COPY_SPLIT);
+    free(own);
     free(all);
+    if (l->pp == 1) return whole;
+    /* every stage's tensors, whole after the TP gather, from their stage;
+     * this rank's own last, so that they win when mine */
+    float *stages = malloc(total * l->pp * sizeof(float));
+    TensorInfo *t = malloc((size_t)gpt_num_tensors(l) * sizeof *t);
+    CHECK(stages && t, "out of memory for gathering the parameters");
+    gather_untraced(l->pp_group, whole, stages, total);
+    for (int k = 1; k <= l->pp; k++) {
+        const int q = (l->pp_rank + k) % l->pp;
+        GPTLayout lq = *l;
+        gpt_layout_set_pipeline(&lq, l->pp, q, l->chunks);
+        gpt_tensor_table(&lq, t);
+        for (int i = 0; i < gpt_num_tensors(&lq); i++) {
+            if (t[i].count == 0 || (t[i].tied_copy && !(mine && q == l->pp_rank))) continue;
+            const size_t off = t[i].global_offset, size = (size_t)t[i].global_rows * t[i].global_cols;
+            memcpy(whole + off, stages + (size_t)q * total + off, size * sizeof(float));
+        }
+    }
+    free(t);
+    free(stages);
     return whole;
 }
 
@@ -340,6 +394,8 @@ static double replicated_finish_grads(void *ctx, int micro_batches) {
     if (r->sync) r->sync->finish(r->sync->ctx, r->grads, r->n);
     /* sequence parallelism: each TP rank's layernorms saw its rows only */
     if (r->layout->sp) r->layout->sp_ops->sum_layernorm_grads(r->layout, r->grads);
+    /* a pipeline: wte's two copies, each with its stage's share */
+    if (r->layout->pp > 1) r->layout->sum_tied_embedding(r->layout, r->grads);
     /* each micro-batch's backward gave the gradient of its own mean loss */
     if (micro_batches > 1) scale_inplace(r->grads, 1.0f / micro_batches, r->n);
     return layout_sum_squares(r->layout, r->tensors, r->grads);
@@ -354,7 +410,7 @@ static void replicated_update(void *ctx, const AdamWStep *s) {
 
 static void replicated_gather_params(void *ctx, float *out) {
     Replicated *r = ctx;
-    if (r->layout->tp == 1) {
+    if (r->layout->tp == 1 && r->layout->pp == 1) {
         if (out) device_copy(out, r->params, r->n * sizeof(float));
         return;
     }
@@ -365,7 +421,7 @@ static void replicated_gather_params(void *ctx, float *out) {
 
 static void replicated_local_params(void *ctx, float *out) {
     Replicated *r = ctx;
-    if (r->layout->tp == 1) {
+    if (r->layout->tp == 1 && r->layout->pp == 1) {
         device_copy(out, r->params, r->n * sizeof(float));
         return;
     }
@@ -435,6 +491,19 @@ static void traced_ready(void *ctx, int unit) {
     t->t_last = trace_now();
 }
 
+/* Before each backward op: the model states' begin_backward (DDP
+ * communicates on the last), and the first backward bar starts now */
+typedef struct {
+    const ModelStates *st;
+    TracedHooks *traced;
+} BeforeBackward;
+
+static void before_backward(void *ctx, int last) {
+    BeforeBackward *b = ctx;
+    b->st->begin_backward(b->st->ctx, last);
+    b->traced->t_last = trace_now();
+}
+
 /* memory.csv of every rank, written by rank 0 */
 static void write_memory_csv(const TrainParallel *par, const char *path) {
     if (!par) {
@@ -497,11 +566,24 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         replicated_init(&replicated, o, layout, par ? par->sync : NULL, &own);
         st = &own;
     }
+    /* a pipeline's schedule and stage ops, or the loop's own: the trivial
+     * schedule of K micro-batches, F0 B0 F1 B1 ... (pipe_exec.h) */
+    const int pipelined = par && par->schedule;
+    Schedule *trivial = pipelined ? NULL : pipe_schedule_trivial(o->grad_accum);
+    const Schedule *schedule = pipelined ? par->schedule : trivial;
+    const PipeStageOps *stage_ops = pipelined ? par->stage_ops : &pipe_plain_ops;
+    CHECK(schedule->micro_batches == o->grad_accum, "a schedule of %d micro-batches for "
+          "--grad-accum %d", schedule->micro_batches, o->grad_accum);
+    Schedule *forward_only =
+        pipe_schedule_forward_only(layout->pp, o->grad_accum, layout->chunks);
+    /* the backward bars of lab 02's timelines: the traced hooks' (a
+     * pipeline's are its ops', pipe_exec.c) */
     TracedHooks traced = {st->hooks, 0.0};
     const ModelHooks hooks = {&traced, traced_needed, traced_done, traced_begin, traced_ready};
-    GPTActs acts;
-    BackwardScratch scratch;
-    gpt_acts_alloc(layout, slice.rows, o->seq, &acts, &scratch);
+    PipeRank exec;
+    pipe_rank_init(&exec, layout, st->params, st->grads, pipelined ? st->hooks : &hooks,
+                   slice.rows, o->seq, layout->pp_group, pipelined);
+    BeforeBackward bb = {st, &traced};
     int *staging = NULL;  /* host side of the token batch, on a GPU */
     if (device_current() == DEVICE_CUDA) {
         staging = malloc(2 * (size_t)slice.rows * o->seq * sizeof(int));
@@ -524,31 +606,23 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     for (int step = 0; step < o->steps; step++) {
         float val_loss = -1.0f;
         if (train_evaluates_at(o, step))
-            val_loss = evaluate(o, par, layout, &slice, &dl, st, &acts, staging);
+            val_loss = evaluate(o, par, &slice, &dl, &exec, forward_only, staging);
         profile_set_active(step >= 1);  /* the first step warms caches and BLAS up */
 
         double t0 = wall_seconds();
         float lr = lr_at_step(o, step);
         st->begin_step(st->ctx);
-        double loss_sum = 0.0;
-        for (int k = 0; k < o->grad_accum; k++) {
-            /* gradients accumulate over micro-batches; only the last one's
-             * backward pass communicates */
-            load_batch(&dl, SPLIT_TRAIN, (uint64_t)step, slice_first_row(&slice, k), slice.rows,
-                       o->seq, &acts, staging);
-            double tf0 = trace_now();
-            float loss = gpt_forward(layout, st->params, &acts, st->hooks);
-            trace_event("compute", "forward", NULL, tf0, trace_now(), 0);
-            if (!isfinite(loss))
-                die_at(__FILE__, __LINE__, "loss is %f at step %d: training diverged", loss, step);
-            loss_sum += loss;
-            st->begin_backward(st->ctx, k == o->grad_accum - 1);
-            traced.t_last = trace_now();
-            gpt_backward(layout, st->params, st->grads, &acts, &scratch, &hooks);
-        }
+        /* gradients accumulate over micro-batches; only the last one's
+         * backward pass communicates (before_backward) */
+        BatchSource src = {&dl, SPLIT_TRAIN, (uint64_t)step, &slice, o->seq, staging};
+        double loss_sum = pipe_run(&exec, schedule, stage_ops, load_micro_batch, &src,
+                                   before_backward, &bb);
+        if (!isfinite(loss_sum))
+            die_at(__FILE__, __LINE__, "loss is %f at step %d: training diverged", loss_sum, step);
         /* what the backward pass did not hide: the wait for the gradients */
         double ts = wall_seconds();
-        double norm = sqrt(st->finish_grads(st->ctx, o->grad_accum));
+        double norm =
+            sqrt(st->finish_grads(st->ctx, stage_ops->dloss_scaled ? 1 : o->grad_accum));
         sync_seconds += wall_seconds() - ts;
         double loss_mean = sum_over_ranks(par, loss_sum) / ((double)ranks * o->grad_accum);
         AdamWStep adamw = {lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
@@ -620,7 +694,9 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     }
 
     free(staging);
-    gpt_acts_free(&acts, &scratch);
+    pipe_rank_free(&exec);
+    schedule_free(trivial);
+    schedule_free(forward_only);
     if (st == &own) replicated_free(&replicated);
     tokens_free(&tf);
 }

@@ -127,6 +127,8 @@ typedef struct {
 } ModelStates;
 
 typedef struct Comm Comm;
+typedef struct Schedule Schedule;          /* schedule.h */
+typedef struct PipeStageOps PipeStageOps;  /* pipe_exec.h */
 typedef struct {
     Comm *world;     /* every rank: outputs are gathered here */
     Comm *dp;        /* the data-parallel group: gradients */
@@ -138,6 +140,12 @@ typedef struct {
     /* exactly one of: */
     const GradSync *sync;         /* replicated states (DDP) */
     const ModelStates *states;    /* the layout's own states (ZeRO) */
+    /* pipeline parallelism (lab 06), else NULL: every step runs this
+     * schedule (of --grad-accum micro-batches) with these stage ops
+     * (pipe_exec.h) over layout->pp_group; metrics must then span the
+     * pipeline too (the loss is on its last stage) */
+    const Schedule *schedule;
+    const PipeStageOps *stage_ops;
     /* optional, replicated states only: after each optimizer step (e.g. a
      * consistency check) */
     void (*after_step)(void *ctx, int step, const float *params, size_t n);

@@ -1,0 +1,372 @@
+#include "pipe_exec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "check.h"
+#include "comm.h"
+#include "device.h"
+#include "kernels.h"
+#include "trace.h"
+
+/* One (micro-batch, chunk) in flight */
+typedef struct PipeSlot {
+    GPTActs *acts;          /* from the chunk's pool, or NULL */
+    int released;           /* given back this step: using them again is a bug */
+    float *grad_out;        /* received d(output) (MEM_COMM), until its backward */
+    float *grad_in;         /* d(input) to send (MEM_COMM), until delivered */
+    CommRequest recv_act, recv_grad, send_act, send_grad;
+    int recv_act_busy, recv_grad_busy, send_act_busy, send_grad_busy;
+    int grad_sent;          /* grad_in's send was posted */
+} PipeSlot;
+
+/* A chunk's activation sets: `all` of them, `nfree` of which (the first
+ * entries of `free_sets`) are not in use */
+typedef struct PipePool {
+    GPTActs **all, **free_sets;
+    int nall, nfree;
+} PipePool;
+
+static int my_rank(const PipeRank *x) { return x->layout->pp_rank; }
+
+/* Rows of a stage's input and output: the residual stream's R (model.h) */
+static size_t io_floats(const PipeRank *x) {
+    const GPTLayout *l = x->layout;
+    const size_t N = (size_t)x->rows * x->seq;
+    return (l->sp ? N / l->tp : N) * l->cfg.n_embd;
+}
+
+void pipe_rank_init(PipeRank *x, const GPTLayout *l, const GPTParams *params, GPTParams *grads,
+                    const ModelHooks *hooks, int rows, int seq, Comm *pp_group, int poison) {
+    memset(x, 0, sizeof *x);
+    x->layout = l;
+    x->params = params;
+    x->grads = grads;
+    x->hooks = hooks;
+    x->rows = rows;
+    x->seq = seq;
+    x->pp_group = pp_group;
+    x->poison = poison;
+    CHECK(l->pp == 1 || (pp_group && pp_group->size == l->pp),
+          "a pipeline of %d ranks needs its pp group", l->pp);
+    gpt_scratch_alloc(l, rows, seq, &x->scratch);
+    x->pool = calloc((size_t)l->chunks, sizeof *x->pool);
+    CHECK(x->pool, "out of memory");
+}
+
+void pipe_rank_free(PipeRank *x) {
+    for (int c = 0; c < x->layout->chunks; c++) {
+        PipePool *p = &x->pool[c];
+        for (int k = 0; k < p->nall; k++) {
+            gpt_stage_acts_free(p->all[k]);
+            free(p->all[k]);
+        }
+        free(p->all);
+        free(p->free_sets);
+    }
+    free(x->pool);
+    free(x->slot);
+    gpt_scratch_free(&x->scratch);
+    memset(x, 0, sizeof *x);
+}
+
+static PipeSlot *slot_of(PipeRank *x, int micro, int chunk) {
+    const Schedule *s = x->schedule;
+    CHECK(s && micro >= 0 && micro < s->micro_batches && chunk >= 0 && chunk < s->chunks,
+          "micro-batch %d, chunk %d: not in the running schedule", micro, chunk);
+    return &x->slot[chunk * s->micro_batches + micro];
+}
+
+/* ---- activations: taken from the chunk's pool, given back -------------- */
+
+static GPTActs *pool_take(PipeRank *x, int chunk) {
+    PipePool *p = &x->pool[chunk];
+    if (p->nfree > 0) return p->free_sets[--p->nfree];
+    GPTActs *a = malloc(sizeof *a);
+    GPTActs **all = realloc(p->all, (size_t)(p->nall + 1) * sizeof *all);
+    GPTActs **free_sets = realloc(p->free_sets, (size_t)(p->nall + 1) * sizeof *free_sets);
+    CHECK(a && all && free_sets, "out of memory");
+    p->all = all;
+    p->free_sets = free_sets;
+    const GPTStage st = gpt_stage(x->layout, chunk);
+    gpt_stage_acts_alloc(x->layout, &st, x->rows, x->seq, a);
+    gpt_acts_use_scratch(a, &x->scratch);
+    p->all[p->nall++] = a;
+    return a;
+}
+
+GPTActs *pipe_acts(PipeRank *x, int micro, int chunk) {
+    PipeSlot *sl = slot_of(x, micro, chunk);
+    CHECK(!sl->released, "the activations of micro-batch %d on chunk %d were released before "
+          "this op that reads them", micro, chunk);
+    if (!sl->acts) {
+        sl->acts = pool_take(x, chunk);
+        if (sl->acts->stage.embedding || sl->acts->stage.head)
+            x->load(x->load_ctx, micro, sl->acts);
+    }
+    return sl->acts;
+}
+
+void pipe_acts_release(PipeRank *x, int micro, int chunk) {
+    PipeSlot *sl = slot_of(x, micro, chunk);
+    CHECK(sl->acts && !sl->released, "releasing the activations of micro-batch %d on chunk %d, "
+          "which are not held", micro, chunk);
+    if (sl->send_act_busy) {  /* the send reads the last block's output */
+        comm_wait(&sl->send_act);
+        sl->send_act_busy = 0;
+    }
+    GPTActs *a = sl->acts;
+    if (x->poison)
+        scale_inplace(a->encoded, NAN,
+                      gpt_stage_activation_floats(x->layout, &a->stage, a->B, a->T));
+    PipePool *p = &x->pool[chunk];
+    p->free_sets[p->nfree++] = a;
+    sl->acts = NULL;
+    sl->released = 1;
+}
+
+const float *pipe_grad_out(PipeRank *x, int micro, int chunk) {
+    PipeSlot *sl = slot_of(x, micro, chunk);
+    const GPTStage st = gpt_stage(x->layout, chunk);
+    if (st.head) return NULL;
+    if (x->layout->pp == 1) return slot_of(x, micro, chunk + 1)->grad_in;  /* same rank */
+    CHECK(sl->grad_out, "micro-batch %d on chunk %d: its output gradient was never received "
+          "(no RG before its backward)", micro, chunk);
+    return sl->grad_out;
+}
+
+float *pipe_grad_in(PipeRank *x, int micro, int chunk) {
+    PipeSlot *sl = slot_of(x, micro, chunk);
+    if (gpt_stage(x->layout, chunk).embedding) return NULL;
+    if (!sl->grad_in) sl->grad_in = mem_alloc(MEM_COMM, io_floats(x) * sizeof(float));
+    return sl->grad_in;
+}
+
+/* ---- messages ----------------------------------------------------------- */
+
+/* (activation or gradient, receiving stage, micro-batch): unique in a step */
+static int message_tag(const Schedule *s, int is_grad, int stage, int micro) {
+    return 2 * (stage * s->micro_batches + micro) + is_grad;
+}
+
+static void post(PipeRank *x, const PipeOp *op) {
+    const Schedule *s = x->schedule;
+    PipeSlot *sl = slot_of(x, op->micro, op->chunk);
+    const int stage = schedule_stage_of(s, my_rank(x), op->chunk);
+    const size_t n = io_floats(x);
+    switch (op->kind) {
+    case PIPE_RECV_ACT:
+        comm_irecv(x->pp_group, pipe_acts(x, op->micro, op->chunk)->encoded, n, COMM_FLOAT,
+                   op->peer, message_tag(s, 0, stage, op->micro), &sl->recv_act);
+        sl->recv_act_busy = 1;
+        break;
+    case PIPE_SEND_ACT:
+        comm_isend(x->pp_group, gpt_stage_output(pipe_acts(x, op->micro, op->chunk)), n,
+                   COMM_FLOAT, op->peer, message_tag(s, 0, stage + 1, op->micro), &sl->send_act);
+        sl->send_act_busy = 1;
+        break;
+    case PIPE_RECV_GRAD:
+        if (!sl->grad_out) sl->grad_out = mem_alloc(MEM_COMM, n * sizeof(float));
+        comm_irecv(x->pp_group, sl->grad_out, n, COMM_FLOAT, op->peer,
+                   message_tag(s, 1, stage, op->micro), &sl->recv_grad);
+        sl->recv_grad_busy = 1;
+        break;
+    case PIPE_SEND_GRAD:
+        CHECK(sl->grad_in, "micro-batch %d on chunk %d: sending an input gradient its backward "
+              "never wrote", op->micro, op->chunk);
+        comm_isend(x->pp_group, sl->grad_in, n, COMM_FLOAT, op->peer,
+                   message_tag(s, 1, stage - 1, op->micro), &sl->send_grad);
+        sl->send_grad_busy = sl->grad_sent = 1;
+        break;
+    default: CHECK(0, "not a communication op");
+    }
+}
+
+static void wait_if(CommRequest *r, int *busy) {
+    if (*busy) comm_wait(r);
+    *busy = 0;
+}
+
+/* The members of a posted batch, all completed */
+static void wait_batch(PipeRank *x, const PipeOp *ops, int n) {
+    for (int k = 0; k < n; k++) {
+        PipeSlot *sl = slot_of(x, ops[k].micro, ops[k].chunk);
+        switch (ops[k].kind) {
+        case PIPE_RECV_ACT: wait_if(&sl->recv_act, &sl->recv_act_busy); break;
+        case PIPE_SEND_ACT: wait_if(&sl->send_act, &sl->send_act_busy); break;
+        case PIPE_RECV_GRAD: wait_if(&sl->recv_grad, &sl->recv_grad_busy); break;
+        default: wait_if(&sl->send_grad, &sl->send_grad_busy); break;
+        }
+    }
+}
+
+/* Gradient sends that have arrived free their buffers (MPI moves messages
+ * only inside its calls: testing also lets them progress) */
+static void collect_sent_grads(PipeRank *x, int wait) {
+    const int n = x->schedule->micro_batches * x->schedule->chunks;
+    for (int k = 0; k < n; k++) {
+        PipeSlot *sl = &x->slot[k];
+        if (sl->send_grad_busy && (wait ? (comm_wait(&sl->send_grad), 1) : comm_test(&sl->send_grad)))
+            sl->send_grad_busy = 0;
+        if (sl->grad_sent && !sl->send_grad_busy && sl->grad_in) {
+            mem_free(sl->grad_in);
+            sl->grad_in = NULL;
+        }
+    }
+}
+
+/* ---- compute ops ------------------------------------------------------- */
+
+static const char *const g_compute_names[] = {"forward", "backward", "backward-input",
+                                              "backward-weight"};
+
+static void compute(PipeRank *x, const PipeOp *op, const PipeStageOps *ops, int last_backward,
+                    void (*before_backward)(void *ctx, int last), void *bb_ctx) {
+    PipeSlot *sl = slot_of(x, op->micro, op->chunk);
+    const GPTStage st = gpt_stage(x->layout, op->chunk);
+    double t0 = trace_now();
+    if (op->kind == PIPE_FORWARD) {
+        GPTActs *a = pipe_acts(x, op->micro, op->chunk);
+        wait_if(&sl->recv_act, &sl->recv_act_busy);
+        if (!st.embedding && x->layout->pp == 1)  /* the previous stage is on this rank */
+            device_copy(a->encoded, gpt_stage_output(pipe_acts(x, op->micro, op->chunk - 1)),
+                        io_floats(x) * sizeof(float));
+        ops->forward(x, op->micro, op->chunk);
+        if (x->forward_only) {  /* no backward will read them */
+            if (st.head) pipe_acts_release(x, op->micro, op->chunk);
+            if (!st.embedding && x->layout->pp == 1)
+                pipe_acts_release(x, op->micro, op->chunk - 1);
+        }
+    } else if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) {
+        if (before_backward) before_backward(bb_ctx, last_backward);
+        wait_if(&sl->recv_grad, &sl->recv_grad_busy);
+        void (*fn)(PipeRank *, int, int) =
+            op->kind == PIPE_BACKWARD ? ops->backward : ops->backward_input;
+        CHECK(fn, "this program's pipeline has no split backward (backward-input)");
+        fn(x, op->micro, op->chunk);
+        if (sl->grad_out) {
+            mem_free(sl->grad_out);
+            sl->grad_out = NULL;
+        }
+        if (x->layout->pp == 1 && !st.head) {  /* the next chunk's d(input), read now */
+            PipeSlot *next = slot_of(x, op->micro, op->chunk + 1);
+            mem_free(next->grad_in);
+            next->grad_in = NULL;
+        }
+    } else {
+        CHECK(ops->backward_weight, "this program's pipeline has no split backward "
+              "(backward-weight)");
+        ops->backward_weight(x, op->micro, op->chunk);
+    }
+    /* a pipeline's timeline: every compute op, labelled (F3, B3.1); the
+     * loop's own draws its backward bars per unit (train.c) */
+    const int pipeline = x->layout->pp > 1 || x->layout->chunks > 1;
+    char label[32];
+    if (pipeline || op->kind == PIPE_FORWARD)
+        trace_event("compute", g_compute_names[op->kind],
+                    pipeline ? pipe_op_label(x->schedule, *op, label, sizeof label) : NULL, t0,
+                    trace_now(), 0);
+}
+
+double pipe_run(PipeRank *x, const Schedule *s, const PipeStageOps *ops, PipeLoadFn load,
+                void *load_ctx, void (*before_backward)(void *ctx, int last), void *bb_ctx) {
+    const GPTLayout *l = x->layout;
+    CHECK(s->ranks == l->pp && s->chunks == l->chunks,
+          "a schedule for %d ranks x %d chunks on a layout of %d x %d", s->ranks, s->chunks,
+          l->pp, l->chunks);
+    const int nslots = s->micro_batches * s->chunks;
+    if (nslots > x->slots_cap) {
+        free(x->slot);
+        x->slot = malloc((size_t)nslots * sizeof *x->slot);
+        CHECK(x->slot, "out of memory");
+        x->slots_cap = nslots;
+    }
+    memset(x->slot, 0, (size_t)nslots * sizeof *x->slot);
+    x->schedule = s;
+    x->micro_batches = s->micro_batches;
+    x->loss_sum = 0.0;
+    x->load = load;
+    x->load_ctx = load_ctx;
+    const PipeOpList *list = &s->rank[my_rank(x)];
+    int last_backward = -1;
+    for (int i = 0; i < list->n; i++)
+        if (list->ops[i].kind == PIPE_BACKWARD || list->ops[i].kind == PIPE_BACKWARD_INPUT)
+            last_backward = i;
+    /* an evaluation: each micro-batch's activations are released as soon
+     * as its output is on its way, so that it needs one set at a time */
+    x->forward_only = last_backward < 0;
+    for (int i = 0; i < list->n;) {
+        const PipeOp *op = &list->ops[i];
+        if (!pipe_op_is_comm(op->kind)) {
+            compute(x, op, ops, i == last_backward, before_backward, bb_ctx);
+            i++;
+        } else {
+            int n = 1;  /* a batch: posted together, then completed together */
+            while (list->ops[i + n - 1].batched) n++;
+            for (int k = 0; k < n; k++) post(x, &list->ops[i + k]);
+            if (n > 1) wait_batch(x, op, n);
+            for (int k = 0; k < n && x->forward_only; k++)  /* sent: no longer needed */
+                if (list->ops[i + k].kind == PIPE_SEND_ACT)
+                    pipe_acts_release(x, list->ops[i + k].micro, list->ops[i + k].chunk);
+            i += n;
+        }
+        if (l->pp > 1) collect_sent_grads(x, 0);
+    }
+    /* every message delivered; activations no backward released (an
+     * evaluation's) go back to their pools */
+    for (int k = 0; k < nslots; k++) {
+        PipeSlot *sl = &x->slot[k];
+        CHECK(!sl->recv_act_busy && !sl->recv_grad_busy && !sl->grad_out,
+              "a received message no op used (micro-batch %d, chunk %d)",
+              k % s->micro_batches, k / s->micro_batches);
+        wait_if(&sl->send_act, &sl->send_act_busy);
+        if (sl->acts) pipe_acts_release(x, k % s->micro_batches, k / s->micro_batches);
+    }
+    if (l->pp > 1) collect_sent_grads(x, 1);
+    x->schedule = NULL;
+    return x->loss_sum;
+}
+
+/* ---- the loop's own ops and schedules ---------------------------------- */
+
+static void plain_forward(PipeRank *x, int micro, int chunk) {
+    GPTActs *a = pipe_acts(x, micro, chunk);
+    float loss = gpt_stage_forward(x->layout, x->params, a, x->hooks);
+    if (a->stage.head) x->loss_sum += loss;
+}
+
+static void plain_backward(PipeRank *x, int micro, int chunk) {
+    gpt_stage_backward(x->layout, x->params, x->grads, pipe_acts(x, micro, chunk), &x->scratch,
+                       pipe_grad_out(x, micro, chunk), pipe_grad_in(x, micro, chunk), 1.0f,
+                       x->hooks);
+    pipe_acts_release(x, micro, chunk);
+}
+
+const PipeStageOps pipe_plain_ops = {plain_forward, plain_backward, NULL, NULL, 0};
+
+Schedule *pipe_schedule_trivial(int m) {
+    Schedule *s = schedule_create(1, m, 1);
+    for (int i = 0; i < m; i++) {
+        schedule_add(s, 0, PIPE_FORWARD, i, 0, -1);
+        schedule_add(s, 0, PIPE_BACKWARD, i, 0, -1);
+    }
+    return s;
+}
+
+/* Micro-batch by micro-batch, stage by stage: each forward's input was
+ * sent by an op its sender reached before any later message, so blocking
+ * semantics cannot deadlock (one chain per micro-batch, in order). */
+Schedule *pipe_schedule_forward_only(int p, int m, int v) {
+    Schedule *s = schedule_create(p, m, v);
+    const int stages = p * v;
+    for (int i = 0; i < m; i++)
+        for (int st = 0; st < stages; st++) {
+            const int r = st % p, c = st / p;
+            if (st > 0 && p > 1) schedule_add(s, r, PIPE_RECV_ACT, i, c, (st - 1) % p);
+            schedule_add(s, r, PIPE_FORWARD, i, c, -1);
+            if (st < stages - 1 && p > 1) schedule_add(s, r, PIPE_SEND_ACT, i, c, (st + 1) % p);
+        }
+    return s;
+}
