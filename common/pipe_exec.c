@@ -8,6 +8,7 @@
 #include "check.h"
 #include "comm.h"
 #include "device.h"
+#include "fileio.h"
 #include "kernels.h"
 #include "trace.h"
 
@@ -68,6 +69,7 @@ void pipe_rank_free(PipeRank *x) {
     }
     free(x->pool);
     free(x->slot);
+    free(x->times);
     gpt_scratch_free(&x->scratch);
     memset(x, 0, sizeof *x);
 }
@@ -202,18 +204,26 @@ static void wait_batch(PipeRank *x, const PipeOp *ops, int n) {
     }
 }
 
-/* Gradient sends that have arrived free their buffers (MPI moves messages
- * only inside its calls: testing also lets them progress) */
-static void collect_sent_grads(PipeRank *x, int wait) {
+/* Gradient sends: testing lets MPI move them (it progresses messages only
+ * inside its calls); their buffers are freed at fixed points, before each
+ * backward and at the step's end, once the sends are waited for, so that
+ * the peak of MEM_COMM is the schedule's, not the timing's
+ * (pipe_comm_peak_bytes). */
+static void progress_sent_grads(PipeRank *x) {
+    const int n = x->schedule->micro_batches * x->schedule->chunks;
+    for (int k = 0; k < n; k++)
+        if (x->slot[k].send_grad_busy && comm_test(&x->slot[k].send_grad))
+            x->slot[k].send_grad_busy = 0;
+}
+
+static void free_sent_grads(PipeRank *x) {
     const int n = x->schedule->micro_batches * x->schedule->chunks;
     for (int k = 0; k < n; k++) {
         PipeSlot *sl = &x->slot[k];
-        if (sl->send_grad_busy && (wait ? (comm_wait(&sl->send_grad), 1) : comm_test(&sl->send_grad)))
-            sl->send_grad_busy = 0;
-        if (sl->grad_sent && !sl->send_grad_busy && sl->grad_in) {
-            mem_free(sl->grad_in);
-            sl->grad_in = NULL;
-        }
+        if (!sl->grad_sent || !sl->grad_in) continue;
+        wait_if(&sl->send_grad, &sl->send_grad_busy);
+        mem_free(sl->grad_in);
+        sl->grad_in = NULL;
     }
 }
 
@@ -222,8 +232,9 @@ static void collect_sent_grads(PipeRank *x, int wait) {
 static const char *const g_compute_names[] = {"forward", "backward", "backward-input",
                                               "backward-weight"};
 
-static void compute(PipeRank *x, const PipeOp *op, const PipeStageOps *ops, int last_backward,
-                    void (*before_backward)(void *ctx, int last), void *bb_ctx) {
+static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeStageOps *ops,
+                    int last_backward, void (*before_backward)(void *ctx, int last),
+                    void *bb_ctx) {
     PipeSlot *sl = slot_of(x, op->micro, op->chunk);
     const GPTStage st = gpt_stage(x->layout, op->chunk);
     double t0 = trace_now();
@@ -240,6 +251,7 @@ static void compute(PipeRank *x, const PipeOp *op, const PipeStageOps *ops, int 
                 pipe_acts_release(x, op->micro, op->chunk - 1);
         }
     } else if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) {
+        free_sent_grads(x);
         if (before_backward) before_backward(bb_ctx, last_backward);
         wait_if(&sl->recv_grad, &sl->recv_grad_busy);
         void (*fn)(PipeRank *, int, int) =
@@ -264,10 +276,11 @@ static void compute(PipeRank *x, const PipeOp *op, const PipeStageOps *ops, int 
      * loop's own draws its backward bars per unit (train.c) */
     const int pipeline = x->layout->pp > 1 || x->layout->chunks > 1;
     char label[32];
+    *time = (PipeOpTime){t0, trace_now()};
     if (pipeline || op->kind == PIPE_FORWARD)
-        trace_event("compute", g_compute_names[op->kind],
+        trace_event("compute", x->forward_only ? "evaluate" : g_compute_names[op->kind],
                     pipeline ? pipe_op_label(x->schedule, *op, label, sizeof label) : NULL, t0,
-                    trace_now(), 0);
+                    time->end, 0);
 }
 
 double pipe_run(PipeRank *x, const Schedule *s, const PipeStageOps *ops, PipeLoadFn load,
@@ -290,6 +303,12 @@ double pipe_run(PipeRank *x, const Schedule *s, const PipeStageOps *ops, PipeLoa
     x->load = load;
     x->load_ctx = load_ctx;
     const PipeOpList *list = &s->rank[my_rank(x)];
+    if (list->n > x->times_cap) {
+        free(x->times);
+        x->times = malloc((size_t)list->n * sizeof *x->times);
+        CHECK(x->times, "out of memory");
+        x->times_cap = list->n;
+    }
     int last_backward = -1;
     for (int i = 0; i < list->n; i++)
         if (list->ops[i].kind == PIPE_BACKWARD || list->ops[i].kind == PIPE_BACKWARD_INPUT)
@@ -300,19 +319,21 @@ double pipe_run(PipeRank *x, const Schedule *s, const PipeStageOps *ops, PipeLoa
     for (int i = 0; i < list->n;) {
         const PipeOp *op = &list->ops[i];
         if (!pipe_op_is_comm(op->kind)) {
-            compute(x, op, ops, i == last_backward, before_backward, bb_ctx);
+            compute(x, op, &x->times[i], ops, i == last_backward, before_backward, bb_ctx);
             i++;
         } else {
             int n = 1;  /* a batch: posted together, then completed together */
             while (list->ops[i + n - 1].batched) n++;
+            const double t0 = trace_now();
             for (int k = 0; k < n; k++) post(x, &list->ops[i + k]);
             if (n > 1) wait_batch(x, op, n);
+            for (int k = 0; k < n; k++) x->times[i + k] = (PipeOpTime){t0, trace_now()};
             for (int k = 0; k < n && x->forward_only; k++)  /* sent: no longer needed */
                 if (list->ops[i + k].kind == PIPE_SEND_ACT)
                     pipe_acts_release(x, list->ops[i + k].micro, list->ops[i + k].chunk);
             i += n;
         }
-        if (l->pp > 1) collect_sent_grads(x, 0);
+        if (l->pp > 1) progress_sent_grads(x);
     }
     /* every message delivered; activations no backward released (an
      * evaluation's) go back to their pools */
@@ -324,7 +345,7 @@ double pipe_run(PipeRank *x, const Schedule *s, const PipeStageOps *ops, PipeLoa
         wait_if(&sl->send_act, &sl->send_act_busy);
         if (sl->acts) pipe_acts_release(x, k % s->micro_batches, k / s->micro_batches);
     }
-    if (l->pp > 1) collect_sent_grads(x, 1);
+    free_sent_grads(x);
     x->schedule = NULL;
     return x->loss_sum;
 }
@@ -369,4 +390,157 @@ Schedule *pipe_schedule_forward_only(int p, int m, int v) {
             if (st < stages - 1 && p > 1) schedule_add(s, r, PIPE_SEND_ACT, i, c, (st + 1) % p);
         }
     return s;
+}
+
+size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq) {
+    const PipeOpList *list = &s->rank[l->pp_rank];
+    const size_t ints = gpt_activation_ints(rows, seq) * sizeof(int);
+    int *held = calloc((size_t)s->micro_batches * s->chunks, sizeof *held);
+    int *in_use = calloc((size_t)s->chunks, sizeof *in_use);
+    int *pool = calloc((size_t)s->chunks, sizeof *pool);
+    CHECK(held && in_use && pool, "out of memory");
+    size_t sets = 0, split = 0, peak = 0;  /* bytes: the pools', the split backwards' */
+    for (int i = 0; i < list->n; i++) {
+        const PipeOp *op = &list->ops[i];
+        const GPTStage st = gpt_stage(l, op->chunk);
+        int *h = &held[op->chunk * s->micro_batches + op->micro];
+        const size_t set = gpt_stage_activation_floats(l, &st, rows, seq) * sizeof(float) + ints;
+        const size_t wg = gpt_stage_weight_grad_floats(l, &st, rows, seq) * sizeof(float);
+        if ((op->kind == PIPE_RECV_ACT || op->kind == PIPE_FORWARD) && !*h) {
+            *h = 1;  /* taken by the first op that needs them */
+            if (++in_use[op->chunk] > pool[op->chunk]) pool[op->chunk]++, sets += set;
+        }
+        if (op->kind == PIPE_BACKWARD_INPUT) split += wg;
+        if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_WEIGHT) {
+            in_use[op->chunk]--;
+            if (op->kind == PIPE_BACKWARD_WEIGHT) split -= wg;
+        }
+        if (sets + split > peak) peak = sets + split;
+    }
+    free(held);
+    free(in_use);
+    free(pool);
+    return peak;
+}
+
+size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq) {
+    const PipeOpList *list = &s->rank[l->pp_rank];
+    const size_t N = (size_t)rows * seq;
+    const size_t buffer = (l->sp ? N / l->tp : N) * l->cfg.n_embd * sizeof(float);
+    int outs = 0, unsent = 0, sent = 0, peak = 0;  /* received, to send, sent gradients */
+    for (int i = 0; i < list->n; i++) {
+        const PipeOp *op = &list->ops[i];
+        const GPTStage st = gpt_stage(l, op->chunk);
+        if (op->kind == PIPE_RECV_GRAD) outs++;
+        if (op->kind == PIPE_SEND_GRAD) unsent--, sent++;
+        if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) {
+            sent = 0;  /* freed first (free_sent_grads) */
+            if (!st.embedding) unsent++;  /* the backward writes d(input) */
+        }
+        peak = outs + unsent + sent > peak ? outs + unsent + sent : peak;
+        if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) {
+            if (l->pp > 1 && !st.head) outs--;  /* the received d(output), used */
+            if (l->pp == 1 && !st.head) unsent--;  /* the next chunk's d(input), read */
+        }
+    }
+    return (size_t)peak * buffer;
+}
+
+/* Rows of one timeline (schedule.csv's format, pipeline_schedule's):
+ * rank,index,label,kind,micro,chunk,start,end, times from t0 */
+static void write_timeline_csv(const char *path, const Schedule *s, const PipeOpTime *const *t,
+                               double t0) {
+    AtomicFile af;
+    FILE *f = atomic_open(&af, path);
+    fprintf(f, "rank,index,label,kind,micro,chunk,start,end\n");
+    char label[32];
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->rank[r].n; i++) {
+            const PipeOp *op = &s->rank[r].ops[i];
+            fprintf(f, "%d,%d,%s,%s,%d,%d,%.9f,%.9f\n", r, i,
+                    pipe_op_label(s, *op, label, sizeof label), pipe_op_kind_name(op->kind),
+                    op->micro, op->chunk, t[r][i].start - t0, t[r][i].end - t0);
+        }
+    atomic_commit(&af);
+}
+
+void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, const char *dir,
+                          const char *program) {
+    const int p = s->ranks;
+    int maxn = 0;
+    for (int r = 0; r < p; r++) maxn = s->rank[r].n > maxn ? s->rank[r].n : maxn;
+    double *mine = calloc(2 * (size_t)maxn, sizeof *mine);
+    double *all = malloc(2 * (size_t)maxn * p * sizeof *all);
+    CHECK(mine && all, "out of memory");
+    for (int i = 0; i < s->rank[my_rank(x)].n; i++) {
+        mine[2 * i] = x->times[i].start;
+        mine[2 * i + 1] = x->times[i].end;
+    }
+    if (p > 1) {  /* outputs, not the training's traffic (comm.h) */
+        const int untraced = x->pp_group->untraced;
+        x->pp_group->untraced = 1;
+        comm_allgather(x->pp_group, mine, all, 2 * (size_t)maxn * p, COMM_DOUBLE);
+        x->pp_group->untraced = untraced;
+    } else {
+        memcpy(all, mine, 2 * (size_t)maxn * sizeof *all);
+    }
+    free(mine);
+    if (world->rank != 0) {
+        free(all);
+        return;
+    }
+    /* measured: each rank's compute time against the step's span, every
+     * rank's ops from the first start to the last end */
+    PipeTimeline measured = {p, 0, 0, calloc((size_t)p, sizeof(PipeRankTimeline))};
+    PipeOpTime **t = malloc((size_t)p * sizeof *t);
+    CHECK(measured.rank && t, "out of memory");
+    double t0 = INFINITY, t1 = -INFINITY, cost[PIPE_KINDS] = {0};
+    int count[PIPE_KINDS] = {0};
+    for (int r = 0; r < p; r++) {
+        t[r] = (PipeOpTime *)(all + 2 * (size_t)maxn * r);
+        for (int i = 0; i < s->rank[r].n; i++) {
+            const PipeOp *op = &s->rank[r].ops[i];
+            if (pipe_op_is_comm(op->kind)) continue;
+            t0 = fmin(t0, t[r][i].start);
+            t1 = fmax(t1, t[r][i].end);
+            measured.rank[r].busy += t[r][i].end - t[r][i].start;
+            cost[op->kind] += t[r][i].end - t[r][i].start;
+            count[op->kind]++;
+        }
+    }
+    measured.makespan = t1 - t0;
+    double idle = 0;
+    for (int r = 0; r < p; r++) idle += measured.makespan - measured.rank[r].busy;
+    measured.bubble_fraction = idle / (p * measured.makespan);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/pipeline.csv", dir);
+    write_timeline_csv(path, s, (const PipeOpTime *const *)t, t0);
+    /* predicted: the simulator with the measured mean costs, no message cost */
+    for (int k = 0; k < PIPE_KINDS; k++) cost[k] = count[k] ? cost[k] / count[k] : 0;
+    const PipeCosts c = {cost[PIPE_FORWARD], cost[PIPE_BACKWARD], cost[PIPE_BACKWARD_INPUT],
+                         cost[PIPE_BACKWARD_WEIGHT], 0.0, 0.5};
+    PipeTimeline sim;
+    schedule_simulate(s, &c, &sim);
+    PipeOpTime **st = malloc((size_t)p * sizeof *st);
+    CHECK(st, "out of memory");
+    for (int r = 0; r < p; r++) st[r] = sim.rank[r].op;
+    snprintf(path, sizeof path, "%s/pipeline_sim.csv", dir);
+    write_timeline_csv(path, s, (const PipeOpTime *const *)st, 0.0);
+    const int split = count[PIPE_BACKWARD_INPUT] > 0;
+    const double formula = split ? pipe_bubble_fraction_zb_h1(p, s->micro_batches, &c)
+                                 : pipe_bubble_fraction(p, s->micro_batches, s->chunks);
+    printf("%s: pipeline bubble of the last step: measured %.3f, simulated %.3f with its mean "
+           "costs (F %.2f ms, %s), formula %.3f; timelines in %s/pipeline.csv and "
+           "pipeline_sim.csv\n", program, measured.bubble_fraction, sim.bubble_fraction,
+           1e3 * c.forward, split ? "I and W" : "B", formula, dir);
+    if (split)
+        printf("%s:   I %.2f ms, W %.2f ms\n", program, 1e3 * c.backward_input,
+               1e3 * c.backward_weight);
+    else
+        printf("%s:   B %.2f ms\n", program, 1e3 * c.backward);
+    pipe_timeline_free(&sim);
+    free(st);
+    free(measured.rank);
+    free(t);
+    free(all);
 }

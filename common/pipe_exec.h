@@ -30,7 +30,9 @@
  * released set is filled with NaN, so a backward that reads activations
  * given back too early gives a NaN loss instead of a plausible one.
  * Received and sent gradients live in MEM_COMM buffers of one (R, C) each,
- * freed when used (received) or delivered (sent).
+ * freed when used (received), or (sent) at the rank's next backward or the
+ * step's end, after waiting for the send: fixed points, so that the peak
+ * is the schedule's, the same in every run.
  */
 #ifndef PIPE_EXEC_H
 #define PIPE_EXEC_H
@@ -82,6 +84,9 @@ struct PipeRank {
     int forward_only;          /* the running schedule has no backward */
     PipeLoadFn load;
     void *load_ctx;
+    PipeOpTime *times;         /* [i]: when the rank's op i of the last schedule ran
+                                  (trace_now; a communication op: posted, completed) */
+    int times_cap;
     struct PipeSlot *slot;     /* [chunk * m + micro] of the running schedule */
     struct PipePool *pool;     /* [chunk]: activation sets not in use */
     int slots_cap;
@@ -115,6 +120,28 @@ GPTActs *pipe_acts(PipeRank *x, int micro, int chunk);
 void pipe_acts_release(PipeRank *x, int micro, int chunk);
 const float *pipe_grad_out(PipeRank *x, int micro, int chunk);
 float *pipe_grad_in(PipeRank *x, int micro, int chunk);
+
+/* MEM_ACTIVATIONS's peak on this rank (l->pp_rank) when it runs s with
+ * rows x seq micro-batches, walking the list as pipe_run does: a set of
+ * activations taken at the micro-batch's RA or F, back in the chunk's pool
+ * at its B or W, the pool growing to the most in use at once; the split
+ * backward's kept gradients from I to W. What memory.csv must show. */
+size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq);
+/* MEM_COMM's: a received gradient from its RG's post to the end of its
+ * backward, a gradient to send from its backward until the rank's next
+ * backward (or the step's end) waits for its send. */
+size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq);
+
+/* After a run's last step (collective over x's pp group): world rank 0
+ * (the first pipeline's first stage) writes dir/pipeline.csv, every op
+ * of the last schedule run, as measured (rank,index,label,kind,micro,
+ * chunk,start,end, seconds from the step's first compute op; a
+ * communication op from its post to its completion), and
+ * dir/pipeline_sim.csv, the simulator's timeline of the same schedule with
+ * the measured mean cost of each compute kind; and prints the measured,
+ * simulated and formula bubble fractions. */
+void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, const char *dir,
+                          const char *program);
 
 /* The loop's own stage ops (labs 00-05): forward, and backward of each
  * micro-batch's own mean loss (dloss_scaled 0). */

@@ -642,6 +642,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
                         tokens_per_step / dt, dt * 1e3);
     }
     if (is_root) runlog_close(&log);
+    if (pipelined) pipe_report_timeline(&exec, schedule, par->world, o->out_dir, g_program_name);
 
     char path[1024];
     snprintf(path, sizeof path, "%s/memory.csv", o->out_dir);
