@@ -44,7 +44,8 @@ static const char *const g_usage =
     "                         start,end: one row per op) and DIR/gantt.png\n"
     "  -h, --help             this text\n"
     "The bubble formulas assume no message cost: with --send > 0 the simulated\n"
-    "bubble is larger.\n";
+    "bubble is larger. Peak activations count micro-batches in flight on one\n"
+    "chunk each; peak memory is in M_B, one micro-batch's activations on one chunk.\n";
 
 /* The bubble the schedule should have with no message cost, and how it is
  * written; a negative value when there is no formula (ZB-H1 with m < p). */
@@ -66,9 +67,9 @@ static void write_csv(const char *path, const Schedule *s, const PipeTimeline *t
     for (int r = 0; r < s->ranks; r++)
         for (int i = 0; i < s->rank[r].n; i++) {
             PipeOp op = s->rank[r].ops[i];
-            fprintf(f, "%d,%d,%s,%s,%d,%d,%.9g,%.9g\n", r, i, pipe_op_label(s, op, label, sizeof label),
-                    pipe_op_kind_name(op.kind), op.micro, op.chunk, t->rank[r].op[i].start,
-                    t->rank[r].op[i].end);
+            fprintf(f, "%d,%d,%s,%s,%d,%d,%.9g,%.9g\n", r, i,
+                    pipe_op_label(s, op, label, sizeof label), pipe_op_kind_name(op.kind), op.micro,
+                    op.chunk, t->rank[r].op[i].start, t->rank[r].op[i].end);
         }
     atomic_commit(&af);
 }
@@ -94,8 +95,9 @@ static int find_plot_script(char *path, size_t n) {
 static int draw(const char *csv, const char *png, const char *title) {
     char script[PATH_MAX + 32];
     if (!find_plot_script(script, sizeof script)) {
-        fprintf(stderr, "%s: cannot find tools/plot_pipeline.sh above this program: %s is "
-                "written, draw it with tools/plot_pipeline.sh CSV PNG TITLE\n", g_program_name, csv);
+        fprintf(stderr,
+                "%s: cannot find tools/plot_pipeline.sh above this program: %s is written, draw "
+                "it with tools/plot_pipeline.sh CSV PNG TITLE\n", g_program_name, csv);
         return 1;
     }
     fflush(stdout);
@@ -112,7 +114,8 @@ static int draw(const char *csv, const char *png, const char *title) {
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
-    enum { FORWARD = 256, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, SEND, WEIGHT_MEMORY, OUT, COMM };
+    enum { FORWARD = 256, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, SEND, WEIGHT_MEMORY, OUT,
+           COMM };
     static const struct option opts[] = {
         {"schedule", required_argument, 0, 's'},
         {"forward", required_argument, 0, FORWARD},
@@ -147,7 +150,9 @@ int main(int argc, char **argv) {
             costs.backward_weight = cli_double("--backward-weight", optarg, 0, most);
             break;
         case SEND: costs.send = cli_double("--send", optarg, 0, most); break;
-        case WEIGHT_MEMORY: costs.weight_memory = cli_double("--weight-memory", optarg, 0, 1); break;
+        case WEIGHT_MEMORY:
+            costs.weight_memory = cli_double("--weight-memory", optarg, 0, 1);
+            break;
         case OUT: cli_string(out, sizeof out, "--out", optarg); break;
         case COMM: comm = 1; break;
         case 'h': printf("%s", g_usage); return 0;
@@ -162,6 +167,18 @@ int main(int argc, char **argv) {
         USER_ERROR("--out %s: %s", out, why);
 
     Schedule *s = schedule_by_name(name, p, m, v);
+    if (!s) {
+        fprintf(stderr, "%s: invalid schedule: the %s generator returned NULL\n", g_program_name,
+                name);
+        return 1;
+    }
+    if (s->ranks != p || s->micro_batches != m || s->chunks != v) {
+        fprintf(stderr,
+                "%s: invalid schedule: made for p %d, m %d, v %d, asked for p %d, m %d, v %d\n",
+                g_program_name, s->ranks, s->micro_batches, s->chunks, p, m, v);
+        schedule_free(s);
+        return 1;
+    }
     printf("%s: p %d ranks, m %d micro-batches, v %d chunk%s per rank\n", name, p, m, v,
            v == 1 ? "" : "s");
     schedule_print(stdout, s, comm);
@@ -189,7 +206,8 @@ int main(int argc, char **argv) {
     const char *how;
     double want = formula(name, p, m, v, &costs, &how);
     if (want >= 0)
-        printf("bubble fraction: simulated %.6f, formula %s = %.6f\n", t.bubble_fraction, how, want);
+        printf("bubble fraction: simulated %.6f, formula %s = %.6f\n", t.bubble_fraction, how,
+               want);
     else
         printf("bubble fraction: simulated %.6f (%s: needs m >= p)\n", t.bubble_fraction, how);
 
@@ -200,8 +218,9 @@ int main(int argc, char **argv) {
         snprintf(png, sizeof png, "%s/gantt.png", out);
         write_csv(csv, s, &t);
         if (want >= 0)
-            snprintf(title, sizeof title, "%s, p %d, m %d, v %d: bubble %.4f simulated, %.4f formula",
-                     name, p, m, v, t.bubble_fraction, want);
+            snprintf(title, sizeof title,
+                     "%s, p %d, m %d, v %d: bubble %.4f simulated, %.4f formula", name, p, m, v,
+                     t.bubble_fraction, want);
         else
             snprintf(title, sizeof title, "%s, p %d, m %d, v %d: bubble %.4f simulated", name, p, m,
                      v, t.bubble_fraction);

@@ -107,7 +107,9 @@ png_size() {
     require_solution 06
     # 1F1B with its steady state's sends and receives no longer batched:
     # neighbours both wait in a send, a deadlock under rendezvous
-    sed 's/if (n > 0) schedule_batch(s, r, n);/(void)s, (void)r, (void)n;/' \
+    # (and ZB-H1 returning no schedule at all)
+    sed -e 's/if (n > 0) schedule_batch(s, r, n);/(void)s, (void)r, (void)n;/' \
+        -e 's/return one_forward_one_backward(p, m, 1);/return NULL;/' \
         "$ROOT/solutions/06_pipeline/schedules.c" > "$BATS_TEST_TMPDIR/schedules.c"
     ! cmp -s "$ROOT/solutions/06_pipeline/schedules.c" "$BATS_TEST_TMPDIR/schedules.c"
     build_variant "$BATS_TEST_TMPDIR/schedules.c" "$ROOT/solutions/06_pipeline" "$BATS_TEST_TMPDIR/bin" pipeline_schedule
@@ -117,6 +119,9 @@ png_size() {
     [[ "$output" == *"rank 0: F0 SA0 F1 SA1 RG0 B0 RG1 B1"* ]]
     [[ "$output" == *"invalid schedule: deadlock under blocking send and receive: rank 0 waits at op 3 (SA1 to rank 1), rank 1 waits at op 3 (SG0 to rank 0)"* ]]
     [[ "$output" != *"fatal"* ]]
+    run t 30 "$BATS_TEST_TMPDIR/bin/pipeline_schedule" --schedule zb-h1 -p 2 -m 2
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"invalid schedule: the zb-h1 generator returned NULL"* ]]
     # GPipe never batches: still valid
     run t 30 "$BATS_TEST_TMPDIR/bin/pipeline_schedule" --schedule gpipe -p 2 -m 2
     [ "$status" -eq 0 ]

@@ -61,16 +61,23 @@ static void backward_alone(Schedule *s, int r, PipeOpKind kind, int micro) {
 }
 
 /* 1F1B, with whole backwards (split = 0) or split ones (ZB-H1). Rank r
- * starts with p - r - 1 forwards (capped at m): the micro-batches still
- * ahead of it when micro-batch 0's gradient could come back, so that
- * rank r never holds more than p - r activations. In the steady state,
- * after forward k it sends k's activation to r + 1 while r + 1 sends it
- * the gradient of micro-batch i, and after backward i it sends i's
- * gradient to r - 1 while r - 1 sends it the activation of k + 1: each
- * such crossing pair is one batch, or both ranks would block in their
- * sends (rendezvous). With split backwards, rank r's W of micro-batch i
- * runs right after its I of micro-batch i + r: r weight gradients stay
- * pending, and the last r W's fill the cool-down. */
+ * starts with p - r - 1 forwards (capped at m), one for each stage after
+ * it: when micro-batch 0 reaches the last stage every rank is busy, and
+ * from then on each backward frees an activation before the next forward
+ * makes one, so rank r holds at most p - r. In the steady state, after
+ * forward k rank r sends k's activation to r + 1 while r + 1 sends it the
+ * gradient of micro-batch i, and after backward i it sends i's gradient
+ * to r - 1 while r - 1 sends it the activation of k + 1: both ranks send
+ * first, so under rendezvous each such crossing pair must be one batch
+ * (Megatron-LM's send_forward_recv_backward, send_backward_recv_forward).
+ * Warm-up and cool-down messages go one way only: lone ops.
+ * With split backwards (ZB-H1), rank r's W of micro-batch i runs right
+ * after its I of micro-batch i + r: r weight gradients stay pending, and
+ * the last r W's fill the cool-down's gaps. There the pair after I is not
+ * batched: a batch would hold the rank until the next activation arrives,
+ * and the W that should fill that wait would run after it. Lone, the
+ * receive goes first: r - 1 sends that activation before it waits for
+ * this gradient, so neither rank waits for the other in a send. */
 static Schedule *one_forward_one_backward(int p, int m, int split) {
     Schedule *s = schedule_create(p, m, 1);
     PipeOpKind backward = split ? PIPE_BACKWARD_INPUT : PIPE_BACKWARD;
@@ -156,10 +163,12 @@ Schedule *schedule_interleaved(int p, int m, int v) {
      * receives what the next round needs (the next forward's input, the
      * next backward's output gradient), so the messages of the round
      * between two neighbours all cross in one batch. Warm-up: rank r runs
-     * (p - r - 1) 2 + (v - 1) p forwards, all of the first group's chunks
-     * but the last plus two per rank downstream: by then micro-batch 0's
-     * gradient is on its way back through the last chunk, and the steady
-     * state's forward and backward never wait for each other. */
+     * (p - r - 1) 2 + (v - 1) p forwards: the first group's p micro-batches
+     * on every chunk but the last, and two for each rank after it
+     * (micro-batch 0's forward on the last chunk goes down to rank p - 1,
+     * its backward comes back up). By then that gradient is arriving (the
+     * batch after the last warm-up forward receives it), and in the steady
+     * state forward and backward never wait for each other. */
     Schedule *s = schedule_create(p, m, v);
     int total = m * v;  /* forwards per rank, one per micro-batch and chunk */
     for (int r = 0; r < p; r++) {

@@ -50,7 +50,8 @@ static void expect_bubble(const PipeTimeline *t, double want, const char *name, 
 static void expect_counts(const PipeTimeline *t, const char *name, int p, int m, int v, int split) {
     for (int r = 0; r < p; r++) {
         const int *n = t->rank[r].count;
-        int from_prev = p == 1 ? 0 : m * (v - (r == 0)), to_next = p == 1 ? 0 : m * (v - (r == p - 1));
+        int from_prev = p == 1 ? 0 : m * (v - (r == 0));
+        int to_next = p == 1 ? 0 : m * (v - (r == p - 1));
         EXPECT(n[PIPE_FORWARD] == m * v && n[PIPE_BACKWARD] == (split ? 0 : m * v) &&
                    n[PIPE_BACKWARD_INPUT] == (split ? m * v : 0) &&
                    n[PIPE_BACKWARD_WEIGHT] == (split ? m * v : 0) &&
@@ -146,7 +147,8 @@ static void check_interleaved(int p, int m, int v) {
         expect_bubble(&t, pipe_bubble_fraction(p, m, v), "interleaved", p, m, v);
         expect_counts(&t, "interleaved", p, m, v, 0);
         for (int r = 0; r < p; r++) {
-            int warm = min_int(2 * (p - r - 1) + (v - 1) * p, m * v), peak = min_int(warm + 1, m * v);
+            int warm = min_int(2 * (p - r - 1) + (v - 1) * p, m * v);
+            int peak = min_int(warm + 1, m * v);
             EXPECT(t.rank[r].peak_activations == peak && forwards_first(s, r) == peak,
                    "interleaved p %d m %d v %d rank %d: %d activations, %d forwards before the "
                    "first backward (want %d)", p, m, v, r, t.rank[r].peak_activations,
