@@ -119,7 +119,8 @@ load helpers
     grep -q '^static int message(' "$ROOT/labs/$f.c"
     grep -q '^static void end_batch(' "$ROOT/labs/$f.c"
     grep -q 'pipe_schedule_problem' "$ROOT/labs/$f.c"   # schedule_by_name is given
-    ! grep -n 'SOLUTION ONLY\|one_forward_one_backward\|interleaved_micro' "$ROOT/labs/$f.c"
+    run grep -n 'SOLUTION ONLY\|one_forward_one_backward\|interleaved_micro' "$ROOT/labs/$f.c"
+    [ "$status" -eq 1 ]
     cmp "$ROOT/solutions/$f.h" "$ROOT/labs/$f.h"
 }
 
