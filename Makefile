@@ -59,11 +59,14 @@ LAB04_BINS := $(foreach v,$(call copies_of,04_tensor_parallel),$(BUILD)/$(v)/04_
 LAB05_PROGS := train_tp train_zero
 LAB05_BINS := $(foreach v,$(call copies_of,05_activation_memory),$(LAB05_PROGS:%=$(BUILD)/$(v)/05_activation_memory/%))
 
+LAB06_BINS := $(foreach v,$(call copies_of,06_pipeline),$(BUILD)/$(v)/06_pipeline/pipeline_schedule)
+
 # Earlier labs' objects that later labs and the tests link.
 EARLIER_OBJ := $(BUILD)/earlier/00_single_device/backprop.o
 EARLIER_DDP := $(BUILD)/earlier/02_ddp/ddp.o
 EARLIER_TP := $(BUILD)/earlier/04_tensor_parallel/tensor_parallel.o
 EARLIER_ZERO := $(BUILD)/earlier/03_zero/zero.o
+EARLIER_SCHED := $(BUILD)/earlier/06_pipeline/schedules.o
 
 # ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has
 # nvcc but no GPU), `make cuda-tests` links the GPU tests (they skip, exit
@@ -112,6 +115,8 @@ $(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/flavor 2>/dev/null)" = "$(FLAVOR_S
 
 TEST_SRC := $(wildcard tests/c/*.c)
 TEST_BINS := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
+# tests of a lab's student file, linking it through build/earlier/ (below)
+LAB_TEST_BINS := $(BUILD)/tests/lab06/test_schedules
 
 SYNTH_TOKENS ?= 2000000
 DEMO_CONFIG ?= small
@@ -122,7 +127,7 @@ DEMO_RANKS ?= 2
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(TEST_BINS) $(LAB_TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -227,12 +232,20 @@ $(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD
 $(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
+# lab 06: pipeline_schedule links the student's (or the solution's)
+# schedules.o; schedules.h has no solution region, so both copies are the
+# same file. It draws with tools/plot_pipeline.sh, found above the program.
+$(BUILD)/apps/pipeline_schedule.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline
+$(BUILD)/%/06_pipeline/pipeline_schedule: $(BUILD)/apps/pipeline_schedule.o $(BUILD)/%/06_pipeline/schedules.o $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
 $(BUILD)/earlier/00_single_device/backprop.o: $(BUILD)/$(call copy_of,00_single_device)/00_single_device/backprop.o
 $(BUILD)/earlier/02_ddp/ddp.o: $(BUILD)/$(call copy_of,02_ddp)/02_ddp/ddp.o
 $(BUILD)/earlier/03_zero/zero.o: $(BUILD)/$(call copy_of,03_zero)/03_zero/zero.o
 $(BUILD)/earlier/04_tensor_parallel/tensor_parallel.o: $(BUILD)/$(call copy_of,04_tensor_parallel)/04_tensor_parallel/tensor_parallel.o
-$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO):
+$(BUILD)/earlier/06_pipeline/schedules.o: $(BUILD)/$(call copy_of,06_pipeline)/06_pipeline/schedules.o
+$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_SCHED):
 	@mkdir -p $(@D)
 	cp $< $@
 
@@ -243,6 +256,13 @@ $(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(LIBCOMMON)
 
 # C unit tests link lab 00 through build/earlier/ (they test the library, not the student)
 $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(EARLIER_OBJ) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $^ $(LDLIBS) -o $@
+
+# lab 06's generators against the validator, the simulator and the formulas
+# (tests/c/lab06/, outside tests/c/*.c: it links lab 06, not lab 00)
+$(BUILD)/tests/c/lab06/%.o: CPPFLAGS += -Itests/c -I$(call copy_of,06_pipeline)/06_pipeline
+$(BUILD)/tests/lab06/test_schedules: $(BUILD)/tests/c/lab06/test_schedules.o $(EARLIER_SCHED) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
@@ -336,8 +356,8 @@ gpu-build:
 # unit tests. tests/sanitize.bats runs them.
 SANITIZE_BUILD := $(BUILD)/sanitize
 # (the outer make passes BUILD=$(SANITIZE_BUILD) and SANITIZE=1 to the inner one)
-SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS)) \
-	$(DATASET_BINS) $(BUILD)/bin/memplan $(TEST_BINS)
+SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS)) \
+	$(DATASET_BINS) $(BUILD)/bin/memplan $(TEST_BINS) $(LAB_TEST_BINS)
 ifeq ($(SANITIZE),1)
 sanitize: $(SANITIZE_BINS)
 else

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -647,4 +648,42 @@ double pipe_bubble_fraction_zb_h1(int p, int m, const PipeCosts *c) {
     double filled = w < f ? (w < i ? w : i) : (f < i ? f : i);  /* min(t_w, t_f, t_i) */
     double idle = (p - 1) * (f + i - filled), busy = m * (f + i + w);
     return idle / (busy + idle);
+}
+
+/* ---- the schedules' names and what each needs --------------------------- */
+
+const char *const PIPE_SCHEDULE_NAMES[] = {"gpipe", "1f1b", "interleaved", "zb-h1", NULL};
+
+int pipe_schedule_problem(const char *name, int p, int m, int v, char *why, size_t n) {
+    int known = 0;
+    char names[64] = "";
+    for (int k = 0; PIPE_SCHEDULE_NAMES[k]; k++) {
+        known |= strcmp(name, PIPE_SCHEDULE_NAMES[k]) == 0;
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", k ? ", " : "", PIPE_SCHEDULE_NAMES[k]);
+    }
+    if (!known) return fail(why, n, "unknown pipeline schedule '%s' (known: %s)", name, names);
+    if (p < 1 || m < 1 || v < 1)
+        return fail(why, n,
+                    "a pipeline needs at least 1 rank, 1 micro-batch and 1 chunk per rank (got p "
+                    "%d, m %d, v %d)", p, m, v);
+    int interleaved = strcmp(name, "interleaved") == 0;
+    if (!interleaved && v != 1)
+        return fail(why, n,
+                    "%s holds one chunk per rank (got v %d): only the interleaved schedule has "
+                    "more", name, v);
+    if (interleaved && v < 2)
+        return fail(why, n,
+                    "interleaved needs v >= 2 chunks per rank (got v %d; with one chunk it is "
+                    "1f1b)", v);
+    if (interleaved && m < p)
+        return fail(why, n,
+                    "interleaved needs at least p micro-batches (m %d, p %d): Megatron-LM's "
+                    "interleaved schedule moves micro-batches through the chunks in groups of p",
+                    m, p);
+    if (interleaved && m % p != 0)
+        return fail(why, n,
+                    "interleaved needs m a multiple of p (m %d, p %d): Megatron-LM's interleaved "
+                    "schedule moves micro-batches through the chunks in groups of p", m, p);
+    return 0;
 }

@@ -269,4 +269,17 @@ void pipe_timeline_free(PipeTimeline *t);
 double pipe_bubble_fraction(int p, int m, int v);
 double pipe_bubble_fraction_zb_h1(int p, int m, const PipeCosts *c);
 
+/* The schedules by name (lab 06's generators, schedule_by_name): "gpipe",
+ * "1f1b", "interleaved" and "zb-h1", in that order, then NULL. */
+extern const char *const PIPE_SCHEDULE_NAMES[];
+
+/* Whether the named schedule can be built for p ranks, m micro-batches and
+ * v chunks per rank: 0 when it can, else -1 with the reason in why (n
+ * bytes, one line): an unknown name (the known ones listed), p, m or v
+ * below 1, v other than 1 for a schedule that is not interleaved, and for
+ * the interleaved one v below 2 or m not a multiple of p (Megatron-LM's
+ * interleaved schedule moves micro-batches through the chunks in groups
+ * of p). Check before building, to report bad input yourself. */
+int pipe_schedule_problem(const char *name, int p, int m, int v, char *why, size_t n);
+
 #endif

@@ -140,6 +140,20 @@ san_flags() {
     done
 }
 
+@test "sanitize: lab 06, every pipeline schedule generated, validated, simulated and drawn; the schedule library's and lab 06's unit tests" {
+    require_solution 06
+    for args in "gpipe" "1f1b" "interleaved -v 2" "zb-h1"; do
+        # shellcheck disable=SC2086  # args is a list
+        run t 60 "$SAN/solutions/06_pipeline/pipeline_schedule" --schedule $args -p 3 -m 6 --comm \
+            --send 0.25 --out "$BATS_TEST_TMPDIR/${args%% *}"
+        no_reports
+    done
+    for test in test_schedule lab06/test_schedules; do
+        run t 120 "$SAN/tests/$test"
+        no_reports
+    done
+}
+
 # Planted bugs: the sanitizers must report them and fail the run.
 # planted LAB FILE SED_EXPR PROG: $BATS_TEST_TMPDIR/mutant/PROG, built with the
 # sanitizers from solutions/LAB/FILE edited by SED_EXPR (into $BATS_TEST_TMPDIR/FILE)

@@ -110,6 +110,20 @@ load helpers
     done
 }
 
+@test "lab 06 skeleton: the four generators become TODOs, the message helpers stay, the solution's shared 1F1B is left out, the header stays whole" {
+    require_solution 06
+    require_untouched 06
+    local f=06_pipeline/schedules
+    [ "$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/$f.c")" -eq 4 ]
+    [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/$f.c")" -eq 4 ]
+    grep -q '^static int message(' "$ROOT/labs/$f.c"
+    grep -q '^static void end_batch(' "$ROOT/labs/$f.c"
+    grep -q 'pipe_schedule_problem' "$ROOT/labs/$f.c"   # schedule_by_name is given
+    run grep -n 'SOLUTION ONLY\|one_forward_one_backward\|interleaved_micro' "$ROOT/labs/$f.c"
+    [ "$status" -eq 1 ]
+    cmp "$ROOT/solutions/$f.h" "$ROOT/labs/$f.h"
+}
+
 @test "every lab: README with a graded extension and time budgets, and the HINTS.md it points to" {
     for dir in "$ROOT"/labs/[0-9][0-9]_*/; do
         readme="$dir/README.md"

@@ -1,0 +1,79 @@
+/* Lab 06: pipeline schedules. A pipeline cuts the model into stages over p
+ * ranks and splits a step's batch into m micro-batches; a schedule says,
+ * for each rank, in which order it runs the forward and backward passes of
+ * its stages and sends and receives the activations and gradients between
+ * them. The schedule decides how long the ranks sit idle (the bubble) and
+ * how many micro-batches' activations each must hold at once.
+ *
+ * A schedule is data (common/schedule.h): each rank's list of ops, F, B
+ * (or I and W), SA, RA, SG, RG, for a micro-batch on one of its chunks.
+ * Build one with schedule_create(p, m, v) and schedule_add (compute ops
+ * have peer -1); make consecutive messages one batch, posted and completed
+ * together, with schedule_batch. Every generator below returns a new
+ * schedule (the caller frees it with schedule_free) that must pass
+ * schedule_validate: each (micro-batch, stage) forward and backward once,
+ * each input received before it is used and each output sent after it is
+ * made, every send meeting its receive, and no deadlock when every send
+ * and receive blocks until its partner is there (rendezvous).
+ *
+ * Check your work:
+ *   ./build/labs/06_pipeline/pipeline_schedule --schedule 1f1b -p 4 -m 8 --comm
+ * prints each rank's list, the validator's verdict and the simulated
+ * timeline (schedule_simulate): each rank's busy and idle time, its
+ * bubble fraction and peak activations, and the bubble next to its
+ * formula (pipe_bubble_fraction, pipe_bubble_fraction_zb_h1); with
+ * --out DIR it also draws the timeline, DIR/gantt.png. make test runs
+ * every generator for p = 1..6, m = 1..12 against the formulas.
+ *
+ * Conventions (schedule.h): v = 1 except for the interleaved schedule, so
+ * chunk 0 is rank r's one stage, stage r; with v chunks, chunk c of rank r
+ * is stage r + c p. Micro-batches are numbered from 0 in the order they
+ * enter the pipeline.
+ */
+#ifndef SCHEDULES_H
+#define SCHEDULES_H
+
+#include "schedule.h"
+
+/* GPipe (Huang et al. 2019): every rank runs the forwards of all m
+ * micro-batches, then their backwards, last micro-batch first. Holds m
+ * micro-batches' activations on every rank; bubble (p - 1) / (m + p - 1). */
+Schedule *schedule_gpipe(int p, int m);
+
+/* 1F1B, as PipeDream-Flush and Megatron-LM's non-interleaved schedule
+ * (Narayanan et al. 2021): rank r runs min(p - r - 1, m) warm-up forwards,
+ * then alternates one forward and one backward, then runs the backwards
+ * left (cool-down). The same bubble as GPipe, but rank r holds at most
+ * min(p - r, m) micro-batches' activations. In the steady state rank r
+ * sends a gradient to r - 1 while r - 1 sends it an activation: those
+ * pairs must be batched (Megatron-LM's send_forward_recv_backward and
+ * send_backward_recv_forward), or both wait in a send forever. */
+Schedule *schedule_1f1b(int p, int m);
+
+/* Megatron-LM's interleaved 1F1B (Narayanan et al. 2021): rank r holds v
+ * chunks, stages r, r + p, ..., r + (v - 1) p. Micro-batches go through the
+ * chunks in groups of p: every rank's k-th forward is micro-batch
+ * (k / (p v)) p + k % p on chunk (k / p) % v, its k-th backward the same
+ * micro-batch on chunk v - 1 - (k / p) % v. Rank r runs
+ * min((p - r - 1) 2 + (v - 1) p, m v) warm-up forwards, then one forward
+ * and one backward at a time, then the backwards left. Needs v >= 2 and m
+ * a multiple of p; bubble (p - 1) / (v m + p - 1), in exchange for v times
+ * as many messages. */
+Schedule *schedule_interleaved(int p, int m, int v);
+
+/* ZB-H1 (Qi et al. 2023, Zero Bubble Pipeline Parallelism): 1F1B with each
+ * backward split into I (PIPE_BACKWARD_INPUT: the gradient the previous
+ * stage waits for) and W (PIPE_BACKWARD_WEIGHT: the weight gradients,
+ * which nobody waits for). Rank r runs W of micro-batch i just after I of
+ * micro-batch i + r, and the last r W's at the end, in the cool-down's
+ * gaps: the activations in flight stay 1F1B's min(p - r, m), and with
+ * m >= p and equal costs the bubble is a third of 1F1B's
+ * (pipe_bubble_fraction_zb_h1). */
+Schedule *schedule_zb_h1(int p, int m);
+
+/* "gpipe", "1f1b", "interleaved" or "zb-h1" for p ranks, m micro-batches
+ * and v chunks per rank. Bad input (pipe_schedule_problem) is a user
+ * error, one line naming the problem. */
+Schedule *schedule_by_name(const char *name, int p, int m, int v);
+
+#endif
