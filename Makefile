@@ -59,7 +59,8 @@ LAB04_BINS := $(foreach v,$(call copies_of,04_tensor_parallel),$(BUILD)/$(v)/04_
 LAB05_PROGS := train_tp train_zero
 LAB05_BINS := $(foreach v,$(call copies_of,05_activation_memory),$(LAB05_PROGS:%=$(BUILD)/$(v)/05_activation_memory/%))
 
-LAB06_BINS := $(foreach v,$(call copies_of,06_pipeline),$(BUILD)/$(v)/06_pipeline/pipeline_schedule)
+LAB06_PROGS := pipeline_schedule train_pp
+LAB06_BINS := $(foreach v,$(call copies_of,06_pipeline),$(LAB06_PROGS:%=$(BUILD)/$(v)/06_pipeline/%))
 
 # Earlier labs' objects that later labs and the tests link.
 EARLIER_OBJ := $(BUILD)/earlier/00_single_device/backprop.o
@@ -237,6 +238,11 @@ $(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(B
 # same file. It draws with tools/plot_pipeline.sh, found above the program.
 $(BUILD)/apps/pipeline_schedule.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline
 $(BUILD)/%/06_pipeline/pipeline_schedule: $(BUILD)/apps/pipeline_schedule.o $(BUILD)/%/06_pipeline/schedules.o $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+# train_pp links that copy's schedules.o and pipeline.o, lab 04's layers and
+# lab 02's DDP through build/earlier/
+$(BUILD)/apps/train_pp.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
+$(BUILD)/%/06_pipeline/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/06_pipeline/pipeline.o $(BUILD)/%/06_pipeline/schedules.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)

@@ -6,6 +6,7 @@
 #include "check.h"
 #include "layout.h"
 #include "model.h"
+#include "pipe_exec.h"
 
 GPTLayout memplan_model_layout(const GPTConfig *cfg, const MemLayout *l) {
     /* this rank's share of the model: all of it, or its TP shard */
@@ -14,6 +15,7 @@ GPTLayout memplan_model_layout(const GPTConfig *cfg, const MemLayout *l) {
     m.sp = l->sp;
     m.sp_regather = l->sp_regather;
     m.recompute = l->recompute;
+    if (l->pp > 1 || l->chunks > 1) gpt_layout_set_pipeline(&m, l->pp, l->pp_rank, l->chunks);
     return m;
 }
 
@@ -64,8 +66,13 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
         pk[MEM_PARAMS] += F * (padded[GPT_UNIT_EMBED] + (l->prefetch ? two_units : one_unit));
     if (l->zero_stage >= 1) pk[MEM_COMM] = F * max_shard;
 
-    pk[MEM_ACTIVATIONS] = F * gpt_activation_floats(&m, l->rows, l->seq)
-                          + sizeof(int) * gpt_activation_ints(l->rows, l->seq);
+    if (l->schedule) {  /* a pipeline: the schedule's order decides */
+        pk[MEM_ACTIVATIONS] = pipe_activation_peak_bytes(&m, l->schedule, l->rows, l->seq);
+        pk[MEM_COMM] = pipe_comm_peak_bytes(&m, l->schedule, l->rows, l->seq);
+    } else {
+        pk[MEM_ACTIVATIONS] = F * gpt_activation_floats(&m, l->rows, l->seq)
+                              + sizeof(int) * gpt_activation_ints(l->rows, l->seq);
+    }
     pk[MEM_WORKSPACE] = F * gpt_scratch_floats(&m, l->rows, l->seq);
 }
 

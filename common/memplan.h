@@ -77,6 +77,12 @@ typedef struct {
     int sp;          /* sequence parallelism (lab 05; needs tp >= 1) */
     int sp_regather; /* and the layernorm outputs gathered again (lab 05's extension) */
     Recompute recompute; /* what the activations keep (layout.h; lab 05) */
+    /* pipeline parallelism (lab 06; pp 0 or 1: none): the stage of rank
+     * pp_rank of pp, chunks per rank, and the step's schedule, whose order
+     * decides how many micro-batches' activations are held at once
+     * (pipe_exec.h's peaks); states hold only the rank's units */
+    int pp, pp_rank, chunks;
+    const struct Schedule *schedule;
 } MemLayout;
 
 typedef struct {

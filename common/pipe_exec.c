@@ -529,15 +529,15 @@ void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, con
     const int split = count[PIPE_BACKWARD_INPUT] > 0;
     const double formula = split ? pipe_bubble_fraction_zb_h1(p, s->micro_batches, &c)
                                  : pipe_bubble_fraction(p, s->micro_batches, s->chunks);
-    printf("%s: pipeline bubble of the last step: measured %.3f, simulated %.3f with its mean "
-           "costs (F %.2f ms, %s), formula %.3f; timelines in %s/pipeline.csv and "
-           "pipeline_sim.csv\n", program, measured.bubble_fraction, sim.bubble_fraction,
-           1e3 * c.forward, split ? "I and W" : "B", formula, dir);
+    char costs[96];
     if (split)
-        printf("%s:   I %.2f ms, W %.2f ms\n", program, 1e3 * c.backward_input,
-               1e3 * c.backward_weight);
+        snprintf(costs, sizeof costs, "F %.2f ms, I %.2f ms, W %.2f ms", 1e3 * c.forward,
+                 1e3 * c.backward_input, 1e3 * c.backward_weight);
     else
-        printf("%s:   B %.2f ms\n", program, 1e3 * c.backward);
+        snprintf(costs, sizeof costs, "F %.2f ms, B %.2f ms", 1e3 * c.forward, 1e3 * c.backward);
+    printf("%s: pipeline bubble of the last step: measured %.3f, simulated %.3f with its mean "
+           "costs (%s), formula %.3f; timelines in %s/pipeline.csv and pipeline_sim.csv\n",
+           program, measured.bubble_fraction, sim.bubble_fraction, costs, formula, dir);
     pipe_timeline_free(&sim);
     free(st);
     free(measured.rank);

@@ -328,7 +328,9 @@ static float *layout_gather_standard(const GPTLayout *l, const float *local, int
             GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
             gpt_layout_set_pipeline(&lr, l->pp, l->pp_rank, l->chunks);
             gpt_layout_to_standard(&lr, all + (size_t)r * n, whole,
-                                   !mine && r == 0 ? LAYOUT_COPY_REPLICATED : LAYOUT_COPY_SPLIT);
+                                   mine     ? LAYOUT_COPY_ALL  /* own copies overwrite below */
+                                   : r == 0 ? LAYOUT_COPY_REPLICATED
+                                            : LAYOUT_COPY_SPLIT);
         }
     }
     gpt_layout_to_standard(l, own, whole, mine ? LAYOUT_COPY_ALL

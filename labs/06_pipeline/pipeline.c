@@ -1,0 +1,47 @@
+/* Lab 06: pipeline parallelism. Read pipeline.h and schedules.h first,
+ * then README.md. Here: what each compute op of a schedule does on its
+ * stage, and the tied embedding's gradient. The model's stage functions
+ * (common/model.h) do the arithmetic:
+ *   gpt_stage_forward(l, params, acts, hooks)                 -> loss (last stage)
+ *   gpt_stage_backward(l, params, grads, acts, scratch, dout, dinput, dloss, hooks)
+ *   gpt_stage_backward_input(...), gpt_stage_backward_weight(...)   (ZB-H1)
+ * and the executor (common/pipe_exec.h) the buffers:
+ *   pipe_acts, pipe_acts_release, pipe_grad_out, pipe_grad_in.
+ *
+ * Check your work: make test runs train_pp with every schedule against
+ * lab 00's trainer;
+ *   mpirun -np 2 ./build/labs/06_pipeline/train_pp --pp 2 --schedule 1f1b --micro-batches 4
+ */
+#include "pipeline.h"
+
+#include "check.h"
+#include "comm.h"
+
+void pipeline_forward(PipeRank *x, int micro, int chunk) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+/* The objective is the mean of the m micro-batches' mean losses: the last
+ * stage starts each backward from d(objective)/d(loss_i) = 1/m. */
+void pipeline_backward(PipeRank *x, int micro, int chunk) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void pipeline_backward_input(PipeRank *x, int micro, int chunk) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+/* The activations (the layers' inputs) and what backward_input kept (their
+ * output gradients) are read here for the last time. */
+void pipeline_backward_weight(PipeRank *x, int micro, int chunk) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void pipeline_sum_tied_embedding(const GPTLayout *l, float *grads) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
