@@ -652,11 +652,12 @@ double pipe_bubble_fraction_zb_h1(int p, int m, const PipeCosts *c) {
 
 /* ---- the schedules' names and what each needs --------------------------- */
 
-const char *const PIPE_SCHEDULE_NAMES[] = {"gpipe", "1f1b", "interleaved", "zb-h1", NULL};
+const char *const PIPE_SCHEDULE_NAMES[] = {"gpipe", "1f1b", "interleaved", "zb-h1",
+                                           "1f1b-unbatched", NULL};
 
 int pipe_schedule_problem(const char *name, int p, int m, int v, char *why, size_t n) {
     int known = 0;
-    char names[64] = "";
+    char names[96] = "";
     for (int k = 0; PIPE_SCHEDULE_NAMES[k]; k++) {
         known |= strcmp(name, PIPE_SCHEDULE_NAMES[k]) == 0;
         size_t len = strlen(names);

@@ -71,7 +71,13 @@ Schedule *schedule_interleaved(int p, int m, int v);
  * (pipe_bubble_fraction_zb_h1). */
 Schedule *schedule_zb_h1(int p, int m);
 
-/* "gpipe", "1f1b", "interleaved" or "zb-h1" for p ranks, m micro-batches
+/* The lab's extension (README.md): 1F1B with no batch at all, every
+ * message a lone op, still valid under rendezvous: the order of the
+ * steady state's messages, not a batch, keeps the neighbours from both
+ * waiting in a send. The same compute order, bubble and memory as 1F1B. */
+Schedule *schedule_1f1b_unbatched(int p, int m);
+
+/* "gpipe", "1f1b", "interleaved", "zb-h1" or "1f1b-unbatched" for p ranks, m micro-batches
  * and v chunks per rank. Bad input (pipe_schedule_problem) is a user
  * error, one line naming the problem. */
 Schedule *schedule_by_name(const char *name, int p, int m, int v);

@@ -202,9 +202,39 @@ Schedule *schedule_zb_h1(int p, int m) {
     /* END SOLUTION */
 }
 
+/* The extension (README.md). */
+Schedule *schedule_1f1b_unbatched(int p, int m) {
+    /* BEGIN SOLUTION */
+    /* The crossing is an order problem, not a batching one: in the steady
+     * state rank r receives the next activation from r - 1 BEFORE it sends
+     * r - 1 the gradient, and r - 1 sends that activation before it waits
+     * for the gradient. Each link then carries one message at a time, in
+     * the order both ends have it: r - 1 at SA(k + 1) meets r at RA(k + 1),
+     * then r - 1 at RG(i) meets r at SG(i). */
+    Schedule *s = schedule_create(p, m, 1);
+    for (int r = 0; r < p; r++) {
+        int warm = min_int(p - r - 1, m), steady = m - warm;
+        for (int i = 0; i < warm; i++) forward_alone(s, r, i);
+        if (steady > 0) message(s, r, PIPE_RECV_ACT, warm, 0);
+        for (int i = 0; i < steady; i++) {
+            int k = warm + i;
+            compute(s, r, PIPE_FORWARD, k, 0);
+            message(s, r, PIPE_SEND_ACT, k, 0);
+            message(s, r, PIPE_RECV_GRAD, i, 0);
+            compute(s, r, PIPE_BACKWARD, i, 0);
+            if (i < steady - 1) message(s, r, PIPE_RECV_ACT, k + 1, 0);
+            message(s, r, PIPE_SEND_GRAD, i, 0);
+        }
+        for (int i = steady; i < m; i++) backward_alone(s, r, PIPE_BACKWARD, i);
+    }
+    return s;
+    /* END SOLUTION */
+}
+
 Schedule *schedule_by_name(const char *name, int p, int m, int v) {
     char why[256];
     if (pipe_schedule_problem(name, p, m, v, why, sizeof why)) USER_ERROR("%s", why);
+    if (strcmp(name, "1f1b-unbatched") == 0) return schedule_1f1b_unbatched(p, m);
     if (strcmp(name, "gpipe") == 0) return schedule_gpipe(p, m);
     if (strcmp(name, "1f1b") == 0) return schedule_1f1b(p, m);
     if (strcmp(name, "interleaved") == 0) return schedule_interleaved(p, m, v);
