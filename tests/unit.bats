@@ -40,3 +40,10 @@ load helpers
     echo "$output"
     [ "$status" -eq 0 ]
 }
+
+@test "unit: the executor: the trivial schedule is the plain loop bit for bit, stages and split backwards on one rank give the whole model's gradients bit for bit, memory peaks as predicted" {
+    require_solution 00  # it runs the backward passes
+    run t 60 "$BUILD/tests/test_pipe_exec"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
