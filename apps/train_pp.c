@@ -135,11 +135,16 @@ int main(int argc, char **argv) {
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .sync = &ds.sync,
                          .layout = &layout, .schedule = schedule, .stage_ops = &stage_ops};
     train_run_parallel(&o, &par);
-    /* each stage's memory against the planner's, from the first pipeline */
-    if (mesh->tp_rank == 0 && mesh->dp_rank == 0) {
-        char name[64];
-        snprintf(name, sizeof name, "train_pp stage %d", mesh->pp_rank);
-        memplan_print_check(name, &o.model, &ml);
+    /* each stage's memory against the planner's, from the first pipeline,
+     * one stage after the other */
+    for (int stage = 0; stage < pp; stage++) {
+        comm_barrier(world);
+        if (mesh->tp_rank == 0 && mesh->dp_rank == 0 && mesh->pp_rank == stage) {
+            char name[64];
+            snprintf(name, sizeof name, "train_pp stage %d", stage);
+            memplan_print_check(name, &o.model, &ml);
+            fflush(stdout);
+        }
     }
     ddp_sync_free(&ds);
     schedule_free(schedule);

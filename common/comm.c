@@ -426,6 +426,18 @@ void comm_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag,
                         c->mpi, &req->mpi));
 }
 
+void comm_batch_begin(void) {
+#ifdef KIT_CUDA
+    if (device_current() == DEVICE_CUDA) comm_nccl_batch_begin();
+#endif
+}
+
+void comm_batch_end(void) {
+#ifdef KIT_CUDA
+    if (device_current() == DEVICE_CUDA) comm_nccl_batch_end();
+#endif
+}
+
 void comm_allreduce(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
                     CommRedop redop) {
     CommRequest req;

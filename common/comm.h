@@ -202,6 +202,12 @@ void comm_isend(Comm *c, const void *buf, size_t n, CommDtype dtype, int dst, in
                 CommRequest *req);
 void comm_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag,
                 CommRequest *req);
+/* A batch of sends and receives (pipeline schedules' pairs: schedule.h):
+ * everything posted between begin and end starts together. MPI's
+ * non-blocking calls already do; NCCL's go on one stream in order, where a
+ * send waits for its receive, so a batch is one NCCL group there. */
+void comm_batch_begin(void);
+void comm_batch_end(void);
 /* Every blocking call and every wait is bounded by the communication
  * watchdog (watchdog.h): past --comm-timeout (default 300 s) the job ends
  * with one line naming the rank, the group, the operation and the wait. */

@@ -127,6 +127,45 @@ static void issued(Comm *c, CommOp op, size_t bytes, double t_start, void *strea
     req->active = 1;
 }
 
+/* Sends and receives posted between comm_nccl_batch_begin and _end: NCCL
+ * launches them at ncclGroupEnd, so their events go behind them then. */
+enum { MAX_BATCH = 16 };
+static struct {
+    Comm *c;
+    CommOp op;
+    size_t bytes;
+    double t_start;
+    void *stream;
+    NcclRequest *req;
+} g_batch[MAX_BATCH];
+static int g_in_batch, g_batch_len;
+
+static void p2p_issued(Comm *c, CommOp op, size_t bytes, double t_start, void *stream,
+                       NcclRequest *req) {
+    if (!g_in_batch) {
+        issued(c, op, bytes, t_start, stream, req);
+        return;
+    }
+    CHECK(g_batch_len < MAX_BATCH, "more than %d sends and receives in one batch", MAX_BATCH);
+    g_batch[g_batch_len++] = {c, op, bytes, t_start, stream, req};
+}
+
+void comm_nccl_batch_begin(void) {
+    CHECK(!g_in_batch, "a batch of sends and receives inside another");
+    NCCL_CHECK(ncclGroupStart());
+    g_in_batch = 1;
+    g_batch_len = 0;
+}
+
+void comm_nccl_batch_end(void) {
+    CHECK(g_in_batch, "the end of a batch that was not begun");
+    NCCL_CHECK(ncclGroupEnd());
+    g_in_batch = 0;
+    for (int k = 0; k < g_batch_len; k++)
+        issued(g_batch[k].c, g_batch[k].op, g_batch[k].bytes, g_batch[k].t_start,
+               g_batch[k].stream, g_batch[k].req);
+}
+
 int comm_nccl_test(NcclRequest *req) {
     if (!req->active) return 1;
     cudaError_t rc = cudaEventQuery((cudaEvent_t)req->event);
@@ -247,7 +286,7 @@ void comm_nccl_isend(Comm *c, const void *buf, size_t n, CommDtype dtype, int ds
     double t0 = trace_now();
     if (n)
         NCCL_CHECK(ncclSend(buf, n, nccl_dtype(dtype), dst, nccl_of(c), (cudaStream_t)stream));
-    issued(c, OP_SEND, n * comm_dtype_size(dtype), t0, stream, req);
+    p2p_issued(c, OP_SEND, n * comm_dtype_size(dtype), t0, stream, req);
 }
 
 void comm_nccl_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src,
@@ -255,7 +294,7 @@ void comm_nccl_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src,
     double t0 = trace_now();
     if (n)
         NCCL_CHECK(ncclRecv(buf, n, nccl_dtype(dtype), src, nccl_of(c), (cudaStream_t)stream));
-    issued(c, OP_RECV, n * comm_dtype_size(dtype), t0, stream, req);
+    p2p_issued(c, OP_RECV, n * comm_dtype_size(dtype), t0, stream, req);
 }
 
 void comm_nccl_allreduce(Comm *c, const void *send, void *recv, size_t n,

@@ -122,6 +122,12 @@ void comm_nccl_isend(Comm *c, const void *buf, size_t n, CommDtype dtype, int ds
                      void *stream, NcclRequest *req);
 void comm_nccl_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src,
                      void *stream, NcclRequest *req);
+/* The sends and receives between these two (on any groups) are one NCCL
+ * group, launched together: two ranks that send to each other and then
+ * receive would otherwise wait forever, each in its send, on their
+ * communication streams (comm_batch_begin, comm.h) */
+void comm_nccl_batch_begin(void);
+void comm_nccl_batch_end(void);
 /* 1 when done (the request is then finished and counted, and stays done),
  * 0 otherwise */
 int comm_nccl_test(NcclRequest *req);

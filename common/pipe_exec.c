@@ -16,6 +16,7 @@
 typedef struct PipeSlot {
     GPTActs *acts;          /* from the chunk's pool, or NULL */
     int released;           /* given back this step: using them again is a bug */
+    float *act_in;          /* received input (MEM_COMM), until its forward copies it */
     float *grad_out;        /* received d(output) (MEM_COMM), until its backward */
     float *grad_in;         /* d(input) to send (MEM_COMM), until delivered */
     CommRequest recv_act, recv_grad, send_act, send_grad;
@@ -159,9 +160,10 @@ static void post(PipeRank *x, const PipeOp *op) {
     const int stage = schedule_stage_of(s, my_rank(x), op->chunk);
     const size_t n = io_floats(x);
     switch (op->kind) {
-    case PIPE_RECV_ACT:
-        comm_irecv(x->pp_group, pipe_acts(x, op->micro, op->chunk)->encoded, n, COMM_FLOAT,
-                   op->peer, message_tag(s, 0, stage, op->micro), &sl->recv_act);
+    case PIPE_RECV_ACT:  /* into a buffer of its own: the activations are taken at F */
+        if (!sl->act_in) sl->act_in = mem_alloc(MEM_COMM, n * sizeof(float));
+        comm_irecv(x->pp_group, sl->act_in, n, COMM_FLOAT, op->peer,
+                   message_tag(s, 0, stage, op->micro), &sl->recv_act);
         sl->recv_act_busy = 1;
         break;
     case PIPE_SEND_ACT:
@@ -237,13 +239,19 @@ static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeS
                     void *bb_ctx) {
     PipeSlot *sl = slot_of(x, op->micro, op->chunk);
     const GPTStage st = gpt_stage(x->layout, op->chunk);
-    double t0 = trace_now();
+    double t0 = trace_now();  /* after the waits for input: the op's own time */
     if (op->kind == PIPE_FORWARD) {
         GPTActs *a = pipe_acts(x, op->micro, op->chunk);
         wait_if(&sl->recv_act, &sl->recv_act_busy);
+        if (sl->act_in) {
+            device_copy(a->encoded, sl->act_in, io_floats(x) * sizeof(float));
+            mem_free(sl->act_in);
+            sl->act_in = NULL;
+        }
         if (!st.embedding && x->layout->pp == 1)  /* the previous stage is on this rank */
             device_copy(a->encoded, gpt_stage_output(pipe_acts(x, op->micro, op->chunk - 1)),
                         io_floats(x) * sizeof(float));
+        t0 = trace_now();
         ops->forward(x, op->micro, op->chunk);
         if (x->forward_only) {  /* no backward will read them */
             if (st.head) pipe_acts_release(x, op->micro, op->chunk);
@@ -252,8 +260,9 @@ static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeS
         }
     } else if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) {
         free_sent_grads(x);
-        if (before_backward) before_backward(bb_ctx, last_backward);
         wait_if(&sl->recv_grad, &sl->recv_grad_busy);
+        t0 = trace_now();
+        if (before_backward) before_backward(bb_ctx, last_backward);
         void (*fn)(PipeRank *, int, int) =
             op->kind == PIPE_BACKWARD ? ops->backward : ops->backward_input;
         CHECK(fn, "this program's pipeline has no split backward (backward-input)");
@@ -325,8 +334,12 @@ double pipe_run(PipeRank *x, const Schedule *s, const PipeStageOps *ops, PipeLoa
             int n = 1;  /* a batch: posted together, then completed together */
             while (list->ops[i + n - 1].batched) n++;
             const double t0 = trace_now();
+            if (n > 1) comm_batch_begin();
             for (int k = 0; k < n; k++) post(x, &list->ops[i + k]);
-            if (n > 1) wait_batch(x, op, n);
+            if (n > 1) {
+                comm_batch_end();
+                wait_batch(x, op, n);
+            }
             for (int k = 0; k < n; k++) x->times[i + k] = (PipeOpTime){t0, trace_now()};
             for (int k = 0; k < n && x->forward_only; k++)  /* sent: no longer needed */
                 if (list->ops[i + k].kind == PIPE_SEND_ACT)
@@ -339,7 +352,7 @@ double pipe_run(PipeRank *x, const Schedule *s, const PipeStageOps *ops, PipeLoa
      * evaluation's) go back to their pools */
     for (int k = 0; k < nslots; k++) {
         PipeSlot *sl = &x->slot[k];
-        CHECK(!sl->recv_act_busy && !sl->recv_grad_busy && !sl->grad_out,
+        CHECK(!sl->recv_act_busy && !sl->recv_grad_busy && !sl->grad_out && !sl->act_in,
               "a received message no op used (micro-batch %d, chunk %d)",
               k % s->micro_batches, k / s->micro_batches);
         wait_if(&sl->send_act, &sl->send_act_busy);
@@ -406,8 +419,8 @@ size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int row
         int *h = &held[op->chunk * s->micro_batches + op->micro];
         const size_t set = gpt_stage_activation_floats(l, &st, rows, seq) * sizeof(float) + ints;
         const size_t wg = gpt_stage_weight_grad_floats(l, &st, rows, seq) * sizeof(float);
-        if ((op->kind == PIPE_RECV_ACT || op->kind == PIPE_FORWARD) && !*h) {
-            *h = 1;  /* taken by the first op that needs them */
+        if (op->kind == PIPE_FORWARD && !*h) {
+            *h = 1;
             if (++in_use[op->chunk] > pool[op->chunk]) pool[op->chunk]++, sets += set;
         }
         if (op->kind == PIPE_BACKWARD_INPUT) split += wg;
@@ -427,17 +440,20 @@ size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int
     const PipeOpList *list = &s->rank[l->pp_rank];
     const size_t N = (size_t)rows * seq;
     const size_t buffer = (l->sp ? N / l->tp : N) * l->cfg.n_embd * sizeof(float);
-    int outs = 0, unsent = 0, sent = 0, peak = 0;  /* received, to send, sent gradients */
+    /* received inputs, received gradients, gradients to send and sent */
+    int ins = 0, outs = 0, unsent = 0, sent = 0, peak = 0;
     for (int i = 0; i < list->n; i++) {
         const PipeOp *op = &list->ops[i];
         const GPTStage st = gpt_stage(l, op->chunk);
+        if (op->kind == PIPE_RECV_ACT) ins++;
         if (op->kind == PIPE_RECV_GRAD) outs++;
         if (op->kind == PIPE_SEND_GRAD) unsent--, sent++;
         if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) {
             sent = 0;  /* freed first (free_sent_grads) */
             if (!st.embedding) unsent++;  /* the backward writes d(input) */
         }
-        peak = outs + unsent + sent > peak ? outs + unsent + sent : peak;
+        peak = ins + outs + unsent + sent > peak ? ins + outs + unsent + sent : peak;
+        if (op->kind == PIPE_FORWARD && !st.embedding && l->pp > 1) ins--;  /* copied in */
         if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) {
             if (l->pp > 1 && !st.head) outs--;  /* the received d(output), used */
             if (l->pp == 1 && !st.head) unsent--;  /* the next chunk's d(input), read */

@@ -6,9 +6,8 @@
  * interleaved 1F1B or ZB-H1 over pp ranks. The executor walks this rank's
  * list in order:
  *   RA, RG   post a non-blocking receive (comm_irecv) of the chunk's input
- *            activation (into the micro-batch's activations, `encoded`) or
- *            of its output gradient, and go on: the message moves while
- *            the rank computes;
+ *            activation or of its output gradient, each into a buffer of
+ *            its own, and go on: the message moves while the rank computes;
  *   SA, SG   post a non-blocking send of the chunk's output (the last
  *            block's res2) or of its input gradient, and go on;
  *   F, B, I, W  wait for the op's own receive if it is still in flight
@@ -20,19 +19,19 @@
  * assumes so). Sends finish before the buffer they read is reused or
  * freed, and every request before the step returns.
  *
- * Activations are kept per (micro-batch, chunk) in flight: the first op
- * that needs them (the RA, or the F on the first stage) takes a set from a
- * pool of this chunk's, and the stage's op gives it back
+ * Activations are kept per (micro-batch, chunk) in flight: the forward
+ * takes a set from a pool of this chunk's (and copies the received input
+ * into it), and the stage's op gives it back
  * (pipe_acts_release) once no backward needs it. The pool grows to the
  * most sets in flight at once, allocated as MEM_ACTIVATIONS (alloc.h): the
  * run's memory.csv shows each stage's peak, to compare with the schedule's
  * peak_activations (schedule_simulate) and the planner. With `poison` a
  * released set is filled with NaN, so a backward that reads activations
  * given back too early gives a NaN loss instead of a plausible one.
- * Received and sent gradients live in MEM_COMM buffers of one (R, C) each,
- * freed when used (received), or (sent) at the rank's next backward or the
- * step's end, after waiting for the send: fixed points, so that the peak
- * is the schedule's, the same in every run.
+ * Received inputs and gradients and sent gradients live in MEM_COMM
+ * buffers of one (R, C) each, freed when used (received), or (sent) at the
+ * rank's next backward or the step's end, after waiting for the send:
+ * fixed points, so that the peak is the schedule's, the same in every run.
  */
 #ifndef PIPE_EXEC_H
 #define PIPE_EXEC_H
@@ -123,12 +122,12 @@ float *pipe_grad_in(PipeRank *x, int micro, int chunk);
 
 /* MEM_ACTIVATIONS's peak on this rank (l->pp_rank) when it runs s with
  * rows x seq micro-batches, walking the list as pipe_run does: a set of
- * activations taken at the micro-batch's RA or F, back in the chunk's pool
+ * activations taken at the micro-batch's F, back in the chunk's pool
  * at its B or W, the pool growing to the most in use at once; the split
  * backward's kept gradients from I to W. What memory.csv must show. */
 size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq);
-/* MEM_COMM's: a received gradient from its RG's post to the end of its
- * backward, a gradient to send from its backward until the rank's next
+/* MEM_COMM's: a received input from its RA to its F, a received gradient
+ * from its RG's post to the end of its backward, a gradient to send from its backward until the rank's next
  * backward (or the step's end) waits for its send. */
 size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq);
 

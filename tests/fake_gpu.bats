@@ -136,6 +136,18 @@ same_bits() {
     done
 }
 
+@test "fake gpu: lab 06 (1F1B and ZB-H1 at pp 2, interleaved at tp 2 x pp 2) equals the CPU runs" {
+    cd "$ROOT"
+    for case in "2 --pp 2 --schedule 1f1b --micro-batches 4" \
+        "2 --pp 2 --schedule zb-h1 --micro-batches 4" \
+        "4 --pp 2 --tp 2 --schedule interleaved --chunks 2 --micro-batches 2"; do
+        read -r np flags <<<"$case"
+        # shellcheck disable=SC2086  # flags is a list
+        fake_equals_cpu "pp${flags// /}" "$np" "$FAKE/train_pp" \
+            "$BUILD/solutions/06_pipeline/train_pp" $flags
+    done
+}
+
 @test "fake gpu: the library's collectives on GPU buffers give the right results through staging" {
     for op in allreduce reduce_scatter allgather broadcast; do
         run mpirun_t 120 3 "$FAKE/bench_collectives" --device cuda --impl library --op "$op" \

@@ -186,3 +186,24 @@ same_memory_as_cpu() {
     [ "$status" -eq 0 ]
     same_memory_as_cpu "$out" "$cpu"
 }
+
+@test "gpu: lab 06, 1F1B and ZB-H1 at pp 2 on GPUs follow the CPU run, memory.csv equal to the CPU's" {
+    require_solution 00 02 04 06
+    for s in 1f1b zb-h1; do
+        cpu="$BATS_TEST_TMPDIR/cpu-$s"
+        run mpirun_t 300 2 "$BUILD/solutions/06_pipeline/train_pp" "${COMMON[@]}" --pp 2 \
+            --schedule "$s" --micro-batches 4 --threads 1 --out "$cpu"
+        [ "$status" -eq 0 ]
+        out="$BATS_TEST_TMPDIR/$s"
+        run mpirun_t 300 2 "$GPU_BUILD/solutions/06_pipeline/train_pp" "${COMMON[@]}" --pp 2 \
+            --schedule "$s" --micro-batches 4 --device cuda --out "$out" \
+            --dump-params "$out/params.bin"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        [[ "$output" != *DIFFERENT* ]]
+        run close_to_cpu "$out"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        same_memory_as_cpu "$out" "$cpu"
+    done
+}

@@ -113,6 +113,19 @@ san_flags() {
     no_reports
 }
 
+@test "sanitize: lab 06, train_pp with 1F1B and ZB-H1 at pp 2, interleaved at tp 2 x pp 2" {
+    require_solution 06
+    for case in "2 --pp 2 --schedule 1f1b --micro-batches 4" \
+        "2 --pp 2 --schedule zb-h1 --micro-batches 4" \
+        "4 --pp 2 --tp 2 --schedule interleaved --chunks 2 --micro-batches 2"; do
+        read -r np flags <<<"$case"
+        # shellcheck disable=SC2086  # flags is a list
+        run mpirun_t 120 "$np" "$SAN/solutions/06_pipeline/train_pp" "${SHORT[@]}" $flags \
+            --out "$BATS_TEST_TMPDIR/${flags// /}" --dump-params "$BATS_TEST_TMPDIR/p.bin"
+        no_reports
+    done
+}
+
 @test "sanitize: token-file tools, memory planner, C unit tests" {
     local d=$BATS_TEST_TMPDIR
     run t 60 "$SAN/bin/gen_synthetic" --out "$d/s.tok" --tokens 20000
@@ -134,7 +147,7 @@ san_flags() {
 
 @test "sanitize: the model's unit tests (lab 00's backward passes; hooks, recomputation)" {
     require_solution 00
-    for test in test_model test_recompute; do
+    for test in test_model test_recompute test_pipe_exec; do
         run t 60 "$SAN/tests/$test"
         no_reports
     done
