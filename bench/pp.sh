@@ -108,24 +108,27 @@ tail -n +2 "$MEM" | while IFS=, read -r s st me pl eq; do
     printf "%-12s %5s %14s %14s %6s\n" "$s" "$st" "$me" "$pl" "$eq"
 done
 
-# bubble.png: one panel, the formula as lines, simulated and measured as points
+# bubble.png: a panel per schedule: the formula as a line, the simulated
+# bubble (the measured step's mean costs) and the measured one as points
 gnuplot <<EOF
-set terminal pngcairo size 1000,620 font "sans,11"
+set terminal pngcairo size 1100,760 font "sans,11"
 set output "$OUT/bubble.png"
 set datafile separator ","
-set title "Pipeline bubble, p = 2 on 2 ranks ($CONFIG): measured, simulated, formula"
-set xlabel "micro-batches per step (m)"
-set ylabel "bubble fraction (idle / time)"
+set multiplot layout 2,2 title "Pipeline bubble, p = 2 on 2 ranks ($CONFIG), last step of $STEPS: formula, simulated, measured"
 set logscale x 2
 set xrange [1.6:20]
-set yrange [0:*]
-set key top right
+set yrange [0:0.4]
 set grid ytics
-cols = "gpipe 1f1b interleaved zb-h1"
-colors = "#1f77b4 #ff7f0e #2ca02c #d62728"
-plot for [i=1:4] "< awk -F, -v s=".word(cols,i)." '\$1 == s' $BUBBLE" using 2:5 with lines lw 2 lc rgb word(colors,i) title word(cols,i)." formula", \
-     for [i=1:4] "< awk -F, -v s=".word(cols,i)." '\$1 == s' $BUBBLE" using 2:4 with points pt 6 ps 1.6 lc rgb word(colors,i) title word(cols,i)." simulated", \
-     for [i=1:4] "< awk -F, -v s=".word(cols,i)." '\$1 == s' $BUBBLE" using 2:3 with linespoints pt 7 ps 1.2 dt 2 lc rgb word(colors,i) title word(cols,i)." measured"
+set key top right
+set xlabel "micro-batches per step (m)"
+set ylabel "bubble fraction (idle / time)"
+do for [s in "gpipe 1f1b interleaved zb-h1"] {
+    set title s
+    plot "< awk -F, -v s=".s." '\$1 == s' $BUBBLE" using 2:5 with lines lw 2 lc rgb "#444444" title "formula", \
+         "" using 2:4 with points pt 6 ps 2 lc rgb "#1f77b4" title "simulated", \
+         "" using 2:3 with linespoints pt 7 ps 1.3 dt 2 lc rgb "#d62728" title "measured"
+}
+unset multiplot
 EOF
 
 # memory.png: activations per stage and schedule, measured bars, planner ticks

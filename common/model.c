@@ -479,13 +479,13 @@ static void stage_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g,
         const int u = 1 + st->first_block + i;
         const float *x = i == 0 ? a->encoded : a->blocks[i - 1].res2;
         float *dx = k % 2 == 0 ? s->dres_in : s->dres_out;
+        set_zero(dx, NC);
+        needed(h, u, 1);
+        grads_begin(h, u);  /* may repoint the views: read them after */
         BlockParams gi = g->blocks[u - 1];
         if (input_only)  /* the layernorms' (small) stay in the input part */
             gi.qkvw = gi.qkvb = gi.attprojw = gi.attprojb = gi.fcw = gi.fcb = gi.fcprojw =
                 gi.fcprojb = NULL;
-        set_zero(dx, NC);
-        needed(h, u, 1);
-        grads_begin(h, u);
         recompute_block(l, &p->blocks[u - 1], &a->blocks[i], x, B, T);
         block_backward(l, &p->blocks[u - 1], &gi, &a->blocks[i], x, dout, dx, s, B, T);
         done(h, u, 1);
