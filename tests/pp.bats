@@ -73,7 +73,8 @@ pp_cases() {
     cd "$ROOT"
     # dp 2: each replica takes half the batch, in 2 micro-batches of 2 rows
     pp_cases "$BASE4" 4 "--pp 2 --schedule 1f1b --micro-batches 2" \
-        "--pp 2 --tp 2 --schedule interleaved --chunks 2 --micro-batches 4"
+        "--pp 2 --tp 2 --schedule interleaved --chunks 2 --micro-batches 4" \
+        "--pp 2 --tp 2 --schedule zb-h1 --micro-batches 4"
 }
 
 @test "pp: activations per stage: GPipe holds m micro-batches, 1F1B p - r, as the schedule says" {
