@@ -14,7 +14,7 @@ total_of() { sed -n 's/^total: //p' "$1"; }
 case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
-    require_solution 00 01 02 03 04 05
+    require_solution 00 01 02 03 04 05 06
     run t 900 $GRADE --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -25,7 +25,7 @@ case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 }
 
 @test "grader: untouched skeletons score zero, each case saying not implemented" {
-    require_untouched 00 01 02 03 04 05
+    require_untouched 00 01 02 03 04 05 06
     run t 900 $GRADE --src "$ROOT/labs" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -121,9 +121,11 @@ PY
 # left unsummed (rank 0's loss sees them only at tp 4), and lab 05's
 # positions without the rank's row offset (seen only where a rank's rows
 # start mid-sequence) and full recomputation's stale layernorm statistics
-# (seen only with two blocks or more), lose points in hidden mode too: every
-# draw of their case reaches them.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets and recomputation's shared buffers" {
+# (seen only with two blocks or more), and lab 06's 1F1B warm-up a forward
+# too long (only memory sees it), a backward without its 1/m loss weight
+# (the gradient norm) and a tied embedding left unsummed, lose points in
+# hidden mode too: every draw of their case reaches them.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers and pipelines' warm-up, loss weight and tied embedding" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
@@ -131,7 +133,8 @@ PY
                 02-first-bucket-at-bucket-size 03-overlap-starts-after-backward \
                 04-embedding-backward-no-vocab-offset 04-fused-sums-only \
                 05-embedding-positions-no-row-offset 05-full-recompute-stale-ln-stats \
-                05-selective-rebuilds-nothing; do
+                05-selective-rebuilds-nothing 06-1f1b-warmup-one-too-many \
+                06-backward-loss-not-scaled 06-tied-embedding-not-summed; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
         labdir=$(basename "$ROOT"/solutions/"$lab"_*)
@@ -183,18 +186,20 @@ PY
     done
 }
 
-# make_cheat DIR [PREAMBLE]: DIR/02_ddp, DIR/03_zero, DIR/04_tensor_parallel
-# and DIR/05_activation_memory, copies of the solutions whose lab file does
-# no communication and, at exit, copies a run's metrics.csv, memory.csv and
-# comm.csv over its own (tests/grader_cheat.h): the solution's run wherever
-# it can find one, and the committed references. Lab 05's recomputations
-# call no collective without --sp, so its copy also rebuilds nothing (full)
-# and zeros the probabilities (selective). PREAMBLE (e.g. "#define
-# CHEAT_REFERENCES_ONLY") goes first.
+# make_cheat DIR [PREAMBLE]: DIR/02_ddp, DIR/03_zero, DIR/04_tensor_parallel,
+# DIR/05_activation_memory and DIR/06_pipeline, copies of the solutions
+# whose lab file does no communication and, at exit, copies a run's
+# metrics.csv, memory.csv and comm.csv over its own (tests/grader_cheat.h):
+# the solution's run wherever it can find one, and the committed references.
+# Lab 05's recomputations call no collective without --sp, so its copy also
+# rebuilds nothing (full) and zeros the probabilities (selective). Lab 06's
+# messages are the executor's (common/), so its file's one collective, the
+# tied embedding's sum, is what its copy leaves out. PREAMBLE (e.g.
+# "#define CHEAT_REFERENCES_ONLY") goes first.
 make_cheat() {
     local dir=$1 pre=${2:-} lab file more
     for lab in 02_ddp:ddp.c 03_zero:zero.c 04_tensor_parallel:tensor_parallel.c \
-               05_activation_memory:activation_memory.c; do
+               05_activation_memory:activation_memory.c 06_pipeline:pipeline.c; do
         file=${lab#*:}
         lab=${lab%%:*}
         more=
@@ -213,17 +218,17 @@ make_cheat() {
 # every case line of report $1 scores 0
 all_zero() {
     local cases
-    cases=$(case_rows "$1" | grep -cE '^0[2-5]_')
+    cases=$(case_rows "$1" | grep -cE '^0[2-6]_')
     [ "$cases" -gt 0 ]
-    [ "$(case_rows "$1" | grep -cE '^0[2-5]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
+    [ "$(case_rows "$1" | grep -cE '^0[2-6]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
     [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 
 @test "grader: a cheat copying the solution's run or the references scores zero on every hidden case" {
-    require_solution 02 03 04 05
+    require_solution 02 03 04 05 06
     make_cheat "$BATS_TEST_TMPDIR/src"
     make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
-    for lab in 02 03 04 05; do
+    for lab in 02 03 04 05 06; do
         for variant in src src-ref; do
             run t 600 $GRADE --lab $lab --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
                 --out "$BATS_TEST_TMPDIR/h-$lab-$variant"
@@ -358,6 +363,30 @@ for c, d, v in draws("05_activation_memory"):
     sp_seen["modes"].add((sp, mode, c.program, c.extension))
     sp_seen["shapes"].add((v("--n-layer"), h, e))
 assert sp_seen["tp"] == {1, 2, 4} and len(sp_seen["modes"]) == 8 and len(sp_seen["shapes"]) > 6, sp_seen
+# lab 06: every draw is a pipeline (pp >= 2) with room for its mesh (ranks
+# = tp pp dp), a batch of dp m whole micro-batches, a depth that cuts into pp
+# x chunks stages, heads tp divides; the interleaved schedule has 2 chunks or
+# more and m a multiple of pp, the others one chunk; m >= 2 (1F1B's steady
+# state), m >= pp at pp 4 (every rank reaches it)
+pp_seen = {"schedules": set(), "meshes": set(), "shapes": set()}
+for c, d, v in draws("06_pipeline"):
+    pp, tp, sched = int(v("--pp")), int(v("--tp", 1)), v("--schedule")
+    m, b, chunks = int(v("--micro-batches")), int(v("--batch", 8)), v("--chunks")
+    chunks = int(chunks) if chunks else (2 if sched == "interleaved" else 1)
+    h, e, layers = int(v("--n-head", 4)), int(v("--n-embd", 64)), int(v("--n-layer", 4))
+    assert pp >= 2 and d.ranks % (tp * pp) == 0, (c.name, d.label)
+    dp = d.ranks // (tp * pp)
+    assert b % (dp * m) == 0 and layers % (pp * chunks) == 0, (c.name, d.label)
+    assert h % tp == 0 and e % h == 0 and m >= 2 and (pp < 4 or m >= pp), (c.name, d.label)
+    if sched == "interleaved":
+        assert chunks >= 2 and m % pp == 0, (c.name, d.label)
+    else:
+        assert chunks == 1, (c.name, d.label)
+    pp_seen["schedules"].add((sched, c.extension))
+    pp_seen["meshes"].add((pp, tp, dp))
+    pp_seen["shapes"].add((layers, h, e))
+assert len(pp_seen["schedules"]) == 5 and len(pp_seen["meshes"]) >= 4, pp_seen
+assert len(pp_seen["shapes"]) > 6, pp_seen
 # a training case on several ranks must check that the ranks agree
 import os, tempfile
 bad = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
@@ -421,7 +450,7 @@ PY
 }
 
 @test "grader: regenerating the references reproduces the committed ones" {
-    require_solution 00 01 02 03 04 05
+    require_solution 00 01 02 03 04 05 06
     run t 600 $GRADE --make-references --reference-out "$BATS_TEST_TMPDIR/ref" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
