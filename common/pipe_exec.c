@@ -237,10 +237,13 @@ static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeS
                     void *bb_ctx) {
     PipeSlot *sl = slot_of(x, op->micro, op->chunk);
     const GPTStage st = gpt_stage(x->layout, op->chunk);
+    /* an op's time starts once its input is here: the wait for its
+     * receive is idle time (the bubble), not the op's */
     double t0 = trace_now();
     if (op->kind == PIPE_FORWARD) {
         GPTActs *a = pipe_acts(x, op->micro, op->chunk);
         wait_if(&sl->recv_act, &sl->recv_act_busy);
+        t0 = trace_now();
         if (!st.embedding && x->layout->pp == 1)  /* the previous stage is on this rank */
             device_copy(a->encoded, gpt_stage_output(pipe_acts(x, op->micro, op->chunk - 1)),
                         io_floats(x) * sizeof(float));
@@ -254,6 +257,7 @@ static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeS
         free_sent_grads(x);
         if (before_backward) before_backward(bb_ctx, last_backward);
         wait_if(&sl->recv_grad, &sl->recv_grad_busy);
+        t0 = trace_now();
         void (*fn)(PipeRank *, int, int) =
             op->kind == PIPE_BACKWARD ? ops->backward : ops->backward_input;
         CHECK(fn, "this program's pipeline has no split backward (backward-input)");
