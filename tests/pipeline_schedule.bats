@@ -79,7 +79,7 @@ png_size() {
     require_solution 06
     touch "$BATS_TEST_TMPDIR/a_file"
     local -a cases=(
-        "--schedule pipedream -p 2 -m 4|unknown pipeline schedule 'pipedream' (known: gpipe, 1f1b, interleaved, zb-h1)"
+        "--schedule pipedream -p 2 -m 4|unknown pipeline schedule 'pipedream' (known: gpipe, 1f1b, interleaved, zb-h1, 1f1b-unbatched)"
         "-p 2 -m 4|give --schedule NAME"
         "--schedule gpipe -m 4|give --schedule NAME, -p P and -m M"
         "--schedule gpipe -p 0 -m 4|-p expects"

@@ -110,12 +110,12 @@ load helpers
     done
 }
 
-@test "lab 06 skeleton: the four generators become TODOs, the message helpers stay, the solution's shared 1F1B is left out, the header stays whole" {
+@test "lab 06 skeleton: the four generators and the extension become TODOs, the message helpers stay, the solution's shared 1F1B is left out, the header stays whole" {
     require_solution 06
     require_untouched 06
     local f=06_pipeline/schedules
-    [ "$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/$f.c")" -eq 4 ]
-    [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/$f.c")" -eq 4 ]
+    [ "$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/$f.c")" -eq 5 ]
+    [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/$f.c")" -eq 5 ]
     grep -q '^static int message(' "$ROOT/labs/$f.c"
     grep -q '^static void end_batch(' "$ROOT/labs/$f.c"
     grep -q 'pipe_schedule_problem' "$ROOT/labs/$f.c"   # schedule_by_name is given

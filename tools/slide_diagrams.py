@@ -297,8 +297,67 @@ def recompute_kept(path, C=64, NH=4, T=64, L=4):
     s.save(path)
 
 
+def pp_stages(path, p=4, L=8):
+    """Pipeline stages over p ranks, as layout.h cuts them: L blocks in S =
+    p v stages of L / S blocks, stage s on rank s mod p (local chunk s / p).
+    Top, v = 1: rank r holds stage r; the first stage also the embeddings
+    (wte, wpe), the last lnf and the LM head, a copy of wte: the embedding
+    group (first and last stage) sums the two copies' gradients. Bottom,
+    v = 2 (interleaved): rank r holds stages r and r + p."""
+    s = Svg(1160, 500)
+    colors = [BLUE, ORANGE, GREEN, "#9467bd"]
+    w, gap, x0 = 250, 22, 40
+    for row, v in enumerate((1, 2)):
+        y = 90 + row * 220
+        n = L // (p * v)
+        s.text(20, y - 52 if row == 0 else y - 22, f"v = {v}: {p * v} stages of {n} block" +
+               ("s" if n > 1 else "") + (" (interleaved)" if v > 1 else ""), 18, "start",
+               weight="bold")
+        for r in range(p):
+            x = x0 + r * (w + gap)
+            s.rect(x, y, w, 120, "#f4f4f4", "#888888", 1)
+            s.text(x + w / 2, y + 140, f"rank {r}", 16)
+            cw = (w - 20) / v
+            for c in range(v):
+                st = r + c * p
+                cx = x + 10 + c * cw
+                n = L // (p * v)
+                bw = (cw - 8) / n
+                for b in range(n):
+                    s.rect(cx + b * bw, y + 48, bw - 4, 40, colors[r])
+                    s.text(cx + b * bw + (bw - 4) / 2, y + 74, f"b{st * n + b}", 14, fill="white")
+                s.text(cx + (cw - 8) / 2, y + 110, f"stage {st}", 14)
+            if r == 0:
+                s.rect(x + 10, y + 8, 110, 30, "#666666")
+                s.text(x + 65, y + 29, "wte, wpe", 15, fill="white")
+            if r == p - 1:
+                s.rect(x + w - 130, y + 8, 120, 30, "#666666")
+                s.text(x + w - 70, y + 29, "lnf, wte copy", 15, fill="white")
+        for st in range(p * v - 1):   # activations forward between consecutive stages
+            a, b = st % p, (st + 1) % p
+            if b == a + 1:
+                xa = x0 + a * (w + gap) + w
+                s.line(xa - 2, y + 68, xa + gap + 2, y + 68, INK, 2, arrow=True)
+        if v > 1:   # the wrap from stage p - 1 (rank p - 1) to stage p (rank 0, chunk 1)
+            xl = x0 + (p - 1) * (w + gap) + w
+            xt = x0 + 10 + (w - 20) / v + (w - 20) / v / 2
+            s.line(xl, y + 100, xl + 14, y + 100, INK, 2)
+            s.line(xl + 14, y + 100, xl + 14, y + 165, INK, 2)
+            s.line(xl + 14, y + 165, xt, y + 165, INK, 2)
+            s.line(xt, y + 165, xt, y + 122, INK, 2, arrow=True)
+    # the embedding group over the top row
+    xa, xb = x0 + 65, x0 + (p - 1) * (w + gap) + w - 70
+    s.line(xa, 96, xa, 62, "#c0392b", 3)
+    s.line(xa, 62, xb, 62, "#c0392b", 3)
+    s.line(xb, 62, xb, 96, "#c0392b", 3)
+    s.text((xa + xb) / 2, 54, "embedding group: all-reduce of dwte (first + last stage)", 16,
+           fill="#c0392b")
+    s.save(path)
+
+
 DIAGRAMS = {"zero-stages": zero_stages, "ring-allreduce": ring_allreduce, "ddp-overlap": ddp_overlap,
-            "tp-block": tp_block, "sp-block": sp_block, "recompute-kept": recompute_kept}
+            "tp-block": tp_block, "sp-block": sp_block, "recompute-kept": recompute_kept,
+            "pp-stages": pp_stages}
 
 
 def main():

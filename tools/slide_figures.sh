@@ -9,7 +9,9 @@
 # Lab 00's two come from train_gpt (a loss curve of tiny; the --profile
 # roofline of small), lab 01's from bench/collectives.sh, lab 02's from
 # bench/ddp.sh, lab 03's from bench/zero.sh, lab 04's from bench/tp.sh,
-# lab 05's from bench/act.sh.
+# lab 05's from bench/act.sh, lab 06's from pipeline_schedule --out (each
+# schedule's simulated Gantt chart, p 4, m 8) and from train_pp (a measured
+# timeline of tiny at pp 2 next to its simulation).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:?usage: slide_figures.sh OUT_DIR}
@@ -17,7 +19,7 @@ BENCH_NAME=slides
 source bench/common.sh
 quick=${SLIDES_QUICK:-0}
 [[ "$quick" =~ ^[01]$ ]] || die "SLIDES_QUICK must be 0 or 1, got '$quick'"
-mkdir -p "$out"/fig/{00,01,02,03,04,05} "$out/runs"
+mkdir -p "$out"/fig/{00,01,02,03,04,05,06} "$out/runs"
 
 # copy SRC DST: a benchmark's chart into the decks' figures, or die naming it
 copy() {
@@ -58,4 +60,22 @@ BENCH_OUT="$out/runs/05_activation_memory-bench" bash bench/act.sh > "$out/runs/
 for f in memory step_time seq; do
     copy "$out/runs/05_activation_memory-bench/$f.png" "$out/fig/05/$f.png"
 done
+# lab 06: the simulator's timelines (no run: they are the same every time)
+sched=$(bench_program 06_pipeline pipeline_schedule)
+for s in gpipe 1f1b "interleaved -v 2 --forward 0.5 --backward 1" zb-h1; do
+    name=${s%% *}
+    # shellcheck disable=SC2086  # the schedule's own options, split on purpose
+    "$sched" --schedule $s -p 4 -m 8 --out "$out/runs/06-$name" > /dev/null
+    copy "$out/runs/06-$name/gantt.png" "$out/fig/06/gantt-$name.png"
+done
+# and one measured step against its simulation (2 ranks: the measured
+# bubble means nothing with more ranks than cores)
+LIMIT=300
+run_ranks 2 "$out/runs/06-train-1f1b" "$(bench_program 06_pipeline train_pp)" --pp 2 \
+    --schedule 1f1b --micro-batches 4 --config tiny --steps "$([ "$quick" = 1 ] && echo 5 || echo 20)" \
+    --eval-every 0 --threads 1
+bash tools/plot_pipeline.sh "$out/runs/06-train-1f1b/pipeline.csv" "$out/fig/06/measured-1f1b.png" \
+    "tiny, pp 2, 1F1B, m 4: the last step as measured (seconds)" > /dev/null
+bash tools/plot_pipeline.sh "$out/runs/06-train-1f1b/pipeline_sim.csv" "$out/fig/06/simulated-1f1b.png" \
+    "the same schedule simulated with the measured mean costs" > /dev/null
 echo "slides: figures in $out/fig/ (benchmark logs in $out/runs/)"
