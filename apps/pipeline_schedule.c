@@ -26,7 +26,8 @@
 static const char *const g_usage =
     "usage: pipeline_schedule --schedule NAME -p P -m M [-v V] [costs] [--comm] [--out DIR]\n"
     "Build a pipeline schedule (lab 06), validate it, and simulate its timeline.\n\n"
-    "  --schedule NAME        gpipe | 1f1b | interleaved | zb-h1\n"
+    "  --schedule NAME        gpipe | 1f1b | interleaved | zb-h1 | 1f1b-unbatched (the\n"
+    "                         lab's extension)\n"
     "  -p P                   pipeline ranks, 1..64\n"
     "  -m M                   micro-batches per step, 1..1024\n"
     "  -v V                   model chunks per rank, 1..16 (interleaved: 2 or more,\n"
@@ -167,22 +168,16 @@ int main(int argc, char **argv) {
         USER_ERROR("--out %s: %s", out, why);
 
     Schedule *s = schedule_by_name(name, p, m, v);
-    if (!s) {
-        fprintf(stderr, "%s: invalid schedule: the %s generator returned NULL\n", g_program_name,
-                name);
-        return 1;
+    /* the extension is checked against 1F1B's compute order */
+    Schedule *reference = strcmp(name, "1f1b-unbatched") == 0 ? schedule_1f1b(p, m) : NULL;
+    const int bad = pipe_generated_problem(s, name, p, m, v, reference, why, sizeof why);
+    schedule_free(reference);
+    if (s && s->ranks == p && s->micro_batches == m && s->chunks == v) {
+        printf("%s: p %d ranks, m %d micro-batches, v %d chunk%s per rank\n", name, p, m, v,
+               v == 1 ? "" : "s");
+        schedule_print(stdout, s, comm);
     }
-    if (s->ranks != p || s->micro_batches != m || s->chunks != v) {
-        fprintf(stderr,
-                "%s: invalid schedule: made for p %d, m %d, v %d, asked for p %d, m %d, v %d\n",
-                g_program_name, s->ranks, s->micro_batches, s->chunks, p, m, v);
-        schedule_free(s);
-        return 1;
-    }
-    printf("%s: p %d ranks, m %d micro-batches, v %d chunk%s per rank\n", name, p, m, v,
-           v == 1 ? "" : "s");
-    schedule_print(stdout, s, comm);
-    if (schedule_validate(s, why, sizeof why)) {
+    if (bad) {
         fflush(stdout);
         fprintf(stderr, "%s: invalid schedule: %s\n", g_program_name, why);
         schedule_free(s);

@@ -32,7 +32,8 @@ typedef struct {
 
 static const ExtraOption g_pp_options[] = {
     {"pp", 1, "--pp P               pipeline stages' ranks (default 1); dp = ranks / (tp pp)"},
-    {"schedule", 1, "--schedule NAME      gpipe | 1f1b | interleaved | zb-h1 (default 1f1b)"},
+    {"schedule", 1, "--schedule NAME      gpipe | 1f1b | interleaved | zb-h1 | 1f1b-unbatched (the "
+                    "extension) (default 1f1b)"},
     {"micro-batches", 1, "--micro-batches M    micro-batches per step and pipeline (takes "
                          "--grad-accum's place; default --grad-accum's)"},
     {"chunks", 1, "--chunks V           model chunks per rank, interleaved only (default 2 "
@@ -108,10 +109,12 @@ int main(int argc, char **argv) {
     layout.embed_group = ends && pp > 1 ? embed : NULL;
 
     Schedule *schedule = schedule_by_name(popt.schedule, pp, m, v);
+    Schedule *reference = strcmp(popt.schedule, "1f1b-unbatched") == 0 ? schedule_1f1b(pp, m)
+                                                                          : NULL;
     char why[512];
-    if (schedule_validate(schedule, why, sizeof why) != 0)
-        die_at(__FILE__, __LINE__, "the %s schedule for p %d, m %d, v %d is not valid: %s",
-               popt.schedule, pp, m, v, why);
+    if (pipe_generated_problem(schedule, popt.schedule, pp, m, v, reference, why, sizeof why))
+        die_at(__FILE__, __LINE__, "%s (p %d, m %d, v %d)", why, pp, m, v);
+    schedule_free(reference);
     const PipeStageOps stage_ops = {pipeline_forward, pipeline_backward, pipeline_backward_input,
                                     pipeline_backward_weight, 1};
 

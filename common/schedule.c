@@ -688,3 +688,41 @@ int pipe_schedule_problem(const char *name, int p, int m, int v, char *why, size
                     "schedule moves micro-batches through the chunks in groups of p", m, p);
     return 0;
 }
+
+/* The compute ops of a rank's list, in order, equal in a and b */
+static int same_compute_order(const PipeOpList *a, const PipeOpList *b) {
+    int i = 0, j = 0;
+    for (;;) {
+        while (i < a->n && pipe_op_is_comm(a->ops[i].kind)) i++;
+        while (j < b->n && pipe_op_is_comm(b->ops[j].kind)) j++;
+        if (i == a->n || j == b->n) return i == a->n && j == b->n;
+        if (a->ops[i].kind != b->ops[j].kind || a->ops[i].micro != b->ops[j].micro ||
+            a->ops[i].chunk != b->ops[j].chunk)
+            return 0;
+        i++, j++;
+    }
+}
+
+int pipe_generated_problem(const Schedule *s, const char *name, int p, int m, int v,
+                           const Schedule *one_f_one_b, char *why, size_t n) {
+    if (!s) return fail(why, n, "the %s generator returned NULL", name);
+    if (s->ranks != p || s->micro_batches != m || s->chunks != v)
+        return fail(why, n, "the %s generator made a schedule for p %d, m %d, v %d, asked for p "
+                    "%d, m %d, v %d", name, s->ranks, s->micro_batches, s->chunks, p, m, v);
+    char reason[400];
+    if (schedule_validate(s, reason, sizeof reason))
+        return fail(why, n, "the %s schedule is not valid: %s", name, reason);
+    if (strcmp(name, "1f1b-unbatched") != 0) return 0;
+    for (int r = 0; r < p; r++)
+        for (int i = 0; i < s->rank[r].n; i++)
+            if (s->rank[r].ops[i].batched)
+                return fail(why, n, "1f1b-unbatched holds a batch (rank %d, op %d): every message "
+                            "must be a lone op", r, i);
+    CHECK(one_f_one_b && one_f_one_b->ranks == p && one_f_one_b->micro_batches == m,
+          "1f1b-unbatched is checked against the 1F1B schedule of the same p and m");
+    for (int r = 0; r < p; r++)
+        if (!same_compute_order(&s->rank[r], &one_f_one_b->rank[r]))
+            return fail(why, n, "1f1b-unbatched: rank %d's forwards and backwards are not in "
+                        "1F1B's order", r);
+    return 0;
+}

@@ -270,7 +270,8 @@ double pipe_bubble_fraction(int p, int m, int v);
 double pipe_bubble_fraction_zb_h1(int p, int m, const PipeCosts *c);
 
 /* The schedules by name (lab 06's generators, schedule_by_name): "gpipe",
- * "1f1b", "interleaved" and "zb-h1", in that order, then NULL. */
+ * "1f1b", "interleaved", "zb-h1" and the lab's extension "1f1b-unbatched",
+ * in that order, then NULL. */
 extern const char *const PIPE_SCHEDULE_NAMES[];
 
 /* Whether the named schedule can be built for p ranks, m micro-batches and
@@ -281,5 +282,15 @@ extern const char *const PIPE_SCHEDULE_NAMES[];
  * interleaved schedule moves micro-batches through the chunks in groups
  * of p). Check before building, to report bad input yourself. */
 int pipe_schedule_problem(const char *name, int p, int m, int v, char *why, size_t n);
+
+/* What a program checks of a generator's schedule s, made for the name, p,
+ * m and v asked: 0 when it is one (not NULL, of that size, valid:
+ * schedule_validate) and, for "1f1b-unbatched", the lab's extension,
+ * holds no batch and runs the compute ops of one_f_one_b (the 1F1B
+ * schedule of the same p and m) in the same order on every rank; else -1
+ * with the reason in why. one_f_one_b is read for "1f1b-unbatched" only
+ * (may be NULL otherwise). */
+int pipe_generated_problem(const Schedule *s, const char *name, int p, int m, int v,
+                           const Schedule *one_f_one_b, char *why, size_t n);
 
 #endif
