@@ -119,7 +119,7 @@ png_size() {
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"rank 0: F0 SA0 F1 SA1 RG0 B0 RG1 B1"* ]]
-    [[ "$output" == *"invalid schedule: deadlock under blocking send and receive: rank 0 waits at op 3 (SA1 to rank 1), rank 1 waits at op 3 (SG0 to rank 0)"* ]]
+    [[ "$output" == *"invalid schedule: the 1f1b schedule is not valid: deadlock under blocking send and receive: rank 0 waits at op 3 (SA1 to rank 1), rank 1 waits at op 3 (SG0 to rank 0)"* ]]
     [[ "$output" != *"fatal"* ]]
     run t 30 "$BATS_TEST_TMPDIR/bin/pipeline_schedule" --schedule zb-h1 -p 2 -m 2
     [ "$status" -eq 1 ]
