@@ -60,21 +60,6 @@ static double formula(const char *name, int p, int m, int v, const PipeCosts *c,
     return pipe_bubble_fraction(p, m, v);
 }
 
-static void write_csv(const char *path, const Schedule *s, const PipeTimeline *t) {
-    AtomicFile af;
-    FILE *f = atomic_open(&af, path);
-    char label[32];
-    fprintf(f, "rank,index,label,kind,micro,chunk,start,end\n");
-    for (int r = 0; r < s->ranks; r++)
-        for (int i = 0; i < s->rank[r].n; i++) {
-            PipeOp op = s->rank[r].ops[i];
-            fprintf(f, "%d,%d,%s,%s,%d,%d,%.9g,%.9g\n", r, i,
-                    pipe_op_label(s, op, label, sizeof label), pipe_op_kind_name(op.kind), op.micro,
-                    op.chunk, t->rank[r].op[i].start, t->rank[r].op[i].end);
-        }
-    atomic_commit(&af);
-}
-
 /* tools/plot_pipeline.sh, looked for in the directories above this program
  * (build/labs/06_pipeline/ is three below the kit's root, the sanitizer's
  * build four); 0 when not found. */
@@ -211,7 +196,7 @@ int main(int argc, char **argv) {
         char csv[1100], png[1100], title[256];
         snprintf(csv, sizeof csv, "%s/schedule.csv", out);
         snprintf(png, sizeof png, "%s/gantt.png", out);
-        write_csv(csv, s, &t);
+        schedule_write_timeline_csv(csv, s, &t, 0.0);
         if (want >= 0)
             snprintf(title, sizeof title,
                      "%s, p %d, m %d, v %d: bubble %.4f simulated, %.4f formula", name, p, m, v,

@@ -458,6 +458,13 @@ void comm_allgather(Comm *c, const void *send, void *recv, size_t n, CommDtype d
     comm_wait(&req);
 }
 
+void comm_allgather_untraced(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype) {
+    const int untraced = c->untraced;
+    c->untraced = 1;
+    comm_allgather(c, send, recv, n, dtype);
+    c->untraced = untraced;
+}
+
 void comm_broadcast(Comm *c, void *buf, size_t n, CommDtype dtype, int root) {
     CommRequest req;
     comm_ibroadcast(c, buf, n, dtype, root, &req);

@@ -169,6 +169,9 @@ void comm_reduce_scatter(Comm *c, const void *send, void *recv, size_t n,
                          CommDtype dtype, CommRedop redop);
 /* send: shard_count(n, p, rank) elements; recv: n elements */
 void comm_allgather(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype);
+/* The same for a program's outputs (a gather for --dump-params, a
+ * timeline), not the training's traffic: not counted in comm.csv */
+void comm_allgather_untraced(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype);
 void comm_broadcast(Comm *c, void *buf, size_t n, CommDtype dtype, int root);
 /* recv is used on the root only (may be NULL elsewhere) */
 void comm_reduce(Comm *c, const void *send, void *recv, size_t n,

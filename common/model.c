@@ -80,6 +80,10 @@ size_t gpt_stage_activation_floats(const GPTLayout *l, const GPTStage *st, int B
     return parts_sum(parts);
 }
 
+size_t gpt_stage_io_floats(const GPTLayout *l, int B, int T) {
+    return seq_rows(l, (size_t)B * T) * l->cfg.n_embd;
+}
+
 size_t gpt_activation_ints(int B, int T) { return 2 * (size_t)B * T; }
 
 /* dlnf, dres_out, dres_in: 3 BTC; per block: dres_mid C, dln C, dqkv 3 aw,

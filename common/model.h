@@ -304,6 +304,11 @@ void gpt_stage_backward_input(const GPTLayout *l, const GPTParams *p, GPTParams 
 void gpt_stage_backward_weight(const GPTLayout *l, GPTParams *g, GPTActs *a);
 size_t gpt_stage_weight_grad_floats(const GPTLayout *l, const GPTStage *st, int B, int T);
 
+/* Floats of a stage's input and of its output, and of their gradients:
+ * the residual stream's (R, C) (R = B T, or B T / tp under sequence
+ * parallelism): what the pipeline's messages carry */
+size_t gpt_stage_io_floats(const GPTLayout *l, int B, int T);
+
 static inline float *gpt_stage_output(const GPTActs *a) {
     return a->blocks[a->stage.n_blocks - 1].res2;
 }

@@ -8,7 +8,6 @@
 #include "check.h"
 #include "comm.h"
 #include "device.h"
-#include "fileio.h"
 #include "kernels.h"
 #include "trace.h"
 
@@ -33,12 +32,8 @@ typedef struct PipePool {
 
 static int my_rank(const PipeRank *x) { return x->layout->pp_rank; }
 
-/* Rows of a stage's input and output: the residual stream's R (model.h) */
-static size_t io_floats(const PipeRank *x) {
-    const GPTLayout *l = x->layout;
-    const size_t N = (size_t)x->rows * x->seq;
-    return (l->sp ? N / l->tp : N) * l->cfg.n_embd;
-}
+/* A message's floats (model.h) */
+static size_t io_floats(const PipeRank *x) { return gpt_stage_io_floats(x->layout, x->rows, x->seq); }
 
 void pipe_rank_init(PipeRank *x, const GPTLayout *l, const GPTParams *params, GPTParams *grads,
                     const ModelHooks *hooks, int rows, int seq, Comm *pp_group, int poison) {
@@ -82,6 +77,11 @@ static PipeSlot *slot_of(PipeRank *x, int micro, int chunk) {
     return &x->slot[chunk * s->micro_batches + micro];
 }
 
+static void wait_if(CommRequest *r, int *busy) {
+    if (*busy) comm_wait(r);
+    *busy = 0;
+}
+
 /* ---- activations: taken from the chunk's pool, given back -------------- */
 
 static GPTActs *pool_take(PipeRank *x, int chunk) {
@@ -116,10 +116,7 @@ void pipe_acts_release(PipeRank *x, int micro, int chunk) {
     PipeSlot *sl = slot_of(x, micro, chunk);
     CHECK(sl->acts && !sl->released, "releasing the activations of micro-batch %d on chunk %d, "
           "which are not held", micro, chunk);
-    if (sl->send_act_busy) {  /* the send reads the last block's output */
-        comm_wait(&sl->send_act);
-        sl->send_act_busy = 0;
-    }
+    wait_if(&sl->send_act, &sl->send_act_busy);  /* the send reads the last block's output */
     GPTActs *a = sl->acts;
     if (x->poison)
         scale_inplace(a->encoded, NAN,
@@ -186,11 +183,6 @@ static void post(PipeRank *x, const PipeOp *op) {
         break;
     default: CHECK(0, "not a communication op");
     }
-}
-
-static void wait_if(CommRequest *r, int *busy) {
-    if (*busy) comm_wait(r);
-    *busy = 0;
 }
 
 /* The members of a posted batch, all completed */
@@ -408,21 +400,17 @@ Schedule *pipe_schedule_forward_only(int p, int m, int v) {
 size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq) {
     const PipeOpList *list = &s->rank[l->pp_rank];
     const size_t ints = gpt_activation_ints(rows, seq) * sizeof(int);
-    int *held = calloc((size_t)s->micro_batches * s->chunks, sizeof *held);
     int *in_use = calloc((size_t)s->chunks, sizeof *in_use);
     int *pool = calloc((size_t)s->chunks, sizeof *pool);
-    CHECK(held && in_use && pool, "out of memory");
+    CHECK(in_use && pool, "out of memory");
     size_t sets = 0, split = 0, peak = 0;  /* bytes: the pools', the split backwards' */
     for (int i = 0; i < list->n; i++) {
         const PipeOp *op = &list->ops[i];
         const GPTStage st = gpt_stage(l, op->chunk);
-        int *h = &held[op->chunk * s->micro_batches + op->micro];
         const size_t set = gpt_stage_activation_floats(l, &st, rows, seq) * sizeof(float) + ints;
         const size_t wg = gpt_stage_weight_grad_floats(l, &st, rows, seq) * sizeof(float);
-        if (op->kind == PIPE_FORWARD && !*h) {
-            *h = 1;
-            if (++in_use[op->chunk] > pool[op->chunk]) pool[op->chunk]++, sets += set;
-        }
+        if (op->kind == PIPE_FORWARD && ++in_use[op->chunk] > pool[op->chunk])
+            pool[op->chunk]++, sets += set;  /* the pool grows by one set */
         if (op->kind == PIPE_BACKWARD_INPUT) split += wg;
         if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_WEIGHT) {
             in_use[op->chunk]--;
@@ -430,7 +418,6 @@ size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int row
         }
         if (sets + split > peak) peak = sets + split;
     }
-    free(held);
     free(in_use);
     free(pool);
     return peak;
@@ -438,8 +425,7 @@ size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int row
 
 size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq) {
     const PipeOpList *list = &s->rank[l->pp_rank];
-    const size_t N = (size_t)rows * seq;
-    const size_t buffer = (l->sp ? N / l->tp : N) * l->cfg.n_embd * sizeof(float);
+    const size_t buffer = gpt_stage_io_floats(l, rows, seq) * sizeof(float);
     /* received inputs, received gradients, gradients to send and sent */
     int ins = 0, outs = 0, unsent = 0, sent = 0, peak = 0;
     for (int i = 0; i < list->n; i++) {
@@ -462,24 +448,6 @@ size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int
     return (size_t)peak * buffer;
 }
 
-/* Rows of one timeline (schedule.csv's format, pipeline_schedule's):
- * rank,index,label,kind,micro,chunk,start,end, times from t0 */
-static void write_timeline_csv(const char *path, const Schedule *s, const PipeOpTime *const *t,
-                               double t0) {
-    AtomicFile af;
-    FILE *f = atomic_open(&af, path);
-    fprintf(f, "rank,index,label,kind,micro,chunk,start,end\n");
-    char label[32];
-    for (int r = 0; r < s->ranks; r++)
-        for (int i = 0; i < s->rank[r].n; i++) {
-            const PipeOp *op = &s->rank[r].ops[i];
-            fprintf(f, "%d,%d,%s,%s,%d,%d,%.9f,%.9f\n", r, i,
-                    pipe_op_label(s, *op, label, sizeof label), pipe_op_kind_name(op->kind),
-                    op->micro, op->chunk, t[r][i].start - t0, t[r][i].end - t0);
-        }
-    atomic_commit(&af);
-}
-
 void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, const char *dir,
                           const char *program) {
     const int p = s->ranks;
@@ -492,11 +460,8 @@ void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, con
         mine[2 * i] = x->times[i].start;
         mine[2 * i + 1] = x->times[i].end;
     }
-    if (p > 1) {  /* outputs, not the training's traffic (comm.h) */
-        const int untraced = x->pp_group->untraced;
-        x->pp_group->untraced = 1;
-        comm_allgather(x->pp_group, mine, all, 2 * (size_t)maxn * p, COMM_DOUBLE);
-        x->pp_group->untraced = untraced;
+    if (p > 1) {
+        comm_allgather_untraced(x->pp_group, mine, all, 2 * (size_t)maxn * p, COMM_DOUBLE);
     } else {
         memcpy(all, mine, 2 * (size_t)maxn * sizeof *all);
     }
@@ -508,19 +473,18 @@ void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, con
     /* measured: each rank's compute time against the step's span, every
      * rank's ops from the first start to the last end */
     PipeTimeline measured = {p, 0, 0, calloc((size_t)p, sizeof(PipeRankTimeline))};
-    PipeOpTime **t = malloc((size_t)p * sizeof *t);
-    CHECK(measured.rank && t, "out of memory");
+    CHECK(measured.rank, "out of memory");
     double t0 = INFINITY, t1 = -INFINITY, cost[PIPE_KINDS] = {0};
     int count[PIPE_KINDS] = {0};
     for (int r = 0; r < p; r++) {
-        t[r] = (PipeOpTime *)(all + 2 * (size_t)maxn * r);
+        const PipeOpTime *t = measured.rank[r].op = (PipeOpTime *)(all + 2 * (size_t)maxn * r);
         for (int i = 0; i < s->rank[r].n; i++) {
             const PipeOp *op = &s->rank[r].ops[i];
             if (pipe_op_is_comm(op->kind)) continue;
-            t0 = fmin(t0, t[r][i].start);
-            t1 = fmax(t1, t[r][i].end);
-            measured.rank[r].busy += t[r][i].end - t[r][i].start;
-            cost[op->kind] += t[r][i].end - t[r][i].start;
+            t0 = fmin(t0, t[i].start);
+            t1 = fmax(t1, t[i].end);
+            measured.rank[r].busy += t[i].end - t[i].start;
+            cost[op->kind] += t[i].end - t[i].start;
             count[op->kind]++;
         }
     }
@@ -530,18 +494,15 @@ void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, con
     measured.bubble_fraction = idle / (p * measured.makespan);
     char path[1024];
     snprintf(path, sizeof path, "%s/pipeline.csv", dir);
-    write_timeline_csv(path, s, (const PipeOpTime *const *)t, t0);
+    schedule_write_timeline_csv(path, s, &measured, t0);
     /* predicted: the simulator with the measured mean costs, no message cost */
     for (int k = 0; k < PIPE_KINDS; k++) cost[k] = count[k] ? cost[k] / count[k] : 0;
     const PipeCosts c = {cost[PIPE_FORWARD], cost[PIPE_BACKWARD], cost[PIPE_BACKWARD_INPUT],
                          cost[PIPE_BACKWARD_WEIGHT], 0.0, 0.5};
     PipeTimeline sim;
     schedule_simulate(s, &c, &sim);
-    PipeOpTime **st = malloc((size_t)p * sizeof *st);
-    CHECK(st, "out of memory");
-    for (int r = 0; r < p; r++) st[r] = sim.rank[r].op;
     snprintf(path, sizeof path, "%s/pipeline_sim.csv", dir);
-    write_timeline_csv(path, s, (const PipeOpTime *const *)st, 0.0);
+    schedule_write_timeline_csv(path, s, &sim, 0.0);
     const int split = count[PIPE_BACKWARD_INPUT] > 0;
     const double formula = split ? pipe_bubble_fraction_zb_h1(p, s->micro_batches, &c)
                                  : pipe_bubble_fraction(p, s->micro_batches, s->chunks);
@@ -555,8 +516,6 @@ void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, con
            "costs (%s), formula %.3f; timelines in %s/pipeline.csv and pipeline_sim.csv\n",
            program, measured.bubble_fraction, sim.bubble_fraction, costs, formula, dir);
     pipe_timeline_free(&sim);
-    free(st);
-    free(measured.rank);
-    free(t);
+    free(measured.rank);  /* its ops point into all */
     free(all);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fileio.h"
 
 Schedule *schedule_create(int ranks, int micro_batches, int chunks) {
     if (ranks < 1 || micro_batches < 1 || chunks < 1)
@@ -725,4 +726,20 @@ int pipe_generated_problem(const Schedule *s, const char *name, int p, int m, in
             return fail(why, n, "1f1b-unbatched: rank %d's forwards and backwards are not in "
                         "1F1B's order", r);
     return 0;
+}
+
+void schedule_write_timeline_csv(const char *path, const Schedule *s, const PipeTimeline *t,
+                                 double t0) {
+    AtomicFile af;
+    FILE *f = atomic_open(&af, path);
+    char label[32];
+    fprintf(f, "rank,index,label,kind,micro,chunk,start,end\n");
+    for (int r = 0; r < s->ranks; r++)
+        for (int i = 0; i < s->rank[r].n; i++) {
+            PipeOp op = s->rank[r].ops[i];
+            fprintf(f, "%d,%d,%s,%s,%d,%d,%.9g,%.9g\n", r, i,
+                    pipe_op_label(s, op, label, sizeof label), pipe_op_kind_name(op.kind), op.micro,
+                    op.chunk, t->rank[r].op[i].start - t0, t->rank[r].op[i].end - t0);
+        }
+    atomic_commit(&af);
 }

@@ -255,6 +255,15 @@ typedef struct {
 void schedule_simulate(const Schedule *s, const PipeCosts *c, PipeTimeline *out);
 void pipe_timeline_free(PipeTimeline *t);
 
+/* A timeline of s as CSV, one row per op of each rank's list (compute and
+ * messages): rank,index,label,kind,micro,chunk,start,end, kind as
+ * pipe_op_kind_name, times t->rank[r].op[i] less t0. The simulated one
+ * (pipeline_schedule's schedule.csv) and the measured one (train_pp's
+ * pipeline.csv) alike: tools/plot_pipeline.sh draws either. Written
+ * atomically (fileio.h). */
+void schedule_write_timeline_csv(const char *path, const Schedule *s, const PipeTimeline *t,
+                                 double t0);
+
 /* The formulas, to compare simulated timelines with (no message cost):
  *   GPipe and 1F1B (v = 1), interleaved 1F1B (v chunks per rank, m a
  *   multiple of p): (p - 1) / (v m + p - 1).

@@ -300,15 +300,6 @@ static double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const 
     return sum;
 }
 
-/* Gather n floats from every rank of c, as outputs, not the training's
- * traffic: not counted (comm.h) */
-static void gather_untraced(Comm *c, const float *mine, float *all, size_t n) {
-    const int untraced = c->untraced;
-    c->untraced = 1;
-    comm_allgather(c, mine, all, n * c->size, COMM_FLOAT);
-    c->untraced = untraced;
-}
-
 /* The whole model in the standard layout (host memory, gpt_num_params
  * floats; the caller frees it), assembled from every TP rank's local
  * buffer, then every pipeline stage's (collectives over the TP group and
@@ -318,12 +309,13 @@ static void gather_untraced(Comm *c, const float *mine, float *all, size_t n) {
  * for the consistency checksum). */
 static float *layout_gather_standard(const GPTLayout *l, const float *local, int mine) {
     const size_t n = l->num_params, total = gpt_num_params(&l->cfg);
-    float *own = malloc(n * sizeof(float)), *all = malloc(n * l->tp * sizeof(float));
-    float *whole = calloc(total, sizeof(float));
-    CHECK(own && all && whole, "out of memory for gathering the parameters");
+    float *own = malloc(n * sizeof(float)), *whole = calloc(total, sizeof(float));
+    CHECK(own && whole, "out of memory for gathering the parameters");
     device_copy(own, local, n * sizeof(float));
     if (l->tp > 1) {
-        gather_untraced(l->tp_group, own, all, n);  /* n from each rank */
+        float *all = malloc(n * l->tp * sizeof(float));
+        CHECK(all, "out of memory for gathering the parameters");
+        comm_allgather_untraced(l->tp_group, own, all, n * l->tp, COMM_FLOAT);  /* n each */
         for (int r = 0; r < l->tp; r++) {
             GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
             gpt_layout_set_pipeline(&lr, l->pp, l->pp_rank, l->chunks);
@@ -332,19 +324,19 @@ static float *layout_gather_standard(const GPTLayout *l, const float *local, int
                                    : r == 0 ? LAYOUT_COPY_REPLICATED
                                             : LAYOUT_COPY_SPLIT);
         }
+        free(all);
     }
     gpt_layout_to_standard(l, own, whole, mine ? LAYOUT_COPY_ALL
                                           : l->tp_rank == 0 ? LAYOUT_COPY_REPLICATED
                                                             : LAYOUT_COPY_SPLIT);
     free(own);
-    free(all);
     if (l->pp == 1) return whole;
     /* every stage's tensors, whole after the TP gather, from their stage;
      * this rank's own last, so that they win when mine */
     float *stages = malloc(total * l->pp * sizeof(float));
     TensorInfo *t = malloc((size_t)gpt_num_tensors(l) * sizeof *t);
     CHECK(stages && t, "out of memory for gathering the parameters");
-    gather_untraced(l->pp_group, whole, stages, total);
+    comm_allgather_untraced(l->pp_group, whole, stages, total * l->pp, COMM_FLOAT);
     for (int k = 1; k <= l->pp; k++) {
         const int q = (l->pp_rank + k) % l->pp;
         GPTLayout lq = *l;
