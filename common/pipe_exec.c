@@ -231,7 +231,7 @@ static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeS
                     void *bb_ctx) {
     PipeSlot *sl = slot_of(x, op->micro, op->chunk);
     const GPTStage st = gpt_stage(x->layout, op->chunk);
-    double t0 = trace_now();  /* after the waits for input: the op's own time */
+    double t0 = trace_now();  /* taken again after an op's wait for its input */
     if (op->kind == PIPE_FORWARD) {
         GPTActs *a = pipe_acts(x, op->micro, op->chunk);
         wait_if(&sl->recv_act, &sl->recv_act_busy);
