@@ -22,7 +22,7 @@
 #include "pipeline.h"
 #include "preflight.h"
 #include "schedules.h"
-#include "tensor_parallel.h"
+#include "tp_layers.h"
 #include "train.h"
 
 typedef struct {
@@ -86,16 +86,9 @@ int main(int argc, char **argv) {
     Comm *dp = mesh->dp_group;
     GPTLayout layout = gpt_layout_make(&o.model, tp, mesh->tp_rank);
     gpt_layout_set_pipeline(&layout, pp, mesh->pp_rank, v);
-    /* lab 04's layers when the stages are split over TP (model.h) */
-    const TensorParallelOps tp_ops = {
-        column_parallel_forward,          column_parallel_backward,
-        row_parallel_forward,             row_parallel_backward,
-        vocab_parallel_embedding_forward, vocab_parallel_embedding_backward,
-        vocab_parallel_crossentropy_forward, vocab_parallel_crossentropy_backward,
-    };
     if (tp > 1) {
         layout.split_layers = 1;
-        layout.tp_ops = &tp_ops;
+        layout.tp_ops = &tp_layers;  /* lab 04's (tp_layers.h) */
     }
     layout.tp_group = mesh->tp_group;
     layout.pp_group = mesh->pp_group;

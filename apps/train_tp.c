@@ -57,14 +57,6 @@ static void on_tp_option(void *ctx, int index, const char *arg) {
     else t->recompute = gpt_recompute_parse(arg);
 }
 
-/* Forward passes in the run: K per step, and K per held-out batch at each
- * evaluation. */
-static size_t forward_passes(const TrainOptions *o) {
-    size_t evals = 0;
-    for (int s = 0; s < o->steps; s++) evals += train_evaluates_at(o, s);
-    return (size_t)o->grad_accum * ((size_t)o->steps + evals * o->eval_batches);
-}
-
 /* Rank 0: the planner's memory and TP traffic next to what the run measured,
  * and the traffic on the wire (the ring algorithms' share per rank). */
 static void print_checks(const TrainOptions *o, const MemLayout *ml, const Comm *tp,
@@ -75,7 +67,7 @@ static void print_checks(const TrainOptions *o, const MemLayout *ml, const Comm 
     memplan_tp_comm(&o->model, ml, &fwd, &bwd);
     fwd.allreduce.calls -= fused_ce;  /* the same bytes in one all-reduce fewer */
     const CommCount step = memplan_tp_step_comm(&o->model, ml);
-    const size_t passes = forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
+    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
     const struct {
         CommOp op;
         const char *name;

@@ -19,6 +19,7 @@
 #include "device.h"
 #include "kernels_backend.h"
 #include "profile.h"
+#include "trace.h"
 
 /* Lab 00's two backward passes live in the lab's object, not in the
  * library: weak references, so that a program with no backward pass (the
@@ -110,6 +111,69 @@ void attention_backward(float *dqkv, float *datt, const float *dout, const float
     KERNEL(attention_backward, attention_pairs(B, T, NH) * (8.0 * (C / NH) + 4),
            F(10.0 * B * T * C + 3.0 * B * NH * T * T), dqkv, datt, dout, qkv, att, B, T, C, NH);
 }
+
+/* Ring attention's blocks: n (n + 1) / 2 or n^2 pairs per head, each a
+ * dot product twice and a row of P v forward (6 hs, two exps), the dot
+ * products and four row updates backward (10 hs, one exp). Each call adds
+ * its pairs and its time to this rank's totals and draws a "compute" bar
+ * in the trace (the timeline's overlap with the ring's transfers). The time
+ * is the host's: on a GPU, where kernels are queued, only the launch. */
+static unsigned long long g_block_pairs;
+static double g_block_seconds;
+static double block_pairs(int B, int NH, int n, int causal) {
+    double pairs = (double)B * NH * (causal ? n * (n + 1.0) / 2.0 : (double)n * n);
+    g_block_pairs += (unsigned long long)pairs;
+    return pairs;
+}
+static void block_done(const char *name, double t0) {
+    const double t1 = trace_now();
+    g_block_seconds += t1 - t0;
+    trace_event("compute", name, NULL, t0, t1, 0);
+}
+void attention_block_stats(unsigned long long *pairs, double *seconds) {
+    *pairs = g_block_pairs;
+    *seconds = g_block_seconds;
+}
+
+void attention_block_forward(float *out, float *lse, const float *qkv, const float *kv, int B,
+                             int T, int C, int NH, int q0, int k0, int n, int causal) {
+    const double pairs = block_pairs(B, NH, n, causal), t0 = trace_now();
+    KERNEL(attention_block_forward, pairs * (6.0 * (C / NH) + 2 * EXP_OPS),
+           F((double)B * n * (3.0 * C + 2.0 * NH)), out, lse, qkv, kv, B, T, C, NH, q0, k0, n,
+           causal);
+    block_done("attention block forward", t0);
+}
+
+void attention_merge(float *out, float *lse, const float *out_b, const float *lse_b, int B,
+                     int T, int C, int NH, int q0, int n) {
+    KERNEL(attention_merge, (double)B * n * (3.0 * C + NH * (3.0 * EXP_OPS)),
+           F((double)B * n * (3.0 * C + 3.0 * NH)), out, lse, out_b, lse_b, B, T, C, NH, q0, n);
+}
+
+void attention_row_dot(float *D, const float *dout, const float *out, int B, int T, int C,
+                       int NH) {
+    KERNEL(attention_row_dot, 2.0 * B * T * C, F((double)B * T * (2.0 * C + NH)), D, dout, out,
+           B, T, C, NH);
+}
+
+void attention_block_backward(float *dqkv, float *dkv, const float *dout, const float *qkv,
+                              const float *kv, const float *lse, const float *D, int B, int T,
+                              int C, int NH, int q0, int k0, int n, int causal) {
+    const double pairs = block_pairs(B, NH, n, causal), t0 = trace_now();
+    KERNEL(attention_block_backward, pairs * (10.0 * (C / NH) + EXP_OPS),
+           F((double)B * n * (9.0 * C + 2.0 * NH)), dqkv, dkv, dout, qkv, kv, lse, D, B, T, C,
+           NH, q0, k0, n, causal);
+    block_done("attention block backward", t0);
+}
+
+void copy_strided(float *dst, int dst_stride, const float *src, int src_stride, int rows,
+                  int cols, int accumulate) {
+    KERNEL(copy_strided, accumulate ? (double)rows * cols : 0.0,
+           F((2.0 + accumulate) * rows * cols), dst, dst_stride, src, src_stride, rows, cols,
+           accumulate);
+}
+
+void fill_value(float *x, float value, size_t n) { KERNEL(fill_value, 0.0, F(n), x, value, n); }
 
 void gelu_forward(float *out, const float *inp, size_t n) { KERNEL(gelu_forward, (double)GELU_FWD_OPS * n, F(2.0 * n), out, inp, n); }
 

@@ -61,6 +61,47 @@ void attention_probs_forward(float *att, const float *qkv, int B, int T, int C, 
 void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH);
 
+/* ---- ring attention's blocks (context parallelism, lab 07) ----
+ * A rank holds T of each sequence's positions (its chunks, math_shared.h's
+ * placement): its q, k, v in qkv (B,T,3C) as attention_forward's, and the
+ * keys and values of another rank arrive packed, kv (B,T,2C) = [k | v].
+ * A block pairs this rank's query rows [q0, q0 + n) of each sequence with
+ * kv's key rows [k0, k0 + n), chunks of n positions: causal = 1 when they
+ * are the same chunk of the sequence (query i sees keys j <= i), 0 when
+ * every key comes before every query (a chunk with every key after every
+ * query is skipped by the caller). No probability is stored: per query row
+ * the softmax's log-sum-exp lse (B,NH,T) is enough to rebuild them.
+ *   attention_block_forward   out (B,T,C) and lse rows [q0, q0 + n): the
+ *                             block's own result (overwritten);
+ *   attention_merge           into out, lse rows [q0, q0 + n) the block
+ *                             result out_b, lse_b (math_shared.h's
+ *                             lse_merge_row); start from out 0, lse -inf;
+ *   attention_row_dot         D (B,NH,T) = per head, dout . out by row;
+ *   attention_block_backward  from the whole forward's lse and D: dq into
+ *                             dqkv's q columns, rows [q0, ...), and dk, dv
+ *                             into dkv (B,T,2C) rows [k0, ...) (both +=). */
+void attention_block_forward(float *out, float *lse, const float *qkv, const float *kv, int B,
+                             int T, int C, int NH, int q0, int k0, int n, int causal);
+void attention_merge(float *out, float *lse, const float *out_b, const float *lse_b, int B,
+                     int T, int C, int NH, int q0, int n);
+void attention_row_dot(float *D, const float *dout, const float *out, int B, int T, int C,
+                       int NH);
+void attention_block_backward(float *dqkv, float *dkv, const float *dout, const float *qkv,
+                              const float *kv, const float *lse, const float *D, int B, int T,
+                              int C, int NH, int q0, int k0, int n, int causal);
+/* The (query, key) pairs the block kernels computed on this rank since the
+ * program started, forward and backward (the work a causal split gives
+ * it), and the seconds they took (the host's: on a GPU, the launches) */
+void attention_block_stats(unsigned long long *pairs, double *seconds);
+
+/* dst[r, 0..cols) = (or += with accumulate) src[r, 0..cols) for `rows` rows
+ * dst_stride and src_stride floats apart: packing columns for a transfer
+ * (k and v out of qkv; one rank's heads), and unpacking them. */
+void copy_strided(float *dst, int dst_stride, const float *src, int src_stride, int rows,
+                  int cols, int accumulate);
+/* x[0..n) = value */
+void fill_value(float *x, float value, size_t n);
+
 void gelu_forward(float *out, const float *inp, size_t n);
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 

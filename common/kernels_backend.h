@@ -37,6 +37,21 @@ extern "C" {
     void attention_backward##SUFFIX(float *dqkv, float *datt, const float *dout,             \
                                     const float *qkv, const float *att, int B, int T, int C, \
                                     int NH);                                                 \
+    void attention_block_forward##SUFFIX(float *out, float *lse, const float *qkv,           \
+                                         const float *kv, int B, int T, int C, int NH,       \
+                                         int q0, int k0, int n, int causal);                 \
+    void attention_merge##SUFFIX(float *out, float *lse, const float *out_b,                 \
+                                 const float *lse_b, int B, int T, int C, int NH, int q0,    \
+                                 int n);                                                     \
+    void attention_row_dot##SUFFIX(float *D, const float *dout, const float *out, int B,     \
+                                   int T, int C, int NH);                                    \
+    void attention_block_backward##SUFFIX(float *dqkv, float *dkv, const float *dout,        \
+                                          const float *qkv, const float *kv,                 \
+                                          const float *lse, const float *D, int B, int T,    \
+                                          int C, int NH, int q0, int k0, int n, int causal); \
+    void copy_strided##SUFFIX(float *dst, int dst_stride, const float *src, int src_stride,  \
+                              int rows, int cols, int accumulate);                           \
+    void fill_value##SUFFIX(float *x, float value, size_t n);                                \
     void gelu_forward##SUFFIX(float *out, const float *inp, size_t n);                       \
     void gelu_backward##SUFFIX(float *dinp, const float *inp, const float *dout, size_t n);  \
     void residual_forward##SUFFIX(float *out, const float *a, const float *b, size_t n);     \

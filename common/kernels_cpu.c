@@ -190,6 +190,85 @@ void attention_probs_forward_cpu(float *att, const float *qkv, int B, int T, int
     for (int bh = 0; bh < B * NH; bh++) attention_head_cpu(NULL, att, qkv, bh, T, C, NH);
 }
 
+/* Ring attention's blocks (kernels.h): the per-row math is math_shared.h's,
+ * one query row per iteration forward, one (sequence, head) per iteration
+ * backward (its rows add into the same dk, dv rows). */
+void attention_block_forward_cpu(float *out, float *lse, const float *qkv, const float *kv,
+                                 int B, int T, int C, int NH, int q0, int k0, int n,
+                                 int causal) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < B * NH * n; r++) {
+        const int b = r / (NH * n), h = r / n % NH, i = r % n;
+        const float *q = qkv + ((size_t)b * T + q0 + i) * 3 * C + h * hs;
+        const float *k = kv + ((size_t)b * T + k0) * 2 * C + h * hs;
+        lse[((size_t)b * NH + h) * T + q0 + i] = attention_row_forward(
+            out + ((size_t)b * T + q0 + i) * C + h * hs, q, k, k + C, 2 * C,
+            causal ? i + 1 : n, hs, scale);
+    }
+}
+
+void attention_merge_cpu(float *out, float *lse, const float *out_b, const float *lse_b, int B,
+                         int T, int C, int NH, int q0, int n) {
+    const int hs = C / NH;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < B * NH * n; r++) {
+        const int b = r / (NH * n), h = r / n % NH, i = r % n;
+        const size_t row = (size_t)b * T + q0 + i, l = ((size_t)b * NH + h) * T + q0 + i;
+        lse[l] = lse_merge_row(out + row * C + h * hs, lse[l], out_b + row * C + h * hs,
+                               lse_b[l], hs);
+    }
+}
+
+void attention_row_dot_cpu(float *D, const float *dout, const float *out, int B, int T, int C,
+                           int NH) {
+    const int hs = C / NH;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < B * NH * T; r++) {
+        const int b = r / (NH * T), h = r / T % NH, t = r % T;
+        const size_t o = ((size_t)b * T + t) * C + h * hs;
+        float dot = 0.0f;
+        for (int d = 0; d < hs; d++) dot += dout[o + d] * out[o + d];
+        D[r] = dot;
+    }
+}
+
+void attention_block_backward_cpu(float *dqkv, float *dkv, const float *dout, const float *qkv,
+                                  const float *kv, const float *lse, const float *D, int B,
+                                  int T, int C, int NH, int q0, int k0, int n, int causal) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        const int b = bh / NH, h = bh % NH;
+        const size_t kr = ((size_t)b * T + k0) * 2 * C + h * hs;
+        for (int i = 0; i < n; i++) {
+            const size_t row = (size_t)b * T + q0 + i, l = (size_t)bh * T + q0 + i;
+            attention_row_backward(dqkv + row * 3 * C + h * hs, dkv + kr, dkv + kr + C, 2 * C,
+                                   qkv + row * 3 * C + h * hs, kv + kr, kv + kr + C, 2 * C,
+                                   dout + row * C + h * hs, lse[l], D[l], causal ? i + 1 : n,
+                                   hs, scale);
+        }
+    }
+}
+
+void copy_strided_cpu(float *dst, int dst_stride, const float *src, int src_stride, int rows,
+                      int cols, int accumulate) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float *d = dst + (size_t)r * dst_stride;
+        const float *s = src + (size_t)r * src_stride;
+        if (accumulate)
+            for (int c = 0; c < cols; c++) d[c] += s[c];
+        else memcpy(d, s, (size_t)cols * sizeof(float));
+    }
+}
+
+void fill_value_cpu(float *x, float value, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = value;
+}
+
 void gelu_forward_cpu(float *out, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = gelu_tanh(inp[i]);

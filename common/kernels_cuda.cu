@@ -518,6 +518,139 @@ void attention_backward_cuda(float *dqkv, float *datt, const float *dout, const 
     }
 }
 
+
+/* Ring attention's blocks (kernels.h), the per-row math math_shared.h's as
+ * on the CPU: one thread per query row forward, per (sequence, head)
+ * backward (its rows add into the same dk, dv rows, in the CPU's order).
+ * Plain, not tiled: the lab measures the ring's traffic and balance, and
+ * the GPU path keeps the CPU's arithmetic. */
+static __global__ void attention_block_forward_kernel(float *out, float *lse, const float *qkv,
+                                                      const float *kv, int B, int T, int C,
+                                                      int NH, int q0, int k0, int n,
+                                                      int causal) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    GRID_STRIDE_LOOP(r, (size_t)B * NH * n) {
+        const int b = (int)(r / ((size_t)NH * n)), h = (int)(r / n % NH), i = (int)(r % n);
+        const float *q = qkv + ((size_t)b * T + q0 + i) * 3 * C + h * hs;
+        const float *k = kv + ((size_t)b * T + k0) * 2 * C + h * hs;
+        lse[((size_t)b * NH + h) * T + q0 + i] = attention_row_forward(
+            out + ((size_t)b * T + q0 + i) * C + h * hs, q, k, k + C, 2 * C,
+            causal ? i + 1 : n, hs, scale);
+    }
+}
+
+void attention_block_forward_cuda(float *out, float *lse, const float *qkv, const float *kv,
+                                  int B, int T, int C, int NH, int q0, int k0, int n,
+                                  int causal) {
+    const size_t rows = (size_t)B * NH * n;
+    if (rows == 0) return;
+    attention_block_forward_kernel<<<elem_blocks(rows), ELEM_THREADS>>>(out, lse, qkv, kv, B, T,
+                                                                       C, NH, q0, k0, n, causal);
+    LAUNCH_CHECK();
+}
+
+static __global__ void attention_merge_kernel(float *out, float *lse, const float *out_b,
+                                              const float *lse_b, int B, int T, int C, int NH,
+                                              int q0, int n) {
+    const int hs = C / NH;
+    GRID_STRIDE_LOOP(r, (size_t)B * NH * n) {
+        const int b = (int)(r / ((size_t)NH * n)), h = (int)(r / n % NH), i = (int)(r % n);
+        const size_t row = (size_t)b * T + q0 + i, l = ((size_t)b * NH + h) * T + q0 + i;
+        lse[l] = lse_merge_row(out + row * C + h * hs, lse[l], out_b + row * C + h * hs,
+                               lse_b[l], hs);
+    }
+}
+
+void attention_merge_cuda(float *out, float *lse, const float *out_b, const float *lse_b, int B,
+                          int T, int C, int NH, int q0, int n) {
+    const size_t rows = (size_t)B * NH * n;
+    if (rows == 0) return;
+    attention_merge_kernel<<<elem_blocks(rows), ELEM_THREADS>>>(out, lse, out_b, lse_b, B, T, C,
+                                                               NH, q0, n);
+    LAUNCH_CHECK();
+}
+
+static __global__ void attention_row_dot_kernel(float *D, const float *dout, const float *out,
+                                                int B, int T, int C, int NH) {
+    const int hs = C / NH;
+    GRID_STRIDE_LOOP(r, (size_t)B * NH * T) {
+        const int b = (int)(r / ((size_t)NH * T)), h = (int)(r / T % NH), t = (int)(r % T);
+        const size_t o = ((size_t)b * T + t) * C + h * hs;
+        float dot = 0.0f;
+        for (int d = 0; d < hs; d++) dot += dout[o + d] * out[o + d];
+        D[r] = dot;
+    }
+}
+
+void attention_row_dot_cuda(float *D, const float *dout, const float *out, int B, int T, int C,
+                            int NH) {
+    const size_t rows = (size_t)B * NH * T;
+    if (rows == 0) return;
+    attention_row_dot_kernel<<<elem_blocks(rows), ELEM_THREADS>>>(D, dout, out, B, T, C, NH);
+    LAUNCH_CHECK();
+}
+
+static __global__ void attention_block_backward_kernel(float *dqkv, float *dkv,
+                                                       const float *dout, const float *qkv,
+                                                       const float *kv, const float *lse,
+                                                       const float *D, int B, int T, int C,
+                                                       int NH, int q0, int k0, int n,
+                                                       int causal) {
+    const int hs = C / NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    GRID_STRIDE_LOOP(bh, (size_t)B * NH) {
+        const int b = (int)(bh / NH), h = (int)(bh % NH);
+        const size_t kr = ((size_t)b * T + k0) * 2 * C + h * hs;
+        for (int i = 0; i < n; i++) {
+            const size_t row = (size_t)b * T + q0 + i, l = bh * T + q0 + i;
+            attention_row_backward(dqkv + row * 3 * C + h * hs, dkv + kr, dkv + kr + C, 2 * C,
+                                   qkv + row * 3 * C + h * hs, kv + kr, kv + kr + C, 2 * C,
+                                   dout + row * C + h * hs, lse[l], D[l], causal ? i + 1 : n,
+                                   hs, scale);
+        }
+    }
+}
+
+void attention_block_backward_cuda(float *dqkv, float *dkv, const float *dout, const float *qkv,
+                                   const float *kv, const float *lse, const float *D, int B,
+                                   int T, int C, int NH, int q0, int k0, int n, int causal) {
+    const size_t heads = (size_t)B * NH;
+    if (heads == 0 || n == 0) return;
+    attention_block_backward_kernel<<<elem_blocks(heads), ELEM_THREADS>>>(
+        dqkv, dkv, dout, qkv, kv, lse, D, B, T, C, NH, q0, k0, n, causal);
+    LAUNCH_CHECK();
+}
+
+static __global__ void copy_strided_kernel(float *dst, int dst_stride, const float *src,
+                                           int src_stride, int cols, int accumulate, size_t n) {
+    GRID_STRIDE_LOOP(i, n) {
+        const size_t r = i / cols, c = i % cols;
+        const float x = src[r * src_stride + c];
+        float *d = dst + r * dst_stride + c;
+        *d = accumulate ? *d + x : x;
+    }
+}
+
+void copy_strided_cuda(float *dst, int dst_stride, const float *src, int src_stride, int rows,
+                       int cols, int accumulate) {
+    const size_t n = (size_t)rows * cols;
+    if (n == 0) return;
+    copy_strided_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dst, dst_stride, src, src_stride, cols,
+                                                          accumulate, n);
+    LAUNCH_CHECK();
+}
+
+static __global__ void fill_value_kernel(float *x, float value, size_t n) {
+    GRID_STRIDE_LOOP(i, n) x[i] = value;
+}
+
+void fill_value_cuda(float *x, float value, size_t n) {
+    if (n == 0) return;
+    fill_value_kernel<<<elem_blocks(n), ELEM_THREADS>>>(x, value, n);
+    LAUNCH_CHECK();
+}
+
 /* ------------------------------------------------------------------------ */
 /* Elementwise                                                               */
 

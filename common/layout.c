@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "device.h"
+#include "math_shared.h"
 #include "rng.h"
 
 static const char *const g_recompute_names[] = {"none", "selective", "full"};
@@ -19,6 +20,48 @@ Recompute gpt_recompute_parse(const char *name) {
     for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++)
         if (!strcmp(name, g_recompute_names[r])) return (Recompute)r;
     USER_ERROR("--recompute expects none, selective or full, got '%s'", name);
+}
+
+static const char *const g_cp_algo_names[] = {"ring", "zigzag", "ulysses"};
+
+const char *gpt_cp_algo_name(CpAlgo a) {
+    return a >= CP_RING && a <= CP_ULYSSES ? g_cp_algo_names[a] : "?";
+}
+
+CpAlgo gpt_cp_algo_parse(const char *name) {
+    for (int a = CP_RING; a <= CP_ULYSSES; a++)
+        if (!strcmp(name, g_cp_algo_names[a])) return (CpAlgo)a;
+    USER_ERROR("--cp-algo expects ring, zigzag or ulysses, got '%s'", name);
+}
+
+const char *gpt_context_problem(const GPTConfig *cfg, int tp, int cp, CpAlgo algo, int seq) {
+    static char why[256];
+    const int pieces = algo == CP_ZIGZAG ? 2 * cp : cp;
+    if (cp < 1) return "the context-parallel degree must be at least 1";
+    if (seq % pieces != 0) {
+        snprintf(why, sizeof why, "context parallelism splits each sequence into %s%d chunks: "
+                 "--seq %d must be a multiple of %d", algo == CP_ZIGZAG ? "2 x --cp = " : "",
+                 pieces, seq, pieces);
+        return why;
+    }
+    if (algo == CP_ULYSSES && (cfg->n_head / tp) % cp != 0) {
+        snprintf(why, sizeof why, "Ulysses gives each of the --cp %d ranks whole heads: the %d "
+                 "heads of a tensor-parallel rank (n_head %d / --tp %d) must divide by --cp",
+                 cp, cfg->n_head / tp, cfg->n_head, tp);
+        return why;
+    }
+    return NULL;
+}
+
+void gpt_layout_set_context(GPTLayout *l, int cp, int cp_rank, CpAlgo algo) {
+    CHECK(cp >= 1 && cp_rank >= 0 && cp_rank < cp, "cp rank %d of %d", cp_rank, cp);
+    l->cp = cp;
+    l->cp_rank = cp_rank;
+    l->cp_algo = algo;
+}
+
+int gpt_cp_position(const GPTLayout *l, int t, int Tl) {
+    return cp_global_position(t, Tl, l->cp, l->cp_rank, l->cp_algo == CP_ZIGZAG);
 }
 
 const char *gpt_layout_problem(const GPTConfig *cfg, int tp) {
@@ -76,7 +119,7 @@ GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank) {
     l.n_head = cfg->n_head / tp;
     l.attn_width = cfg->n_embd / tp;
     l.mlp_width = 4 * cfg->n_embd / tp;
-    l.pp = l.chunks = 1;
+    l.pp = l.chunks = l.cp = 1;
     l.num_params = layout_num_params(&l);
     return l;
 }

@@ -47,9 +47,13 @@
  * holds only the units it has, in the standard order; the others have
  * count 0 and NULL views.
  *
+ * Context parallelism (lab 07) splits every sequence's positions over cp
+ * ranks (math_shared.h's placement: contiguous, or zigzag chunks); no
+ * parameter moves, so the map is unchanged, and the passes see local
+ * shapes: T is a rank's T / cp positions per sequence.
+ *
  * What the later labs add here (DESIGN.md, "Toward the composed trainer"):
- * context parallelism (lab 07) a degree, a rank and
- * a chunking of the sequence; experts (lab 08) the experts' range. Each becomes fields of
+ * experts (lab 08) the experts' range. Each becomes fields of
  * GPTLayout, local sizes computed in gpt_layout_make, and pieces in the
  * shard map, so that init, gathering, memory accounting and checkpoints
  * follow without new code of their own.
@@ -65,6 +69,7 @@ typedef struct Comm Comm;
 typedef struct TensorParallelOps TensorParallelOps;  /* model.h */
 typedef struct RecomputeOps RecomputeOps;            /* model.h */
 typedef struct SequenceParallelOps SequenceParallelOps;  /* model.h */
+typedef struct ContextParallelOps ContextParallelOps;    /* model.h */
 
 /* Which activations a rank keeps for the backward pass (lab 05):
  *   NONE       everything each block's forward computes (lab 00);
@@ -81,6 +86,15 @@ Recompute gpt_recompute_parse(const char *name);
 #define RECOMPUTE_OPTION_HELP                                                                    \
     "--recompute MODE     none | selective (the attention probabilities) | full (each "       \
     "block's forward again): what the backward pass rebuilds (default none)"
+
+/* How attention is repaired across context parallelism's split (lab 07):
+ *   RING     K and V blocks travel around the CP ring (contiguous chunks);
+ *   ZIGZAG   the same ring over the zigzag placement (balanced causal work);
+ *   ULYSSES  an all-to-all to "all positions, my heads" and back.
+ * Parsing anything else is one user error naming --cp-algo. */
+typedef enum { CP_RING, CP_ZIGZAG, CP_ULYSSES } CpAlgo;
+const char *gpt_cp_algo_name(CpAlgo a);
+CpAlgo gpt_cp_algo_parse(const char *name);
 
 typedef struct GPTLayout {
     GPTConfig cfg;                 /* the whole model */
@@ -114,6 +128,14 @@ typedef struct GPTLayout {
      * embed_group, on its ranks (grads: this rank's flat buffer, where wte
      * comes first), so that both copies take the same step */
     void (*sum_tied_embedding)(const struct GPTLayout *l, float *grads);
+    /* context parallelism (lab 07; gpt_layout_set_context): cp ranks share
+     * each sequence, this one holding positions of its placement
+     * (math_shared.h: zigzag under CP_ZIGZAG, else contiguous); attention
+     * runs the program's cp_ops over cp_group. 1, 0 without. */
+    int cp, cp_rank;
+    CpAlgo cp_algo;
+    Comm *cp_group;
+    const ContextParallelOps *cp_ops;
     /* local sizes (gpt_layout_make) */
     int vocab_padded;              /* Vp: V rounded up to a multiple of tp */
     int vocab_rows, vocab_first;   /* this rank's wte rows: [vocab_first, + vocab_rows) of Vp */
@@ -143,6 +165,18 @@ const char *gpt_pipeline_problem(const GPTConfig *cfg, int pp, int chunks);
  * (gpt_pipeline_problem must be NULL): num_params becomes this rank's
  * units' (the layout's other fields are unchanged). */
 void gpt_layout_set_pipeline(GPTLayout *l, int pp, int pp_rank, int chunks);
+
+/* Why cp ranks can't split sequences of seq tokens with algo (on top of
+ * tp), or NULL: each rank takes seq / cp positions (in two chunks under
+ * zigzag: seq must divide by 2 cp), and Ulysses gives every rank whole
+ * heads, so the n_head / tp heads of a TP rank must divide by cp. */
+const char *gpt_context_problem(const GPTConfig *cfg, int tp, int cp, CpAlgo algo, int seq);
+/* Make l rank cp_rank of a CP group of cp (gpt_context_problem must be
+ * NULL); the caller sets cp_group and cp_ops. */
+void gpt_layout_set_context(GPTLayout *l, int cp, int cp_rank, CpAlgo algo);
+/* The global position of this rank's local position t of a sequence (Tl
+ * local positions; math_shared.h's cp_global_position) */
+int gpt_cp_position(const GPTLayout *l, int t, int Tl);
 
 /* One pipeline stage as a rank runs it: local chunk c of rank pp_rank is
  * stage pp_rank + c pp, blocks [first_block, first_block + n_blocks). The

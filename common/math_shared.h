@@ -116,4 +116,94 @@ static inline HD void softmax_merge(float *m, float *s, float mb, float sb) {
     *m = mn;
 }
 
+/* ---- context parallelism (lab 07) ------------------------------------------
+ * Placement: rank r of cp holds, of every sequence of T positions, T / cp
+ * of them in n_chunks = 1 (contiguous) or 2 (zigzag) chunks of c = T / (cp
+ * n_chunks) positions. Contiguous: chunk r. Zigzag (2 cp chunks): chunks r
+ * and 2 cp - 1 - r, an early one and a late one, so that every rank has as
+ * many (query, key) pairs under the causal mask. A rank's rows of a
+ * sequence are its chunks in this order: local position t is in local chunk
+ * t / c. */
+static inline HD int cp_global_chunk(int local_chunk, int cp, int rank, int zigzag) {
+    return zigzag && local_chunk == 1 ? 2 * cp - 1 - rank : rank;
+}
+
+/* The global position of local position t of a sequence (Tl = T / cp
+ * local positions; cp = 1: t itself). */
+static inline HD int cp_global_position(int t, int Tl, int cp, int rank, int zigzag) {
+    const int c = zigzag ? Tl / 2 : Tl;
+    return cp_global_chunk(t / c, cp, rank, zigzag) * c + t % c;
+}
+
+/* Attention of one query row against n keys, with the softmax statistics
+ * the ring needs (no probability is stored): keys and values are rows kv_rs
+ * floats apart, hs wide.
+ *   s_j = scale q . k_j,  lse = log sum_j e^(s_j),  y = sum_j e^(s_j - lse) v_j
+ * Two passes: the running max m and sum s of e^(s_j - m) (softmax_merge, one
+ * key at a time), then y. Returns lse (-inf when n = 0, and y = 0). */
+static inline HD float attention_row_forward(float *y, const float *q, const float *k,
+                                             const float *v, int kv_rs, int n, int hs,
+                                             float scale) {
+    float m = -INFINITY, s = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float dot = 0.0f;
+        for (int d = 0; d < hs; d++) dot += q[d] * k[(size_t)j * kv_rs + d];
+        softmax_merge(&m, &s, dot * scale, 1.0f);
+    }
+    for (int d = 0; d < hs; d++) y[d] = 0.0f;
+    if (n == 0) return -INFINITY;
+    const float lse = m + logf(s);
+    for (int j = 0; j < n; j++) {
+        float dot = 0.0f;
+        for (int d = 0; d < hs; d++) dot += q[d] * k[(size_t)j * kv_rs + d];
+        const float p = expf(dot * scale - lse);
+        for (int d = 0; d < hs; d++) y[d] += p * v[(size_t)j * kv_rs + d];
+    }
+    return lse;
+}
+
+/* The same row's backward, from the forward's lse (over ALL of the row's
+ * keys, not only these n) and D = dy . y (y the row's whole output): with
+ * p_j = e^(s_j - lse) the row's final probabilities,
+ *   dv_j += p_j dy,   dp_j = dy . v_j,   ds_j = p_j (dp_j - D),
+ *   dq += scale sum_j ds_j k_j,   dk_j += scale ds_j q.
+ * (sum_j p_j dp_j = dy . y = D: the softmax backward's row sum, known
+ * before any block is seen.) dk and dv rows are dkv_rs apart. */
+static inline HD void attention_row_backward(float *dq, float *dk, float *dv, int dkv_rs,
+                                             const float *q, const float *k, const float *v,
+                                             int kv_rs, const float *dy, float lse, float D,
+                                             int n, int hs, float scale) {
+    for (int j = 0; j < n; j++) {
+        const float *kj = k + (size_t)j * kv_rs, *vj = v + (size_t)j * kv_rs;
+        float dot = 0.0f, dp = 0.0f;
+        for (int d = 0; d < hs; d++) {
+            dot += q[d] * kj[d];
+            dp += dy[d] * vj[d];
+        }
+        const float p = expf(dot * scale - lse), ds = p * (dp - D) * scale;
+        float *dkj = dk + (size_t)j * dkv_rs, *dvj = dv + (size_t)j * dkv_rs;
+        for (int d = 0; d < hs; d++) {
+            dq[d] += ds * kj[d];
+            dkj[d] += ds * q[d];
+            dvj[d] += p * dy[d];
+        }
+    }
+}
+
+/* Merge a partial result over more keys into a row's running one, by the
+ * log-sum-exp rule: lse' = log(e^lse + e^lse_b), shifted by the larger of
+ * the two so that no exponential overflows (both may be large: scores are
+ * not bounded),
+ *   lse' = mx + log(e^(lse - mx) + e^(lse_b - mx)),  mx = max(lse, lse_b),
+ *   y'   = e^(lse - lse') y + e^(lse_b - lse') y_b.
+ * lse = -inf (nothing yet) takes y_b and lse_b as they are. Returns lse'. */
+static inline HD float lse_merge_row(float *y, float lse, const float *y_b, float lse_b, int hs) {
+    if (lse_b == -INFINITY) return lse;
+    const float mx = fmaxf(lse, lse_b);
+    const float merged = mx + logf(expf(lse - mx) + expf(lse_b - mx));
+    const float wa = expf(lse - merged), wb = expf(lse_b - merged);
+    for (int d = 0; d < hs; d++) y[d] = wa * y[d] + wb * y_b[d];
+    return merged;
+}
+
 #endif

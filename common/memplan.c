@@ -16,6 +16,7 @@ GPTLayout memplan_model_layout(const GPTConfig *cfg, const MemLayout *l) {
     m.sp_regather = l->sp_regather;
     m.recompute = l->recompute;
     if (l->pp > 1 || l->chunks > 1) gpt_layout_set_pipeline(&m, l->pp, l->pp_rank, l->chunks);
+    if (l->cp > 1) gpt_layout_set_context(&m, l->cp, 0, l->cp_algo);
     return m;
 }
 
@@ -74,6 +75,40 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
                               + sizeof(int) * gpt_activation_ints(l->rows, l->seq);
     }
     pk[MEM_WORKSPACE] = F * gpt_scratch_floats(&m, l->rows, l->seq);
+    if (m.cp > 1) {
+        size_t comm, work;
+        memplan_cp_transient(&m, l->rows, l->seq, &comm, &work);
+        pk[MEM_COMM] += comm;
+        pk[MEM_WORKSPACE] += work;
+    }
+}
+
+void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm, size_t *work) {
+    const size_t F = sizeof(float), BT = (size_t)B * T, C = m->attn_width, NH = m->n_head;
+    if (m->cp_algo == CP_ULYSSES) {
+        *comm = F * 2 * BT * 3 * C;
+        *work = F * 4 * BT * C;
+    } else {
+        *comm = F * 5 * BT * 2 * C;
+        *work = F * (BT * C + (size_t)B * NH * T);
+    }
+}
+
+void memplan_cp_comm(const GPTConfig *cfg, const MemLayout *l, CpTraffic *forward,
+                     CpTraffic *backward) {
+    const GPTLayout m = memplan_model_layout(cfg, l);
+    const size_t F = sizeof(float), L = cfg->n_layer, P = l->cp;
+    const size_t BT = (size_t)l->rows * l->seq, C = m.attn_width, kv = F * BT * 2 * C;
+    memset(forward, 0, sizeof *forward);
+    memset(backward, 0, sizeof *backward);
+    forward->allreduce = (CommCount){1, F};
+    if (l->cp_algo == CP_ULYSSES) {
+        forward->alltoall = (CommCount){2 * L, L * F * BT * 4 * C};
+        backward->alltoall = forward->alltoall;
+    } else {
+        forward->send = (CommCount){L * (P - 1), L * (P - 1) * kv};
+        backward->send = (CommCount){L * (2 * P - 1), L * (2 * P - 1) * kv};
+    }
 }
 
 double memplan_states_bytes(double phi, int zero_stage, int ranks) {

@@ -83,6 +83,17 @@ typedef struct {
      * (pipe_exec.h's peaks); states hold only the rank's units */
     int pp, pp_rank, chunks;
     const struct Schedule *schedule;
+    /* context parallelism (lab 07; cp 0 or 1: none): seq is then a rank's
+     * T = Tg / cp positions; attention keeps what cp_algo keeps (model.h),
+     * and its transfers need, at their peak (memplan_cp_transient):
+     *   ring     MEM_COMM 5 blocks of B T 2C' (backward: K V, the next K V,
+     *            and dK dV computed, leaving and arriving), MEM_WORKSPACE
+     *            B T C' + B NH' T (forward: a block's output and lse);
+     *   Ulysses  MEM_COMM 2 B T 3C' (the all-to-all's send and receive),
+     *            MEM_WORKSPACE 4 B T C' (backward: dO and dqkv of all
+     *            positions of the rank's heads). */
+    int cp;
+    CpAlgo cp_algo;
 } MemLayout;
 
 typedef struct {
@@ -135,6 +146,26 @@ void memplan_tp_comm(const GPTConfig *cfg, const MemLayout *layout, TpTraffic *f
  * (one double) and, under sequence parallelism, the layernorms' gradients
  * (4L + 2 all-reduces of C floats). */
 CommCount memplan_tp_step_comm(const GPTConfig *cfg, const MemLayout *layout);
+
+/* Bytes of context parallelism's transient buffers at their peak
+ * (MemLayout above): comm in MEM_COMM, work in MEM_WORKSPACE. */
+void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm, size_t *work);
+/* The traffic over the CP group in one forward and one backward pass of a
+ * micro-batch (payload bytes as comm.h counts them), per rank, L blocks,
+ * kv = B T 2C' floats a rank's keys and values:
+ *   ring     sends: forward (cp - 1) kv per block (the ring passes every
+ *            block on but its last), backward (cp - 1) kv + cp kv (dK dV
+ *            go all the way round, back to their owner); receives as many;
+ *   Ulysses  all-to-alls: forward 2 per block, of B T 3C' (q, k, v) and
+ *            B T C' (the output) floats, backward the same two; comm.h
+ *            counts the whole send buffer, (cp - 1) / cp of it leaves the
+ *            rank;
+ *   both     the loss's mean: one all-reduce of a float per forward. */
+typedef struct {
+    CommCount send, alltoall, allreduce;
+} CpTraffic;
+void memplan_cp_comm(const GPTConfig *cfg, const MemLayout *layout, CpTraffic *forward,
+                     CpTraffic *backward);
 
 /* Print, for rank 0 of a trainer, the planner's peak bytes per category
  * next to this rank's measured peaks (alloc.h), "ok" or "DIFFERENT". */

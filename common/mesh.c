@@ -60,6 +60,7 @@ Mesh *mesh_create(Comm *world, MeshDegrees deg) {
     int block = dp / d->ep;
     m->ep_group = comm_split(world, mesh_rank_of(d, t, c, block * d->ep, p), m->ep_rank, "ep");
     m->edp_group = comm_split(world, mesh_rank_of(d, t, c, m->ep_rank, p), block, "edp");
+    m->dcp_group = comm_split(world, mesh_rank_of(d, t, 0, 0, p), c + d->cp * dp, "dcp");
     return m;
 }
 
@@ -70,5 +71,6 @@ void mesh_free(Mesh *m) {
     comm_free(m->pp_group);
     comm_free(m->ep_group);
     comm_free(m->edp_group);
+    comm_free(m->dcp_group);
     free(m);
 }

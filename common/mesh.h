@@ -16,6 +16,9 @@
  *       consecutive DP ranks: ep_rank = dp_rank % ep. Those ep ranks hold
  *       different experts; the ranks that hold the same experts (same ep_rank
  *       in the DP group) form edp, the group that averages expert gradients.
+ *   dcp: same (tp, pp): the dp x cp ranks that hold the same parameters
+ *       under context parallelism, the group that averages their gradients
+ *       (ordered by cp_rank + cp dp_rank).
  * Example, W = 8, tp = 2, dp = 2, pp = 2: tp groups {0,1} {2,3} {4,5} {6,7},
  * dp groups {0,2} {1,3} {4,6} {5,7}, pp groups {0,4} {1,5} {2,6} {3,7}.
  */
@@ -31,7 +34,7 @@ typedef struct {
 typedef struct {
     MeshDegrees deg;
     int tp_rank, cp_rank, dp_rank, pp_rank, ep_rank;
-    Comm *world, *tp_group, *cp_group, *dp_group, *pp_group, *ep_group, *edp_group;
+    Comm *world, *tp_group, *cp_group, *dp_group, *pp_group, *ep_group, *edp_group, *dcp_group;
 } Mesh;
 
 /* Check the degrees against the world size; dp = 0 means world / (tp cp pp).

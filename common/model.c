@@ -7,6 +7,7 @@
 #include "check.h"
 #include "device.h"
 #include "kernels.h"
+#include "math_shared.h"
 
 /* ---- activations ---------------------------------------------------------- */
 
@@ -17,6 +18,14 @@
 static size_t seq_rows(const GPTLayout *l, size_t rows) { return l->sp ? rows / l->tp : rows; }
 static size_t ln_rows(const GPTLayout *l, size_t rows) {
     return l->sp_regather ? seq_rows(l, rows) : rows;
+}
+
+/* Ulysses' heads: NH' / cp of them over all Tg = cp T positions */
+size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T) {
+    const size_t NH = l->n_head, cp = l->cp, Tg = cp * T;
+    if (cp == 1) return (size_t)B * NH * T * T;
+    if (l->cp_algo != CP_ULYSSES) return (size_t)B * NH * T;  /* the ring's lse */
+    return (size_t)B * Tg * 3 * l->attn_width / cp + (size_t)B * NH / cp * Tg * Tg;
 }
 
 /* Per block, per token of the BT: ln1 C, qkv 3 aw, atty aw, ln2 C, fch mw,
@@ -35,7 +44,7 @@ void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, i
     const size_t aw = l->attn_width, mw = l->mlp_width, L = st->n_blocks;
     const size_t res2 = R * C, res1_stats = R * (C + 4);
     const size_t LN = ln_rows(l, BT), ln_out = 2 * LN * C, split = BT * (4 * aw + 2 * mw);
-    const size_t att = (size_t)B * l->n_head * T * T;
+    const size_t att = gpt_attention_keep_floats(l, B, T);
     const int full = l->recompute == RECOMPUTE_FULL;
     parts[ACT_RESIDUAL] = L * res2 + (full ? 1 : L) * res1_stats;
     parts[ACT_LAYERNORM_OUT] = (full ? 1 : L) * ln_out;
@@ -88,12 +97,21 @@ size_t gpt_activation_ints(int B, int T) { return 2 * (size_t)B * T; }
 
 /* dlnf, dres_out, dres_in: 3 BTC; per block: dres_mid C, dln C, dqkv 3 aw,
  * datty aw, dfch mw, dfch_gelu mw = 14C per token at tp = 1, plus datt
- * NH/tp T T per sequence; under sequence parallelism, seq_full BTC (and
- * seq_full2 BTC under sp_regather). */
+ * NH/tp T T per sequence (under context parallelism: none for the ring,
+ * Ulysses' heads' B NH'/cp Tg^2); under sequence parallelism, seq_full BTC
+ * (and seq_full2 BTC under sp_regather); under context parallelism the
+ * local position embeddings and their gradient, 2 T C. */
+static size_t datt_floats(const GPTLayout *l, int B, int T) {
+    if (l->cp == 1) return (size_t)B * l->n_head * T * T;
+    const size_t Tg = (size_t)l->cp * T;
+    return l->cp_algo == CP_ULYSSES ? (size_t)B * l->n_head / l->cp * Tg * Tg : 0;
+}
+
 size_t gpt_scratch_floats(const GPTLayout *l, int B, int T) {
     size_t BT = (size_t)B * T, C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
-    return BT * 3 * C + BT * (2 * C + 4 * aw + 2 * mw) + (size_t)B * l->n_head * T * T +
-           (l->sp ? BT * C : 0) + (l->sp_regather ? BT * C : 0);
+    return BT * 3 * C + BT * (2 * C + 4 * aw + 2 * mw) + datt_floats(l, B, T) +
+           (l->sp ? BT * C : 0) + (l->sp_regather ? BT * C : 0) +
+           (l->cp > 1 ? 2 * (size_t)T * C : 0);
 }
 
 /* Hand out consecutive pieces of one allocation. */
@@ -105,7 +123,7 @@ static float *take(float **cursor, size_t n) {
 
 void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, GPTActs *a) {
     const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
-    const size_t C = l->cfg.n_embd, NH = l->n_head;
+    const size_t C = l->cfg.n_embd;
     const size_t aw = l->attn_width, mw = l->mlp_width;
     memset(a, 0, sizeof *a);
     a->B = B;
@@ -131,7 +149,7 @@ void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, 
         b->ln1_rstd = take(&cur, R);
         b->qkv = take(&cur, BT * 3 * aw);
         int shared_att = i > 0 && l->recompute == RECOMPUTE_SELECTIVE;
-        b->att = shared_att ? a->blocks[0].att : take(&cur, (size_t)B * NH * T * T);
+        b->att = shared_att ? a->blocks[0].att : take(&cur, gpt_attention_keep_floats(l, B, T));
         b->atty = take(&cur, BT * aw);
         b->res1 = take(&cur, R * C);
         b->ln2 = take(&cur, LN * C);
@@ -153,7 +171,7 @@ void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, 
 }
 
 void gpt_scratch_alloc(const GPTLayout *l, int B, int T, BackwardScratch *s) {
-    const size_t BT = (size_t)B * T, C = l->cfg.n_embd, NH = l->n_head;
+    const size_t BT = (size_t)B * T, C = l->cfg.n_embd;
     const size_t aw = l->attn_width, mw = l->mlp_width;
     memset(s, 0, sizeof *s);
     size_t ns = gpt_scratch_floats(l, B, T);
@@ -165,19 +183,25 @@ void gpt_scratch_alloc(const GPTLayout *l, int B, int T, BackwardScratch *s) {
     s->dres_mid = take(&cur, BT * C);
     s->dln = take(&cur, BT * C);
     s->dqkv = take(&cur, BT * 3 * aw);
-    s->datt = take(&cur, (size_t)B * NH * T * T);
+    s->datt = take(&cur, datt_floats(l, B, T));
     s->datty = take(&cur, BT * aw);
     s->dfch = take(&cur, BT * mw);
     s->dfch_gelu = take(&cur, BT * mw);
     s->block_floats = (size_t)(cur - s->block_base);
     if (l->sp) s->seq_full = take(&cur, BT * C);
     if (l->sp_regather) s->seq_full2 = take(&cur, BT * C);
+    if (l->cp > 1) {
+        s->wpe_local = take(&cur, (size_t)T * C);
+        s->dwpe_local = take(&cur, (size_t)T * C);
+    }
     CHECK((size_t)(cur - sbase) == ns, "scratch layout disagrees with its formula");
 }
 
 void gpt_acts_use_scratch(GPTActs *a, const BackwardScratch *s) {
     a->seq_full = s->seq_full;
     a->seq_full2 = s->seq_full2;
+    a->wpe_local = s->wpe_local;
+    a->dwpe_local = s->dwpe_local;
     for (int i = 0; i < a->stage.n_blocks; i++) {
         a->blocks[i].seq_full = s->seq_full;
         a->blocks[i].seq_full2 = s->seq_full2;
@@ -266,6 +290,27 @@ static const TensorParallelOps *ops_of(const GPTLayout *l) {
     return l->split_layers ? l->tp_ops : &g_whole_ops;
 }
 
+/* Attention over this rank's qkv: the kernels, or under context
+ * parallelism the program's ops (model.h), which bring the other ranks'
+ * positions */
+static const ContextParallelOps *cp_ops_of(const GPTLayout *l) {
+    CHECK(l->cp_ops && l->cp_group, "a layout of cp %d needs its attention (cp_ops) and its "
+          "group (cp_group)", l->cp);
+    return l->cp_ops;
+}
+static void attention_of_layout_forward(const GPTLayout *l, BlockActs *a, int B, int T) {
+    if (l->cp > 1) cp_ops_of(l)->attention_forward(l, a->atty, a->att, a->qkv, B, T);
+    else attention_forward(a->atty, a->att, a->qkv, B, T, l->attn_width, l->n_head);
+}
+static void attention_of_layout_backward(const GPTLayout *l, const BlockActs *a,
+                                         BackwardScratch *s, int B, int T) {
+    if (l->cp > 1)
+        cp_ops_of(l)->attention_backward(l, s->dqkv, s->datt, s->datty, a->qkv, a->atty, a->att,
+                                         B, T);
+    else attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, l->attn_width,
+                            l->n_head);
+}
+
 /* ---- the split layers as this layout runs them ----------------------------
  * TensorParallelOps', or under sequence parallelism SequenceParallelOps',
  * whose rows between the split layers are this rank's R = N/tp (model.h).
@@ -321,7 +366,7 @@ void block_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a, const
     const size_t RC = (size_t)R * C, mine = ln_first(l, N) * C;
     layernorm_forward(a->ln1 + mine, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, R, C);
     column_forward(l, a->qkv, a->ln1, p->qkvw, p->qkvb, a->seq_full, N, C, 3 * aw);
-    attention_forward(a->atty, a->att, a->qkv, B, T, aw, l->n_head);
+    attention_of_layout_forward(l, a, B, T);
     row_forward(l, a->res1, a->atty, p->attprojw, p->attprojb, a->seq_full, N, aw, C);
     residual_forward(a->res1, a->res1, x, RC);
     layernorm_forward(a->ln2 + mine, a->ln2_mean, a->ln2_rstd, a->res1, p->ln2w, p->ln2b, R, C);
@@ -352,7 +397,7 @@ void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
     set_zero(s->dln, (size_t)N * C);
     row_backward(l, s->datty, g->attprojw, g->attprojb, s->dres_mid, a->atty, p->attprojw,
                  a->seq_full, N, aw, C);
-    attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, aw, l->n_head);
+    attention_of_layout_backward(l, a, s, B, T);
     column_backward(l, s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, a->seq_full,
                     a->seq_full2, N, C, 3 * aw);
     layernorm_backward(dx, g->ln1w, g->ln1b, s->dln, x, p->ln1w, a->ln1_mean, a->ln1_rstd,
@@ -374,18 +419,46 @@ static void grads_ready(const ModelHooks *h, int u) {
     if (h && h->grads_ready) h->grads_ready(h->ctx, u);
 }
 
+/* Under context parallelism a rank's T positions of a sequence are its
+ * chunks' (math_shared.h): the layers see them as positions 0..T-1 of a
+ * local table, wpe_local, whose chunk j is wpe's rows of global chunk
+ * cp_global_chunk(j); its gradient is added back into those rows. */
+static int local_chunks(const GPTLayout *l) { return l->cp_algo == CP_ZIGZAG ? 2 : 1; }
+static const float *positions_of_rank(const GPTLayout *l, const float *wpe, GPTActs *a) {
+    if (l->cp == 1) return wpe;
+    const int n = local_chunks(l);
+    const size_t c = (size_t)a->T / n * l->cfg.n_embd;
+    for (int j = 0; j < n; j++)
+        device_copy(a->wpe_local + j * c,
+                    wpe + cp_global_chunk(j, l->cp, l->cp_rank, n == 2) * c, c * sizeof(float));
+    return a->wpe_local;
+}
+static void add_position_grads(const GPTLayout *l, float *dwpe, const GPTActs *a) {
+    const int n = local_chunks(l);
+    const size_t c = (size_t)a->T / n * l->cfg.n_embd;
+    for (int j = 0; j < n; j++)
+        add_inplace(dwpe + cp_global_chunk(j, l->cp, l->cp_rank, n == 2) * c,
+                    a->dwpe_local + j * c, c);
+}
+
 /* The embeddings: every row, or this rank's R under sequence parallelism. */
 static void embedding_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a) {
+    const float *wpe = positions_of_rank(l, p->wpe, a);
     if (l->sp)
-        l->sp_ops->embedding_forward(l, a->encoded, a->inputs, p->wte, p->wpe, a->seq_full, a->B,
+        l->sp_ops->embedding_forward(l, a->encoded, a->inputs, p->wte, wpe, a->seq_full, a->B,
                                      a->T);
-    else ops_of(l)->embedding_forward(l, a->encoded, a->inputs, p->wte, p->wpe, a->B, a->T);
+    else ops_of(l)->embedding_forward(l, a->encoded, a->inputs, p->wte, wpe, a->B, a->T);
 }
 static void embedding_backward(const GPTLayout *l, GPTParams *g, GPTActs *a, const float *dout) {
+    float *dwpe = g->wpe;
+    if (l->cp > 1) {
+        dwpe = a->dwpe_local;
+        set_zero(dwpe, (size_t)a->T * l->cfg.n_embd);
+    }
     if (l->sp)
-        l->sp_ops->embedding_backward(l, g->wte, g->wpe, dout, a->inputs, a->seq_full, a->B,
-                                      a->T);
-    else ops_of(l)->embedding_backward(l, g->wte, g->wpe, dout, a->inputs, a->B, a->T);
+        l->sp_ops->embedding_backward(l, g->wte, dwpe, dout, a->inputs, a->seq_full, a->B, a->T);
+    else ops_of(l)->embedding_backward(l, g->wte, dwpe, dout, a->inputs, a->B, a->T);
+    if (l->cp > 1) add_position_grads(l, g->wpe, a);
 }
 
 float gpt_stage_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a,
@@ -416,7 +489,9 @@ float gpt_stage_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a,
     if (!st->embedding) needed(h, GPT_UNIT_EMBED, 0);
     column_forward(l, a->probs, a->lnf, p->wte, NULL, a->seq_full, N, C, l->vocab_rows);
     done(h, GPT_UNIT_EMBED, 0);
-    return op->crossentropy_forward(l, a->losses, a->probs, a->ce_stats, a->targets, N);
+    const float loss = op->crossentropy_forward(l, a->losses, a->probs, a->ce_stats, a->targets, N);
+    /* the mean over the whole sequences' tokens, not this rank's positions */
+    return l->cp > 1 ? cp_ops_of(l)->loss_mean(l, loss) : loss;
 }
 
 float gpt_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a, const ModelHooks *h) {

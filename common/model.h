@@ -122,6 +122,37 @@ struct SequenceParallelOps {
                                      float *full, float *full2, int N, int IC, int OC);
 };
 
+/* Context parallelism (lab 07): a rank holds T of each sequence's
+ * positions (layout.h; the passes see these local shapes, B and T). Every
+ * layer but attention works position by position; attention needs the
+ * keys and values of every earlier position, which these bring (C' = the
+ * layout's attn_width, NH' = its n_head, Tg = cp T the whole sequence):
+ *   attention_forward   out (B,T,C') from this rank's qkv (B,T,3C'), and
+ *                       keep, what the backward pass needs besides qkv and
+ *                       out (gpt_attention_keep_floats): the ring's lse
+ *                       (B,NH',T); Ulysses' qkv of all positions of its
+ *                       heads (B,Tg,3C'/cp), then their probabilities
+ *                       (B,NH'/cp,Tg,Tg);
+ *   attention_backward  dqkv (B,T,3C') += the gradient, from dout (B,T,C');
+ *                       scratch: the backward scratch's datt
+ *                       (gpt_scratch_floats: Ulysses' (B,NH'/cp,Tg,Tg));
+ *   loss_mean           the mean loss over the CP group's tokens, given
+ *                       this rank's mean over its own (every rank of the
+ *                       group has as many). */
+struct ContextParallelOps {
+    void (*attention_forward)(const GPTLayout *l, float *out, float *keep, const float *qkv,
+                              int B, int T);
+    void (*attention_backward)(const GPTLayout *l, float *dqkv, float *scratch,
+                               const float *dout, const float *qkv, const float *out,
+                               const float *keep, int B, int T);
+    float (*loss_mean)(const GPTLayout *l, float loss);
+};
+
+/* Floats of a block's attention activations besides qkv and the output:
+ * the probabilities B NH' T^2, or under context parallelism what cp_ops
+ * keep (above). */
+size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T);
+
 /* What one block's forward keeps. Shapes for a batch of B sequences of T;
  * R = B T rows, or under sequence parallelism this rank's B T / tp (the
  * (B,T,C) buffers the split layers read whole keep all rows: the layernorm
@@ -129,7 +160,8 @@ struct SequenceParallelOps {
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  /* (B,T,C), (R), (R) */
     float *qkv;                        /* (B,T,3C) */
-    float *att;                        /* (B,NH,T,T) softmax probabilities */
+    float *att;                        /* (B,NH,T,T) softmax probabilities; under
+                                          context parallelism what cp_ops keep */
     float *atty;                       /* (B,T,C) attention output, pre-projection */
     float *res1;                       /* (R,C) x + attention branch */
     float *ln2, *ln2_mean, *ln2_rstd;  /* (B,T,C), (R), (R) */
@@ -159,6 +191,7 @@ typedef struct {
     float *seq_full, *seq_full2;            /* the blocks' seq_full, seq_full2 */
     float *weight_grads;                    /* between gpt_stage_backward_input and
                                                _weight: what the latter reads */
+    float *wpe_local, *dwpe_local;          /* the scratch's, under context parallelism */
 } GPTActs;
 
 /* Scratch for the backward pass: activation gradients of ONE block at a
@@ -175,6 +208,9 @@ typedef struct {
     float *block_base;           /* dres_mid .. dfch_gelu are contiguous here, */
     size_t block_floats;         /* zeroed before each block's backward */
     float *seq_full, *seq_full2; /* (B,T,C) sequence parallelism's, else NULL */
+    /* (T,C) each under context parallelism: the position embeddings of this
+     * rank's positions, and their gradient (else NULL) */
+    float *wpe_local, *dwpe_local;
 } BackwardScratch;
 
 /* Floats of forward activations and of backward scratch, and int32s of token

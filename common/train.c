@@ -219,6 +219,12 @@ int train_evaluates_at(const TrainOptions *o, int step) {
     return step == o->steps - 1 || (o->eval_every > 0 && step % o->eval_every == 0);
 }
 
+size_t train_forward_passes(const TrainOptions *o) {
+    size_t evals = 0;
+    for (int s = 0; s < o->steps; s++) evals += train_evaluates_at(o, s);
+    return (size_t)o->grad_accum * ((size_t)o->steps + evals * o->eval_batches);
+}
+
 float grad_clip_factor(double norm, double max_norm) {
     if (max_norm <= 0 || norm <= max_norm) return 1.0f;
     return (float)(max_norm / norm);
@@ -233,14 +239,33 @@ typedef struct {
 
 static int slice_first_row(const BatchSlice *b, int k) { return (b->rank * b->micro + k) * b->rows; }
 
+/* Host memory for a micro-batch's tokens on their way to the activations,
+ * NULL where not needed: the sequences whole (under context parallelism,
+ * where a rank keeps its positions of each), and the rank's share (on a
+ * GPU, where one copy moves it). */
+typedef struct {
+    int *whole, *staging;
+} TokenBuffers;
+
 /* Rows [first_row, first_row + rows) of batch `index` into the activations'
- * inputs and targets (contiguous: targets = inputs + rows * seq). The loader
- * writes host memory: on a GPU it fills `staging` and one copy moves it. */
+ * inputs and targets (contiguous: targets = inputs + rows * T, T = seq / cp
+ * this rank's positions of each sequence, layout.h's placement). The
+ * loader writes host memory. */
 static void load_batch(const DataLoader *dl, DataSplit split, uint64_t index, int first_row,
-                       int rows, int seq, GPTActs *a, int *staging) {
-    int *in = staging ? staging : a->inputs;
-    dataloader_fill(dl, split, index, first_row, rows, seq, in, in + (size_t)rows * seq);
-    if (staging) device_copy(a->inputs, staging, 2 * (size_t)rows * seq * sizeof(int));
+                       int rows, int seq, const GPTLayout *l, GPTActs *a,
+                       const TokenBuffers *buf) {
+    const int T = seq / l->cp;
+    int *mine = buf->staging ? buf->staging : a->inputs;
+    if (l->cp == 1) {
+        dataloader_fill(dl, split, index, first_row, rows, seq, mine, mine + (size_t)rows * seq);
+    } else {
+        int *w = buf->whole;
+        dataloader_fill(dl, split, index, first_row, rows, seq, w, w + (size_t)rows * seq);
+        for (int k = 0; k < 2 * rows; k++)  /* the inputs' rows, then the targets' */
+            for (int t = 0; t < T; t++)
+                mine[(size_t)k * T + t] = w[(size_t)k * seq + gpt_cp_position(l, t, T)];
+    }
+    if (buf->staging) device_copy(a->inputs, buf->staging, 2 * (size_t)rows * T * sizeof(int));
 }
 
 /* Sum over ranks of a per-rank value (a loss), outside the gradient group's
@@ -258,23 +283,24 @@ typedef struct {
     uint64_t index;
     const BatchSlice *slice;
     int seq;
-    int *staging;
+    const GPTLayout *layout;
+    const TokenBuffers *buf;
 } BatchSource;
 
 static void load_micro_batch(void *ctx, int micro, GPTActs *a) {
     const BatchSource *b = ctx;
     load_batch(b->dl, b->split, b->index, slice_first_row(b->slice, micro), b->slice->rows,
-               b->seq, a, b->staging);
+               b->seq, b->layout, a, b->buf);
 }
 
 /* Mean loss over the fixed held-out batches 0..eval_batches-1: each one's
  * micro-batches forward through the layout's stages */
 static float evaluate(const TrainOptions *o, const TrainParallel *par, const BatchSlice *b,
                       const DataLoader *dl, PipeRank *x, const Schedule *forward_only,
-                      int *staging) {
+                      const GPTLayout *layout, const TokenBuffers *buf) {
     double total = 0.0;
     for (int e = 0; e < o->eval_batches; e++) {
-        BatchSource src = {dl, SPLIT_VAL, (uint64_t)e, b, o->seq, staging};
+        BatchSource src = {dl, SPLIT_VAL, (uint64_t)e, b, o->seq, layout, buf};
         total += pipe_run(x, forward_only, &pipe_plain_ops, load_micro_batch, &src, NULL, NULL);
     }
     return (float)(sum_over_ranks(par, total) / ((double)o->eval_batches * b->micro * b->ranks));
@@ -576,13 +602,14 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     const ModelHooks hooks = {&traced, traced_needed, traced_done, traced_begin, traced_ready};
     PipeRank exec;
     pipe_rank_init(&exec, layout, st->params, st->grads, pipelined ? st->hooks : &hooks,
-                   slice.rows, o->seq, layout->pp_group, pipelined);
+                   slice.rows, o->seq / layout->cp, layout->pp_group, pipelined);
     BeforeBackward bb = {st, &traced};
-    int *staging = NULL;  /* host side of the token batch, on a GPU */
-    if (device_current() == DEVICE_CUDA) {
-        staging = malloc(2 * (size_t)slice.rows * o->seq * sizeof(int));
-        CHECK(staging, "out of memory");
-    }
+    TokenBuffers tokens = {NULL, NULL};
+    const size_t batch_ints = 2 * (size_t)slice.rows * o->seq;
+    if (layout->cp > 1) tokens.whole = malloc(batch_ints * sizeof(int));
+    if (device_current() == DEVICE_CUDA) tokens.staging = malloc(batch_ints * sizeof(int));
+    CHECK((layout->cp == 1 || tokens.whole) && (device_current() != DEVICE_CUDA || tokens.staging),
+          "out of memory for the token batches");
     if (par && device_current() == DEVICE_CUDA) comm_attach_gpus(par->dp);
 
     if (is_root)
@@ -600,7 +627,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     for (int step = 0; step < o->steps; step++) {
         float val_loss = -1.0f;
         if (train_evaluates_at(o, step))
-            val_loss = evaluate(o, par, &slice, &dl, &exec, forward_only, staging);
+            val_loss = evaluate(o, par, &slice, &dl, &exec, forward_only, layout, &tokens);
         profile_set_active(step >= 1);  /* the first step warms caches and BLAS up */
 
         double t0 = wall_seconds();
@@ -608,7 +635,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         st->begin_step(st->ctx);
         /* gradients accumulate over micro-batches; only the last one's
          * backward pass communicates (before_backward) */
-        BatchSource src = {&dl, SPLIT_TRAIN, (uint64_t)step, &slice, o->seq, staging};
+        BatchSource src = {&dl, SPLIT_TRAIN, (uint64_t)step, &slice, o->seq, layout, &tokens};
         double loss_sum = pipe_run(&exec, schedule, stage_ops, load_micro_batch, &src,
                                    before_backward, &bb);
         if (!isfinite(loss_sum))
@@ -688,7 +715,8 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
                device_driver_used_bytes() / 1048576.0);
     }
 
-    free(staging);
+    free(tokens.whole);
+    free(tokens.staging);
     pipe_rank_free(&exec);
     schedule_free(trivial);
     schedule_free(forward_only);

@@ -57,6 +57,10 @@ float lr_at_step(const TrainOptions *o, int step);
  * eval_every steps (none but the last when 0) and at the last step. */
 int train_evaluates_at(const TrainOptions *o, int step);
 
+/* Forward passes in the run: --grad-accum per step, and as many per
+ * held-out batch at each evaluation (the planners' traffic per run). */
+size_t train_forward_passes(const TrainOptions *o);
+
 /* Clip to max_norm given the global norm: returns the factor applied
  * (min(1, max_norm / norm); 1 when max_norm <= 0 means no clipping). */
 float grad_clip_factor(double norm, double max_norm);

@@ -1,0 +1,45 @@
+/* Lab 07: ring attention. Read ring_attention.h first, then README.md.
+ * The kernels (common/kernels.h) do the arithmetic of one block:
+ *   attention_block_forward(out_b, lse_b, qkv, kv, B, T, C, NH, q0, k0, n, causal)
+ *   attention_merge(out, lse, out_b, lse_b, B, T, C, NH, q0, n)
+ *   attention_row_dot(D, dout, out, B, T, C, NH)
+ *   attention_block_backward(dqkv, dkv, dout, qkv, kv, lse, D, B, T, C, NH, q0, k0, n, causal)
+ * with kv (B,T,2C) = [k | v] packed (copy_strided), and the ring's
+ * transfers are comm.h's comm_isend / comm_irecv on l->cp_group, posted
+ * between comm_batch_begin and comm_batch_end.
+ *
+ * Check your work: make test runs train_cp with each algorithm against
+ * lab 00's trainer, and the gradient check on 2 and 3 ranks;
+ *   mpirun -np 2 ./build/labs/07_context_parallel/train_cp --cp 2 --cp-algo zigzag
+ */
+#include "ring_attention.h"
+
+#include <math.h>
+
+#include "alloc.h"
+#include "comm.h"
+#include "kernels.h"
+
+enum { TAG_KV = 7001, TAG_DKV = 7002 };
+
+int ring_global_chunk(const GPTLayout *l, int rank, int j) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void ring_attention_forward(const GPTLayout *l, float *out, float *lse, const float *qkv, int B,
+                            int T) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void ring_attention_backward(const GPTLayout *l, float *dqkv, float *scratch, const float *dout,
+                             const float *qkv, const float *out, const float *lse, int B, int T) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+float context_parallel_loss_mean(const GPTLayout *l, float loss) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}

@@ -1,0 +1,29 @@
+/* Lab 07: Ulysses all-to-all attention. Read ulysses.h first, then
+ * README.md. Tools: comm_alltoall(l->cp_group, send, recv, n, COMM_FLOAT)
+ * (block j of n floats goes to rank j), copy_strided (kernels.h) to pack a
+ * slice of columns and unpack it, device_copy for whole rows, and lab 00's
+ * attention_forward / attention_backward (kernels.h) on the rank's heads.
+ *
+ * Check your work: make test runs train_cp --cp-algo ulysses against lab
+ * 00's trainer;
+ *   mpirun -np 2 ./build/labs/07_context_parallel/train_cp --cp 2 --cp-algo ulysses
+ */
+#include "ulysses.h"
+
+#include "alloc.h"
+#include "comm.h"
+#include "device.h"
+#include "kernels.h"
+
+void ulysses_attention_forward(const GPTLayout *l, float *out, float *keep, const float *qkv,
+                               int B, int T) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void ulysses_attention_backward(const GPTLayout *l, float *dqkv, float *scratch,
+                                const float *dout, const float *qkv, const float *out,
+                                const float *keep, int B, int T) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
