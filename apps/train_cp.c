@@ -40,7 +40,8 @@ typedef struct {
 static const ExtraOption g_cp_options[] = {
     {"cp", 1, "--cp N               context-parallel degree: ranks sharing each sequence "
               "(default 1); dp = ranks / (tp cp)"},
-    {"cp-algo", 1, "--cp-algo NAME       ring | zigzag | ulysses: how attention crosses the split "
+    {"cp-algo", 1, "--cp-algo NAME       ring | zigzag | ulysses | striped (the extension): how attention "
+                   "crosses the split "
                    "(default ring)"},
     {"tp", 1, "--tp N               tensor-parallel degree (lab 04; default 1): heads split by "
               "TP first, Ulysses within what is left"},

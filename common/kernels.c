@@ -120,8 +120,11 @@ void attention_backward(float *dqkv, float *datt, const float *dout, const float
  * is the host's: on a GPU, where kernels are queued, only the launch. */
 static unsigned long long g_block_pairs;
 static double g_block_seconds;
-static double block_pairs(int B, int NH, int n, int causal) {
-    double pairs = (double)B * NH * (causal ? n * (n + 1.0) / 2.0 : (double)n * n);
+static double block_pairs(int B, int NH, int n, int mask) {
+    const double seen = mask == ATTN_CAUSAL          ? n * (n + 1.0) / 2.0
+                        : mask == ATTN_CAUSAL_STRICT ? n * (n - 1.0) / 2.0
+                                                     : (double)n * n;
+    double pairs = (double)B * NH * seen;
     g_block_pairs += (unsigned long long)pairs;
     return pairs;
 }
@@ -136,11 +139,11 @@ void attention_block_stats(unsigned long long *pairs, double *seconds) {
 }
 
 void attention_block_forward(float *out, float *lse, const float *qkv, const float *kv, int B,
-                             int T, int C, int NH, int q0, int k0, int n, int causal) {
-    const double pairs = block_pairs(B, NH, n, causal), t0 = trace_now();
+                             int T, int C, int NH, int q0, int k0, int n, int mask) {
+    const double pairs = block_pairs(B, NH, n, mask), t0 = trace_now();
     KERNEL(attention_block_forward, pairs * (6.0 * (C / NH) + 2 * EXP_OPS),
            F((double)B * n * (3.0 * C + 2.0 * NH)), out, lse, qkv, kv, B, T, C, NH, q0, k0, n,
-           causal);
+           mask);
     block_done("attention block forward", t0);
 }
 
@@ -158,11 +161,11 @@ void attention_row_dot(float *D, const float *dout, const float *out, int B, int
 
 void attention_block_backward(float *dqkv, float *dkv, const float *dout, const float *qkv,
                               const float *kv, const float *lse, const float *D, int B, int T,
-                              int C, int NH, int q0, int k0, int n, int causal) {
-    const double pairs = block_pairs(B, NH, n, causal), t0 = trace_now();
+                              int C, int NH, int q0, int k0, int n, int mask) {
+    const double pairs = block_pairs(B, NH, n, mask), t0 = trace_now();
     KERNEL(attention_block_backward, pairs * (10.0 * (C / NH) + EXP_OPS),
            F((double)B * n * (9.0 * C + 2.0 * NH)), dqkv, dkv, dout, qkv, kv, lse, D, B, T, C,
-           NH, q0, k0, n, causal);
+           NH, q0, k0, n, mask);
     block_done("attention block backward", t0);
 }
 

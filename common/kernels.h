@@ -27,6 +27,8 @@
 
 #include <stddef.h>
 
+#include "math_shared.h"  /* ATTN_FULL... */
+
 /* out[b,t,:] = wte[tokens[b,t], :] + wpe[t, :] */
 void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
                      int B, int T, int C);
@@ -66,10 +68,12 @@ void attention_backward(float *dqkv, float *datt, const float *dout, const float
  * placement): its q, k, v in qkv (B,T,3C) as attention_forward's, and the
  * keys and values of another rank arrive packed, kv (B,T,2C) = [k | v].
  * A block pairs this rank's query rows [q0, q0 + n) of each sequence with
- * kv's key rows [k0, k0 + n), chunks of n positions: causal = 1 when they
- * are the same chunk of the sequence (query i sees keys j <= i), 0 when
- * every key comes before every query (a chunk with every key after every
- * query is skipped by the caller). No probability is stored: per query row
+ * kv's key rows [k0, k0 + n), runs of n positions, under a mask (the ring
+ * skips a block whose keys all come after its queries):
+ *   ATTN_FULL           every key comes before every query;
+ *   ATTN_CAUSAL         query i sees keys j <= i (the same chunk);
+ *   ATTN_CAUSAL_STRICT  query i sees keys j < i (striped placement, where
+ *                       key j of a later rank comes after query j). No probability is stored: per query row
  * the softmax's log-sum-exp lse (B,NH,T) is enough to rebuild them.
  *   attention_block_forward   out (B,T,C) and lse rows [q0, q0 + n): the
  *                             block's own result (overwritten);
@@ -81,14 +85,14 @@ void attention_backward(float *dqkv, float *datt, const float *dout, const float
  *                             dqkv's q columns, rows [q0, ...), and dk, dv
  *                             into dkv (B,T,2C) rows [k0, ...) (both +=). */
 void attention_block_forward(float *out, float *lse, const float *qkv, const float *kv, int B,
-                             int T, int C, int NH, int q0, int k0, int n, int causal);
+                             int T, int C, int NH, int q0, int k0, int n, int mask);
 void attention_merge(float *out, float *lse, const float *out_b, const float *lse_b, int B,
                      int T, int C, int NH, int q0, int n);
 void attention_row_dot(float *D, const float *dout, const float *out, int B, int T, int C,
                        int NH);
 void attention_block_backward(float *dqkv, float *dkv, const float *dout, const float *qkv,
                               const float *kv, const float *lse, const float *D, int B, int T,
-                              int C, int NH, int q0, int k0, int n, int causal);
+                              int C, int NH, int q0, int k0, int n, int mask);
 /* The (query, key) pairs the block kernels computed on this rank since the
  * program started, forward and backward (the work a causal split gives
  * it), and the seconds they took (the host's: on a GPU, the launches) */

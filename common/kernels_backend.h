@@ -39,7 +39,7 @@ extern "C" {
                                     int NH);                                                 \
     void attention_block_forward##SUFFIX(float *out, float *lse, const float *qkv,           \
                                          const float *kv, int B, int T, int C, int NH,       \
-                                         int q0, int k0, int n, int causal);                 \
+                                         int q0, int k0, int n, int mask);                 \
     void attention_merge##SUFFIX(float *out, float *lse, const float *out_b,                 \
                                  const float *lse_b, int B, int T, int C, int NH, int q0,    \
                                  int n);                                                     \
@@ -48,7 +48,7 @@ extern "C" {
     void attention_block_backward##SUFFIX(float *dqkv, float *dkv, const float *dout,        \
                                           const float *qkv, const float *kv,                 \
                                           const float *lse, const float *D, int B, int T,    \
-                                          int C, int NH, int q0, int k0, int n, int causal); \
+                                          int C, int NH, int q0, int k0, int n, int mask); \
     void copy_strided##SUFFIX(float *dst, int dst_stride, const float *src, int src_stride,  \
                               int rows, int cols, int accumulate);                           \
     void fill_value##SUFFIX(float *x, float value, size_t n);                                \

@@ -195,7 +195,7 @@ void attention_probs_forward_cpu(float *att, const float *qkv, int B, int T, int
  * backward (its rows add into the same dk, dv rows). */
 void attention_block_forward_cpu(float *out, float *lse, const float *qkv, const float *kv,
                                  int B, int T, int C, int NH, int q0, int k0, int n,
-                                 int causal) {
+                                 int mask) {
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for schedule(static)
@@ -205,7 +205,7 @@ void attention_block_forward_cpu(float *out, float *lse, const float *qkv, const
         const float *k = kv + ((size_t)b * T + k0) * 2 * C + h * hs;
         lse[((size_t)b * NH + h) * T + q0 + i] = attention_row_forward(
             out + ((size_t)b * T + q0 + i) * C + h * hs, q, k, k + C, 2 * C,
-            causal ? i + 1 : n, hs, scale);
+            attention_keys_seen(i, n, mask), hs, scale);
     }
 }
 
@@ -236,7 +236,7 @@ void attention_row_dot_cpu(float *D, const float *dout, const float *out, int B,
 
 void attention_block_backward_cpu(float *dqkv, float *dkv, const float *dout, const float *qkv,
                                   const float *kv, const float *lse, const float *D, int B,
-                                  int T, int C, int NH, int q0, int k0, int n, int causal) {
+                                  int T, int C, int NH, int q0, int k0, int n, int mask) {
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for schedule(static)
@@ -247,7 +247,7 @@ void attention_block_backward_cpu(float *dqkv, float *dkv, const float *dout, co
             const size_t row = (size_t)b * T + q0 + i, l = (size_t)bh * T + q0 + i;
             attention_row_backward(dqkv + row * 3 * C + h * hs, dkv + kr, dkv + kr + C, 2 * C,
                                    qkv + row * 3 * C + h * hs, kv + kr, kv + kr + C, 2 * C,
-                                   dout + row * C + h * hs, lse[l], D[l], causal ? i + 1 : n,
+                                   dout + row * C + h * hs, lse[l], D[l], attention_keys_seen(i, n, mask),
                                    hs, scale);
         }
     }

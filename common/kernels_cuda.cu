@@ -527,7 +527,7 @@ void attention_backward_cuda(float *dqkv, float *datt, const float *dout, const 
 static __global__ void attention_block_forward_kernel(float *out, float *lse, const float *qkv,
                                                       const float *kv, int B, int T, int C,
                                                       int NH, int q0, int k0, int n,
-                                                      int causal) {
+                                                      int mask) {
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
     GRID_STRIDE_LOOP(r, (size_t)B * NH * n) {
@@ -536,17 +536,17 @@ static __global__ void attention_block_forward_kernel(float *out, float *lse, co
         const float *k = kv + ((size_t)b * T + k0) * 2 * C + h * hs;
         lse[((size_t)b * NH + h) * T + q0 + i] = attention_row_forward(
             out + ((size_t)b * T + q0 + i) * C + h * hs, q, k, k + C, 2 * C,
-            causal ? i + 1 : n, hs, scale);
+            attention_keys_seen(i, n, mask), hs, scale);
     }
 }
 
 void attention_block_forward_cuda(float *out, float *lse, const float *qkv, const float *kv,
                                   int B, int T, int C, int NH, int q0, int k0, int n,
-                                  int causal) {
+                                  int mask) {
     const size_t rows = (size_t)B * NH * n;
     if (rows == 0) return;
     attention_block_forward_kernel<<<elem_blocks(rows), ELEM_THREADS>>>(out, lse, qkv, kv, B, T,
-                                                                       C, NH, q0, k0, n, causal);
+                                                                       C, NH, q0, k0, n, mask);
     LAUNCH_CHECK();
 }
 
@@ -596,7 +596,7 @@ static __global__ void attention_block_backward_kernel(float *dqkv, float *dkv,
                                                        const float *kv, const float *lse,
                                                        const float *D, int B, int T, int C,
                                                        int NH, int q0, int k0, int n,
-                                                       int causal) {
+                                                       int mask) {
     const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
     GRID_STRIDE_LOOP(bh, (size_t)B * NH) {
@@ -606,7 +606,7 @@ static __global__ void attention_block_backward_kernel(float *dqkv, float *dkv,
             const size_t row = (size_t)b * T + q0 + i, l = bh * T + q0 + i;
             attention_row_backward(dqkv + row * 3 * C + h * hs, dkv + kr, dkv + kr + C, 2 * C,
                                    qkv + row * 3 * C + h * hs, kv + kr, kv + kr + C, 2 * C,
-                                   dout + row * C + h * hs, lse[l], D[l], causal ? i + 1 : n,
+                                   dout + row * C + h * hs, lse[l], D[l], attention_keys_seen(i, n, mask),
                                    hs, scale);
         }
     }
@@ -614,11 +614,11 @@ static __global__ void attention_block_backward_kernel(float *dqkv, float *dkv,
 
 void attention_block_backward_cuda(float *dqkv, float *dkv, const float *dout, const float *qkv,
                                    const float *kv, const float *lse, const float *D, int B,
-                                   int T, int C, int NH, int q0, int k0, int n, int causal) {
+                                   int T, int C, int NH, int q0, int k0, int n, int mask) {
     const size_t heads = (size_t)B * NH;
     if (heads == 0 || n == 0) return;
     attention_block_backward_kernel<<<elem_blocks(heads), ELEM_THREADS>>>(
-        dqkv, dkv, dout, qkv, kv, lse, D, B, T, C, NH, q0, k0, n, causal);
+        dqkv, dkv, dout, qkv, kv, lse, D, B, T, C, NH, q0, k0, n, mask);
     LAUNCH_CHECK();
 }
 

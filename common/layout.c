@@ -22,16 +22,16 @@ Recompute gpt_recompute_parse(const char *name) {
     USER_ERROR("--recompute expects none, selective or full, got '%s'", name);
 }
 
-static const char *const g_cp_algo_names[] = {"ring", "zigzag", "ulysses"};
+static const char *const g_cp_algo_names[] = {"ring", "zigzag", "ulysses", "striped"};
 
 const char *gpt_cp_algo_name(CpAlgo a) {
-    return a >= CP_RING && a <= CP_ULYSSES ? g_cp_algo_names[a] : "?";
+    return a >= CP_RING && a <= CP_STRIPED ? g_cp_algo_names[a] : "?";
 }
 
 CpAlgo gpt_cp_algo_parse(const char *name) {
-    for (int a = CP_RING; a <= CP_ULYSSES; a++)
+    for (int a = CP_RING; a <= CP_STRIPED; a++)
         if (!strcmp(name, g_cp_algo_names[a])) return (CpAlgo)a;
-    USER_ERROR("--cp-algo expects ring, zigzag or ulysses, got '%s'", name);
+    USER_ERROR("--cp-algo expects ring, zigzag, ulysses or striped, got '%s'", name);
 }
 
 const char *gpt_context_problem(const GPTConfig *cfg, int tp, int cp, CpAlgo algo, int seq) {
@@ -60,8 +60,14 @@ void gpt_layout_set_context(GPTLayout *l, int cp, int cp_rank, CpAlgo algo) {
     l->cp_algo = algo;
 }
 
+int gpt_cp_placement(const GPTLayout *l) {
+    return l->cp_algo == CP_ZIGZAG    ? CP_PLACE_ZIGZAG
+           : l->cp_algo == CP_STRIPED ? CP_PLACE_STRIPED
+                                      : CP_PLACE_CONTIGUOUS;
+}
+
 int gpt_cp_position(const GPTLayout *l, int t, int Tl) {
-    return cp_global_position(t, Tl, l->cp, l->cp_rank, l->cp_algo == CP_ZIGZAG);
+    return cp_global_position(t, Tl, l->cp, l->cp_rank, gpt_cp_placement(l));
 }
 
 const char *gpt_layout_problem(const GPTConfig *cfg, int tp) {

@@ -90,9 +90,10 @@ Recompute gpt_recompute_parse(const char *name);
 /* How attention is repaired across context parallelism's split (lab 07):
  *   RING     K and V blocks travel around the CP ring (contiguous chunks);
  *   ZIGZAG   the same ring over the zigzag placement (balanced causal work);
- *   ULYSSES  an all-to-all to "all positions, my heads" and back.
+ *   ULYSSES  an all-to-all to "all positions, my heads" and back;
+ *   STRIPED  the ring over the striped placement (lab 07's extension).
  * Parsing anything else is one user error naming --cp-algo. */
-typedef enum { CP_RING, CP_ZIGZAG, CP_ULYSSES } CpAlgo;
+typedef enum { CP_RING, CP_ZIGZAG, CP_ULYSSES, CP_STRIPED } CpAlgo;
 const char *gpt_cp_algo_name(CpAlgo a);
 CpAlgo gpt_cp_algo_parse(const char *name);
 
@@ -130,7 +131,7 @@ typedef struct GPTLayout {
     void (*sum_tied_embedding)(const struct GPTLayout *l, float *grads);
     /* context parallelism (lab 07; gpt_layout_set_context): cp ranks share
      * each sequence, this one holding positions of its placement
-     * (math_shared.h: zigzag under CP_ZIGZAG, else contiguous); attention
+     * (gpt_cp_placement); attention
      * runs the program's cp_ops over cp_group. 1, 0 without. */
     int cp, cp_rank;
     CpAlgo cp_algo;
@@ -177,6 +178,8 @@ void gpt_layout_set_context(GPTLayout *l, int cp, int cp_rank, CpAlgo algo);
 /* The global position of this rank's local position t of a sequence (Tl
  * local positions; math_shared.h's cp_global_position) */
 int gpt_cp_position(const GPTLayout *l, int t, int Tl);
+/* The placement cp_algo uses (math_shared.h's CP_PLACE_*) */
+int gpt_cp_placement(const GPTLayout *l);
 
 /* One pipeline stage as a rank runs it: local chunk c of rank pp_rank is
  * stage pp_rank + c pp, blocks [first_block, first_block + n_blocks). The

@@ -117,22 +117,34 @@ static inline HD void softmax_merge(float *m, float *s, float mb, float sb) {
 }
 
 /* ---- context parallelism (lab 07) ------------------------------------------
- * Placement: rank r of cp holds, of every sequence of T positions, T / cp
- * of them in n_chunks = 1 (contiguous) or 2 (zigzag) chunks of c = T / (cp
- * n_chunks) positions. Contiguous: chunk r. Zigzag (2 cp chunks): chunks r
- * and 2 cp - 1 - r, an early one and a late one, so that every rank has as
- * many (query, key) pairs under the causal mask. A rank's rows of a
- * sequence are its chunks in this order: local position t is in local chunk
- * t / c. */
+ * Placement: rank r of cp holds T / cp of every sequence's T positions:
+ *   CP_PLACE_CONTIGUOUS  chunk r of cp chunks;
+ *   CP_PLACE_ZIGZAG      chunks r and 2 cp - 1 - r of 2 cp, an early one and
+ *                        a late one, so that every rank has as many (query,
+ *                        key) pairs under the causal mask;
+ *   CP_PLACE_STRIPED     every cp-th position from r: r, r + cp, r + 2 cp...
+ *                        (Brandon et al. 2023, striped attention).
+ * A rank's rows of a sequence are its positions in increasing order; under
+ * zigzag local position t is in local chunk t / c, c = T / (2 cp). */
+enum { CP_PLACE_CONTIGUOUS, CP_PLACE_ZIGZAG, CP_PLACE_STRIPED };
+
 static inline HD int cp_global_chunk(int local_chunk, int cp, int rank, int zigzag) {
     return zigzag && local_chunk == 1 ? 2 * cp - 1 - rank : rank;
 }
 
 /* The global position of local position t of a sequence (Tl = T / cp
  * local positions; cp = 1: t itself). */
-static inline HD int cp_global_position(int t, int Tl, int cp, int rank, int zigzag) {
-    const int c = zigzag ? Tl / 2 : Tl;
+static inline HD int cp_global_position(int t, int Tl, int cp, int rank, int placement) {
+    if (placement == CP_PLACE_STRIPED) return t * cp + rank;
+    const int zigzag = placement == CP_PLACE_ZIGZAG, c = zigzag ? Tl / 2 : Tl;
     return cp_global_chunk(t / c, cp, rank, zigzag) * c + t % c;
+}
+
+/* The masks of ring attention's blocks (kernels.h), and how many of a
+ * block's n keys query row i sees under each: all, j <= i, j < i. */
+enum { ATTN_FULL, ATTN_CAUSAL, ATTN_CAUSAL_STRICT };
+static inline HD int attention_keys_seen(int i, int n, int mask) {
+    return mask == ATTN_CAUSAL ? i + 1 : mask == ATTN_CAUSAL_STRICT ? i : n;
 }
 
 /* Attention of one query row against n keys, with the softmax statistics

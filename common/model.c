@@ -420,25 +420,29 @@ static void grads_ready(const ModelHooks *h, int u) {
 }
 
 /* Under context parallelism a rank's T positions of a sequence are its
- * chunks' (math_shared.h): the layers see them as positions 0..T-1 of a
- * local table, wpe_local, whose chunk j is wpe's rows of global chunk
- * cp_global_chunk(j); its gradient is added back into those rows. */
-static int local_chunks(const GPTLayout *l) { return l->cp_algo == CP_ZIGZAG ? 2 : 1; }
+ * placement's (math_shared.h): the layers see them as positions 0..T-1 of
+ * a local table, wpe_local, whose row t is wpe's row of global position
+ * gpt_cp_position(t); its gradient is added back into those rows. Both
+ * copies go by runs of consecutive positions: a chunk (contiguous, zigzag)
+ * or one row every cp (striped). */
+static void positions_copy(const GPTLayout *l, float *wpe, float *local, int T, int to_wpe) {
+    const int C = l->cfg.n_embd, striped = gpt_cp_placement(l) == CP_PLACE_STRIPED;
+    const int run = striped ? 1 : gpt_cp_placement(l) == CP_PLACE_ZIGZAG ? T / 2 : T;
+    for (int t = 0; t < (striped ? 1 : T); t += run) {
+        float *global = wpe + (size_t)gpt_cp_position(l, t, T) * C;
+        const int rows = striped ? T : 1, cols = striped ? C : run * C;
+        const int gs = striped ? l->cp * C : cols;  /* from one local row to the next */
+        if (to_wpe) copy_strided(global, gs, local + (size_t)t * C, cols, rows, cols, 1);
+        else copy_strided(local + (size_t)t * C, cols, global, gs, rows, cols, 0);
+    }
+}
 static const float *positions_of_rank(const GPTLayout *l, const float *wpe, GPTActs *a) {
     if (l->cp == 1) return wpe;
-    const int n = local_chunks(l);
-    const size_t c = (size_t)a->T / n * l->cfg.n_embd;
-    for (int j = 0; j < n; j++)
-        device_copy(a->wpe_local + j * c,
-                    wpe + cp_global_chunk(j, l->cp, l->cp_rank, n == 2) * c, c * sizeof(float));
+    positions_copy(l, (float *)wpe, a->wpe_local, a->T, 0);
     return a->wpe_local;
 }
 static void add_position_grads(const GPTLayout *l, float *dwpe, const GPTActs *a) {
-    const int n = local_chunks(l);
-    const size_t c = (size_t)a->T / n * l->cfg.n_embd;
-    for (int j = 0; j < n; j++)
-        add_inplace(dwpe + cp_global_chunk(j, l->cp, l->cp_rank, n == 2) * c,
-                    a->dwpe_local + j * c, c);
+    positions_copy(l, dwpe, a->dwpe_local, a->T, 1);
 }
 
 /* The embeddings: every row, or this rank's R under sequence parallelism. */

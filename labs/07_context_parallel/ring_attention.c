@@ -6,7 +6,10 @@
  *   attention_block_backward(dqkv, dkv, dout, qkv, kv, lse, D, B, T, C, NH, q0, k0, n, causal)
  * with kv (B,T,2C) = [k | v] packed (copy_strided), and the ring's
  * transfers are comm.h's comm_isend / comm_irecv on l->cp_group, posted
- * between comm_batch_begin and comm_batch_end.
+ * between comm_batch_begin and comm_batch_end. Which blocks to compute,
+ * under which mask (kernels.h ATTN_FULL, ATTN_CAUSAL, ATTN_CAUSAL_STRICT),
+ * is ring_block_mask's: the rest of the ring does not depend on the
+ * placement.
  *
  * Check your work: make test runs train_cp with each algorithm against
  * lab 00's trainer, and the gradient check on 2 and 3 ranks;
@@ -23,6 +26,19 @@
 enum { TAG_KV = 7001, TAG_DKV = 7002 };
 
 int ring_global_chunk(const GPTLayout *l, int rank, int j) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+int ring_block_mask(const GPTLayout *l, int rank, int i, int src, int j) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+/* Striped: query t of rank r is position t cp + r, key t' of rank src
+ * position t' cp + src: visible when t' cp + src <= t cp + r, that is t' <=
+ * t when src <= r, t' < t when src > r. */
+int ring_striped_mask(const GPTLayout *l, int rank, int src) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }

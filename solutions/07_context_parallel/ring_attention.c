@@ -6,7 +6,10 @@
  *   attention_block_backward(dqkv, dkv, dout, qkv, kv, lse, D, B, T, C, NH, q0, k0, n, causal)
  * with kv (B,T,2C) = [k | v] packed (copy_strided), and the ring's
  * transfers are comm.h's comm_isend / comm_irecv on l->cp_group, posted
- * between comm_batch_begin and comm_batch_end.
+ * between comm_batch_begin and comm_batch_end. Which blocks to compute,
+ * under which mask (kernels.h ATTN_FULL, ATTN_CAUSAL, ATTN_CAUSAL_STRICT),
+ * is ring_block_mask's: the rest of the ring does not depend on the
+ * placement.
  *
  * Check your work: make test runs train_cp with each algorithm against
  * lab 00's trainer, and the gradient check on 2 and 3 ranks;
@@ -23,7 +26,8 @@
 enum { TAG_KV = 7001, TAG_DKV = 7002 };
 
 /* SOLUTION ONLY BEGIN */
-/* Chunks per rank: 2 under zigzag, else 1 */
+/* Runs of consecutive positions per rank: 2 chunks under zigzag, else 1
+ * (a chunk, or under striping all of the rank's positions) */
 static int local_chunks(const GPTLayout *l) { return l->cp_algo == CP_ZIGZAG ? 2 : 1; }
 
 /* Post this rank's part of one step of a ring: send `send` to the next
@@ -58,6 +62,24 @@ int ring_global_chunk(const GPTLayout *l, int rank, int j) {
     /* END SOLUTION */
 }
 
+int ring_block_mask(const GPTLayout *l, int rank, int i, int src, int j) {
+    /* BEGIN SOLUTION */
+    if (l->cp_algo == CP_STRIPED) return ring_striped_mask(l, rank, src);
+    const int qc = ring_global_chunk(l, rank, i), kc = ring_global_chunk(l, src, j);
+    return kc > qc ? RING_SKIP : kc == qc ? ATTN_CAUSAL : ATTN_FULL;
+    /* END SOLUTION */
+}
+
+/* Striped: query t of rank r is position t cp + r, key t' of rank src
+ * position t' cp + src: visible when t' cp + src <= t cp + r, that is t' <=
+ * t when src <= r, t' < t when src > r. */
+int ring_striped_mask(const GPTLayout *l, int rank, int src) {
+    /* BEGIN SOLUTION */
+    (void)l;
+    return src <= rank ? ATTN_CAUSAL : ATTN_CAUSAL_STRICT;
+    /* END SOLUTION */
+}
+
 void ring_attention_forward(const GPTLayout *l, float *out, float *lse, const float *qkv, int B,
                             int T) {
     /* BEGIN SOLUTION */
@@ -76,10 +98,10 @@ void ring_attention_forward(const GPTLayout *l, float *out, float *lse, const fl
         if (s + 1 < P) ring_pass(l, kv, kv_next, kv_n, TAG_KV, req);
         for (int i = 0; i < nc; i++)
             for (int j = 0; j < nc; j++) {
-                const int qc = ring_global_chunk(l, r, i), kc = ring_global_chunk(l, src, j);
-                if (kc > qc) continue;  /* every key after every query */
+                const int mask = ring_block_mask(l, r, i, src, j);
+                if (mask == RING_SKIP) continue;
                 attention_block_forward(out_b, lse_b, qkv, kv, B, T, C, NH, i * c, j * c, c,
-                                        kc == qc);
+                                        mask);
                 attention_merge(out, lse, out_b, lse_b, B, T, C, NH, i * c, c);
             }
         if (s + 1 < P) {
@@ -119,10 +141,10 @@ void ring_attention_backward(const GPTLayout *l, float *dqkv, float *scratch, co
         set_zero(dkv, kv_n);
         for (int i = 0; i < nc; i++)
             for (int j = 0; j < nc; j++) {
-                const int qc = ring_global_chunk(l, r, i), kc = ring_global_chunk(l, src, j);
-                if (kc > qc) continue;
+                const int mask = ring_block_mask(l, r, i, src, j);
+                if (mask == RING_SKIP) continue;
                 attention_block_backward(dqkv, dkv, dout, qkv, kv, lse, D, B, T, C, NH, i * c,
-                                         j * c, c, kc == qc);
+                                         j * c, c, mask);
             }
         if (s > 0) {  /* block src's sum over the ranks before, and our part passed on */
             comm_waitall(dreq, 2);

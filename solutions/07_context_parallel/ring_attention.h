@@ -3,8 +3,8 @@
  * Long sequences make attention the problem: its probabilities are T^2 per
  * head and sequence, its work grows as T^2. Context parallelism splits
  * every sequence's positions over the cp ranks of a CP group (layout.h:
- * rank r holds T = Tg / cp of them, contiguous or zigzag, math_shared.h's
- * cp_global_chunk). Every layer but attention works position by position,
+ * rank r holds T = Tg / cp of them, contiguous, zigzag or striped:
+ * math_shared.h's placements). Every layer but attention works position by position,
  * so it runs on the rank's positions unchanged; attention needs, for each
  * query, the keys and values of every earlier position, which live on other
  * ranks. Ring attention brings them:
@@ -42,6 +42,18 @@
  * as its local chunk j (0, or 0 and 1 under zigzag): it must agree with
  * the placement the data was loaded with (math_shared.h) */
 int ring_global_chunk(const GPTLayout *l, int rank, int j);
+
+/* Which of rank src's keys rank `rank`'s queries see, for its local chunk
+ * i of queries and src's local chunk j of keys: RING_SKIP (none: every key
+ * is later than every query) or the block kernels' mask (math_shared.h:
+ * ATTN_FULL, ATTN_CAUSAL). Under striping (the extension: chunk 0 is all of
+ * a rank's positions), ring_striped_mask's. */
+enum { RING_SKIP = -1 };
+int ring_block_mask(const GPTLayout *l, int rank, int i, int src, int j);
+/* Extension (README): the striped placement (math_shared.h: rank r holds
+ * positions r, r + cp, r + 2 cp...): the mask of rank src's keys for rank
+ * `rank`'s queries, ATTN_CAUSAL or ATTN_CAUSAL_STRICT */
+int ring_striped_mask(const GPTLayout *l, int rank, int src);
 
 /* out (B,T,C), lse (B,NH,T) (kept for the backward pass) from qkv (B,T,3C) */
 void ring_attention_forward(const GPTLayout *l, float *out, float *lse, const float *qkv, int B,
