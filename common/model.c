@@ -276,6 +276,9 @@ static const TensorParallelOps g_whole_ops = {
 static void recompute_block(const GPTLayout *l, const BlockParams *p, BlockActs *a,
                             const float *x, int B, int T) {
     if (l->recompute == RECOMPUTE_NONE) return;
+    CHECK(l->cp == 1 || l->recompute == RECOMPUTE_FULL, "selective recomputation rebuilds the "
+          "attention probabilities, which context parallelism does not keep: recompute full, or "
+          "none (the ring keeps no T x T term already)");
     CHECK(l->recompute_ops, "activation recomputation needs lab 05's functions (recompute_ops)");
     if (l->recompute == RECOMPUTE_FULL) l->recompute_ops->block_forward_again(l, p, a, x, B, T);
     else l->recompute_ops->attention_again(l, a, B, T);

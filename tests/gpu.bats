@@ -187,6 +187,26 @@ same_memory_as_cpu() {
     same_memory_as_cpu "$out" "$cpu"
 }
 
+@test "gpu: lab 07, the ring (zigzag) and Ulysses at cp 2 on GPUs follow the CPU run, memory.csv equal to the CPU's" {
+    require_solution 00 02 04 07
+    for a in zigzag ulysses; do
+        cpu="$BATS_TEST_TMPDIR/cpu-$a"
+        run mpirun_t 300 2 "$BUILD/solutions/07_context_parallel/train_cp" "${COMMON[@]}" --cp 2 \
+            --cp-algo "$a" --threads 1 --out "$cpu"
+        [ "$status" -eq 0 ]
+        out="$BATS_TEST_TMPDIR/$a"
+        run mpirun_t 300 2 "$GPU_BUILD/solutions/07_context_parallel/train_cp" "${COMMON[@]}" \
+            --cp 2 --cp-algo "$a" --device cuda --out "$out" --dump-params "$out/params.bin"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        [[ "$output" != *DIFFERENT* ]]
+        run close_to_cpu "$out"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        same_memory_as_cpu "$out" "$cpu"
+    done
+}
+
 @test "gpu: lab 06, 1F1B and ZB-H1 at pp 2 on GPUs follow the CPU run, memory.csv equal to the CPU's" {
     require_solution 00 02 04 06
     for s in 1f1b zb-h1; do

@@ -126,6 +126,18 @@ san_flags() {
     done
 }
 
+@test "sanitize: lab 07, train_cp with the ring, zigzag and Ulysses, zigzag at tp 2 x cp 2" {
+    require_solution 07
+    for case in "2 --cp 2 --cp-algo ring" "2 --cp 2 --cp-algo ulysses" \
+        "4 --cp 2 --tp 2 --cp-algo zigzag"; do
+        read -r np flags <<<"$case"
+        # shellcheck disable=SC2086  # flags is a list
+        run mpirun_t 120 "$np" "$SAN/solutions/07_context_parallel/train_cp" "${SHORT[@]}" $flags \
+            --out "$BATS_TEST_TMPDIR/${flags// /}" --dump-params "$BATS_TEST_TMPDIR/p.bin"
+        no_reports
+    done
+}
+
 @test "sanitize: token-file tools, memory planner, C unit tests" {
     local d=$BATS_TEST_TMPDIR
     run t 60 "$SAN/bin/gen_synthetic" --out "$d/s.tok" --tokens 20000

@@ -71,10 +71,10 @@ int ring_block_mask(const GPTLayout *l, int rank, int i, int src, int j) {
 }
 
 /* Striped: query t of rank r is position t cp + r, key t' of rank src
- * position t' cp + src: visible when t' cp + src <= t cp + r, that is t' <=
- * t when src <= r, t' < t when src > r. */
+ * position t' cp + src. */
 int ring_striped_mask(const GPTLayout *l, int rank, int src) {
     /* BEGIN SOLUTION */
+    /* visible when t' cp + src <= t cp + r: t' <= t if src <= r, else t' < t */
     (void)l;
     return src <= rank ? ATTN_CAUSAL : ATTN_CAUSAL_STRICT;
     /* END SOLUTION */

@@ -47,6 +47,7 @@
 
 #include "cuda_check.h"
 #include "kernels_backend.h"
+#include "math_shared.h"
 #include "gpu_present.h"
 #include "unit.h"
 
@@ -317,6 +318,60 @@ static void check_attention(const Shape *s) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
 }
 
+/* Ring attention's blocks (lab 07): T split into two halves of n = T / 2,
+ * each mask on its own block, merged into a running out and lse, then the
+ * backward of each block into dqkv and dkv; GPU against CPU throughout. */
+static void check_attention_blocks(const Shape *s) {
+    int B = s->B, T = s->T - s->T % 2, C = s->C, NH = s->NH, n = T / 2;
+    if (n == 0) return;
+    size_t nqkv = (size_t)B * T * 3 * C, nkv = (size_t)B * T * 2 * C, nout = (size_t)B * T * C;
+    size_t nlse = (size_t)B * NH * T;
+    Pair qkv = pair_random(nqkv, 1.0f), kv = pair_random(nkv, 1.0f);
+    Pair out = pair_random(nout, 1.0f), out_b = pair_random(nout, 1.0f);
+    Pair lse = pair_random(nlse, 1.0f), lse_b = pair_random(nlse, 1.0f);
+    set_zero_cpu(out.h, nout);
+    set_zero_cuda(out.d, nout);
+    fill_value_cpu(lse.h, -INFINITY, nlse);
+    fill_value_cuda(lse.d, -INFINITY, nlse);
+    const int masks[3] = {ATTN_CAUSAL, ATTN_FULL, ATTN_CAUSAL_STRICT};
+    const int q0s[3] = {0, n, n}, k0s[3] = {0, 0, n};
+    for (int b = 0; b < 3; b++) {
+        attention_block_forward_cpu(out_b.h, lse_b.h, qkv.h, kv.h, B, T, C, NH, q0s[b], k0s[b], n,
+                                    masks[b]);
+        attention_block_forward_cuda(out_b.d, lse_b.d, qkv.d, kv.d, B, T, C, NH, q0s[b], k0s[b],
+                                     n, masks[b]);
+        attention_merge_cpu(out.h, lse.h, out_b.h, lse_b.h, B, T, C, NH, q0s[b], n);
+        attention_merge_cuda(out.d, lse.d, out_b.d, lse_b.d, B, T, C, NH, q0s[b], n);
+    }
+    expect_pair("attention_block_forward + merge out", &out, TOL_SOFTMAX);
+    expect_pair("attention_block_forward + merge lse", &lse, TOL_SOFTMAX);
+    /* the backward pass reads the CPU's out and lse on both sides */
+    Pair cpu_out = pair_of(out.h, nout), cpu_lse = pair_of(lse.h, nlse);
+    Pair dout = pair_random(nout, 1.0f), D = pair_random(nlse, 1.0f);
+    attention_row_dot_cpu(D.h, dout.h, cpu_out.h, B, T, C, NH);
+    attention_row_dot_cuda(D.d, dout.d, cpu_out.d, B, T, C, NH);
+    expect_pair("attention_row_dot", &D, TOL_ROW);
+    Pair cpu_D = pair_of(D.h, nlse), dqkv = pair_random(nqkv, 1.0f), dkv = pair_random(nkv, 1.0f);
+    for (int b = 0; b < 3; b++) {
+        attention_block_backward_cpu(dqkv.h, dkv.h, dout.h, qkv.h, kv.h, cpu_lse.h, cpu_D.h, B, T,
+                                     C, NH, q0s[b], k0s[b], n, masks[b]);
+        attention_block_backward_cuda(dqkv.d, dkv.d, dout.d, qkv.d, kv.d, cpu_lse.d, cpu_D.d, B,
+                                      T, C, NH, q0s[b], k0s[b], n, masks[b]);
+    }
+    expect_pair("attention_block_backward dqkv", &dqkv, TOL_SOFTMAX);
+    expect_pair("attention_block_backward dkv", &dkv, TOL_SOFTMAX);
+    /* k and v out of qkv, and added back */
+    copy_strided_cpu(kv.h, 2 * C, qkv.h + C, 3 * C, B * T, 2 * C, 0);
+    copy_strided_cuda(kv.d, 2 * C, qkv.d + C, 3 * C, B * T, 2 * C, 0);
+    expect_pair("copy_strided", &kv, TOL_EXACT);
+    copy_strided_cpu(dqkv.h + C, 3 * C, kv.h, 2 * C, B * T, 2 * C, 1);
+    copy_strided_cuda(dqkv.d + C, 3 * C, kv.d, 2 * C, B * T, 2 * C, 1);
+    expect_pair("copy_strided accumulate", &dqkv, TOL_SOFTMAX);
+    Pair *all[] = {&qkv, &kv, &out, &out_b, &lse, &lse_b, &cpu_out, &cpu_lse, &dout, &D,
+                   &cpu_D, &dqkv, &dkv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+}
+
 static void check_crossentropy(const Shape *s) {
     int N = s->B * s->T, V = s->V;
     size_t nv = (size_t)N * V;
@@ -418,6 +473,7 @@ static void check_shape(const Shape *s) {
     check_layernorm(s);
     check_matmul(s);
     check_attention(s);
+    check_attention_blocks(s);
     check_crossentropy(s);
     check_vocab_parallel(s);
 }
