@@ -702,7 +702,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
                    "backward pass\n",
                    g_program_name, 1e3 * step_seconds / o->steps, 1e3 * sync_seconds / o->steps);
     }
-    if (is_root) profile_report(o->out_dir, slice.rows * o->seq, cfg->n_embd);
+    if (is_root) profile_report(o->out_dir, slice.rows * (o->seq / layout->cp), cfg->n_embd);
     if (device_current() == DEVICE_CUDA) {
         /* the kit's logical bytes (memory.csv) against what the driver sees:
          * the difference is the CUDA context, cuBLAS/NCCL workspaces and the

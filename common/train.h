@@ -135,7 +135,10 @@ typedef struct Schedule Schedule;          /* schedule.h */
 typedef struct PipeStageOps PipeStageOps;  /* pipe_exec.h */
 typedef struct {
     Comm *world;     /* every rank: outputs are gathered here */
-    Comm *dp;        /* the data-parallel group: gradients */
+    Comm *dp;        /* the data-parallel group: which rows of the batch (and,
+                        but under context parallelism, whose gradients the
+                        sync averages: there the dp x cp group's, the
+                        program's GradSync) */
     Comm *metrics;   /* the same ranks as dp, for loss sums, so that the
                         gradient traffic in comm.csv is the gradients' alone */
     /* the model on this rank (layout.h); NULL: the whole model. Ranks of one
