@@ -248,7 +248,11 @@ echo "  (rank 0: $((c * (c + 1) / 2)), rank 3: $((3 * c * c + c * (c + 1) / 2)))
 awk -F, -v c="$c" 'NR > 1 && $1 != "ulysses" { if (!($1 in lo) || $3 < lo[$1]) lo[$1] = $3; if ($3 > hi[$1]) hi[$1] = $3; if (!($1 in plo) || $4 < plo[$1]) plo[$1] = $4; if ($4 > phi[$1]) phi[$1] = $4 }
     END { for (a in lo) printf "  %-8s max/min pairs counted %.3f, predicted %.3f%s\n", a, hi[a] / lo[a], phi[a] / plo[a],
           (a == "ring" ? sprintf(" (((2cp-1)c + 1)/(c + 1) = %.3f, toward 2 cp - 1 = 7)", (7 * c + 1) / (c + 1)) : "") }' "$BAL" | sort
-echo "  ulysses: lab 00's attention on whole sequences of its n_head/cp heads: no blocks counted; busy = block s / attention s, the rest waits on the ring"
+echo "  busy = block s / attention s: the rest waits on the ring (and, 4 ranks on 2 cores, for a core)"
+steps_ms=""
+for a in ring zigzag striped ulysses; do steps_ms+="${steps_ms:+, }$a $(median_step_ms "$OUT/balance-$a")"; done
+echo "  median step ms (steps 1 on; timings, not checked): $steps_ms"
+echo "  ulysses: lab 00's attention on whole sequences of its n_head/cp heads, no blocks to count"
 echo
 echo "bench-cp: CP traffic per step and rank ($CONFIG, default seq; comm.csv of 3 steps minus 2), vs memplan"
 printf "%3s %-8s %-9s %6s %6s %12s %12s %6s %12s %6s %12s %12s\n" cp algo op calls pred bytes predicted equal "recv bytes" "ranks=" leaving "pred leaving"
@@ -260,6 +264,7 @@ echo
 echo "bench-cp: memory per rank (bytes; measured = rank 0, every rank compared), $CONFIG, seq $SEQ, vs memplan"
 printf "%3s %-8s %11s %11s %9s %9s %10s %10s %6s %12s %12s\n" cp algo activations planned comm planned workspace planned equal "T^2 in acts" "T^2 in work"
 tail -n +2 "$MEM" | while IFS=, read -r P a ac acp co cop wo wop t tp sa sw eq; do
+    [ "$P" -eq 1 ] && a="(none)"
     printf "%3s %-8s %11s %11s %9s %9s %10s %10s %6s %12s %12s\n" "$P" "$a" "$ac" "$acp" "$co" "$cop" "$wo" "$wop" "$eq" "$sa" "$sw"
 done
 echo "  T^2 terms: cp 1 keeps lab 00's probabilities, B NH T^2 per block (and once more as their gradient in the workspace);"
@@ -268,6 +273,7 @@ echo
 echo "bench-cp: the longest sequence within $BUDGET MiB per rank ($CONFIG, ctx $FIT_CTX, batch $FIT_BATCH): memplan --fit, then train_cp there and one length further"
 printf "%3s %-8s %6s %13s %13s %6s %13s %13s %9s\n" cp algo seq planned measured next planned measured confirmed
 tail -n +2 "$FIT" | while IFS=, read -r P a bud s pk m n npk nm ok; do
+    [ "$P" -eq 1 ] && a="(none)"
     printf "%3s %-8s %6s %13s %13s %6s %13s %13s %9s\n" "$P" "$a" "$s" "$pk" "$m" "$n" "$npk" "$nm" "$ok"
 done
 echo "  (a next of 0: the context itself fits; --ctx sets it. Budget $(awk -v b="$BUDGET" 'BEGIN { printf "%.0f", b * 1048576 }') bytes)"
