@@ -74,7 +74,7 @@ static void json_str(FILE *f, const char *key, const char *v, int comma) {
 }
 
 void runlog_write_run_json(const char *path, const TrainOptions *o, const char *lab,
-                           int world_size, size_t num_params) {
+                           int world_size, int dp, const GPTLayout *l, size_t num_params) {
     AtomicFile af;
     FILE *f = atomic_open(&af, path);
     const GPTConfig *m = &o->model;
@@ -94,8 +94,8 @@ void runlog_write_run_json(const char *path, const TrainOptions *o, const char *
             o->beta1, o->beta2, o->eps, o->grad_clip, o->seed, o->eval_every, o->eval_batches,
             o->val_fraction);
     json_str(f, "data", o->data_path, 1);
-    fprintf(f, "  \"world\": {\"size\": %d, \"dp\": %d, \"tp\": 1, \"pp\": 1, \"cp\": 1, "
-               "\"ep\": 1},\n", world_size, world_size);
+    fprintf(f, "  \"world\": {\"size\": %d, \"dp\": %d, \"tp\": %d, \"pp\": %d, \"cp\": %d, "
+               "\"ep\": 1},\n", world_size, dp, l->tp, l->pp, l->cp);
     const int gpu = device_current() == DEVICE_CUDA;
     fprintf(f, "  \"backend\": {\"device\": \"%s\", \"threads\": %d, \"blas\": \"%s\"",
             o->device, o->threads, gpu ? "cublas" : "openblas");

@@ -32,8 +32,9 @@ void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, floa
                  double tokens_per_s, double step_ms);
 void runlog_close(RunLog *r);
 
-/* run.json; world_size and the degrees describe the layout (1 for lab 00). */
+/* run.json; world_size ranks, dp of them data-parallel, and the layout's
+ * other degrees (tp, pp, cp; all 1 for lab 00). */
 void runlog_write_run_json(const char *path, const TrainOptions *o, const char *lab,
-                           int world_size, size_t num_params);
+                           int world_size, int dp, const GPTLayout *l, size_t num_params);
 
 #endif

@@ -694,7 +694,8 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     }
     if (is_root) {
         snprintf(path, sizeof path, "%s/run.json", o->out_dir);
-        runlog_write_run_json(path, o, o->lab, ranks, nparams);
+        runlog_write_run_json(path, o, o->lab, par ? par->world->size : 1, ranks, layout,
+                              nparams);
         printf("%s: wrote %s/{metrics.csv,memory.csv,run.json%s}\n", g_program_name, o->out_dir,
                par ? ",comm.csv,trace.json,trace.csv,params_checksum.csv" : "");
         if (par)
