@@ -70,6 +70,7 @@ EARLIER_DDP := $(BUILD)/earlier/02_ddp/ddp.o
 EARLIER_TP := $(BUILD)/earlier/04_tensor_parallel/tensor_parallel.o
 EARLIER_ZERO := $(BUILD)/earlier/03_zero/zero.o
 EARLIER_SCHED := $(BUILD)/earlier/06_pipeline/schedules.o
+EARLIER_CP := $(BUILD)/earlier/07_context_parallel/ring_attention.o $(BUILD)/earlier/07_context_parallel/ulysses.o
 
 # ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has
 # nvcc but no GPU), `make cuda-tests` links the GPU tests (they skip, exit
@@ -119,7 +120,7 @@ $(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/flavor 2>/dev/null)" = "$(FLAVOR_S
 TEST_SRC := $(wildcard tests/c/*.c)
 TEST_BINS := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
 # tests of a lab's student file, linking it through build/earlier/ (below)
-LAB_TEST_BINS := $(BUILD)/tests/lab06/test_schedules
+LAB_TEST_BINS := $(BUILD)/tests/lab06/test_schedules $(BUILD)/tests/lab07/test_ring_attention
 
 SYNTH_TOKENS ?= 2000000
 DEMO_CONFIG ?= small
@@ -265,7 +266,9 @@ $(BUILD)/earlier/02_ddp/ddp.o: $(BUILD)/$(call copy_of,02_ddp)/02_ddp/ddp.o
 $(BUILD)/earlier/03_zero/zero.o: $(BUILD)/$(call copy_of,03_zero)/03_zero/zero.o
 $(BUILD)/earlier/04_tensor_parallel/tensor_parallel.o: $(BUILD)/$(call copy_of,04_tensor_parallel)/04_tensor_parallel/tensor_parallel.o
 $(BUILD)/earlier/06_pipeline/schedules.o: $(BUILD)/$(call copy_of,06_pipeline)/06_pipeline/schedules.o
-$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_SCHED):
+$(BUILD)/earlier/07_context_parallel/ring_attention.o: $(BUILD)/$(call copy_of,07_context_parallel)/07_context_parallel/ring_attention.o
+$(BUILD)/earlier/07_context_parallel/ulysses.o: $(BUILD)/$(call copy_of,07_context_parallel)/07_context_parallel/ulysses.o
+$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_SCHED) $(EARLIER_CP):
 	@mkdir -p $(@D)
 	cp $< $@
 
@@ -283,6 +286,14 @@ $(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(EARLIER_OBJ) $(LIBCOMMON)
 # (tests/c/lab06/, outside tests/c/*.c: it links lab 06, not lab 00)
 $(BUILD)/tests/c/lab06/%.o: CPPFLAGS += -Itests/c -I$(call copy_of,06_pipeline)/06_pipeline
 $(BUILD)/tests/lab06/test_schedules: $(BUILD)/tests/c/lab06/test_schedules.o $(EARLIER_SCHED) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $^ $(LDLIBS) -o $@
+
+# lab 07's ring attention and Ulysses on 2-4 ranks against lab 00's
+# attention of the whole sequence, and a finite-difference check of the ring
+# (tests/c/lab07/: it links lab 07, and lab 00 for the reference)
+$(BUILD)/tests/c/lab07/%.o: CPPFLAGS += -Itests/c -I$(call copy_of,07_context_parallel)/07_context_parallel
+$(BUILD)/tests/lab07/test_ring_attention: $(BUILD)/tests/c/lab07/test_ring_attention.o $(EARLIER_CP) $(EARLIER_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 

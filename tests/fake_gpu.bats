@@ -148,6 +148,17 @@ same_bits() {
     done
 }
 
+@test "fake gpu: lab 07 (ring and Ulysses at cp 2, striped at cp 4, zigzag at tp 2 x cp 2) equals the CPU runs" {
+    cd "$ROOT"
+    for case in "2 --cp 2 --cp-algo ring" "2 --cp 2 --cp-algo ulysses" \
+        "4 --cp 4 --cp-algo striped" "4 --cp 2 --tp 2 --cp-algo zigzag"; do
+        read -r np flags <<<"$case"
+        # shellcheck disable=SC2086  # flags is a list
+        fake_equals_cpu "cp${flags// /}" "$np" "$FAKE/train_cp" \
+            "$BUILD/solutions/07_context_parallel/train_cp" $flags
+    done
+}
+
 @test "fake gpu: the library's collectives on GPU buffers give the right results through staging" {
     for op in allreduce reduce_scatter allgather broadcast; do
         run mpirun_t 120 3 "$FAKE/bench_collectives" --device cuda --impl library --op "$op" \
