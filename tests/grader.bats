@@ -14,7 +14,7 @@ total_of() { sed -n 's/^total: //p' "$1"; }
 case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
-    require_solution 00 01 02 03 04 05 06
+    require_solution 00 01 02 03 04 05 06 07
     run t 900 $GRADE --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -25,7 +25,7 @@ case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 }
 
 @test "grader: untouched skeletons score zero, each case saying not implemented" {
-    require_untouched 00 01 02 03 04 05 06
+    require_untouched 00 01 02 03 04 05 06 07
     run t 900 $GRADE --src "$ROOT/labs" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -123,9 +123,11 @@ PY
 # start mid-sequence) and full recomputation's stale layernorm statistics
 # (seen only with two blocks or more), and lab 06's 1F1B warm-up a forward
 # too long (only memory sees it), a backward without its 1/m loss weight
-# (the gradient norm) and a tied embedding left unsummed, lose points in
-# hidden mode too: every draw of their case reaches them.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers and pipelines' warm-up, loss weight and tied embedding" {
+# (the gradient norm) and a tied embedding left unsummed, and lab 07's
+# zigzag chunks swapped on the last rank, dK/dV added to the wrong owner and
+# a ring that passes K and V once too often (only comm sees it), lose points
+# in hidden mode too: every draw of their case reaches them.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
@@ -134,7 +136,9 @@ PY
                 04-embedding-backward-no-vocab-offset 04-fused-sums-only \
                 05-embedding-positions-no-row-offset 05-full-recompute-stale-ln-stats \
                 05-selective-rebuilds-nothing 06-1f1b-warmup-one-too-many \
-                06-backward-loss-not-scaled 06-tied-embedding-not-summed; do
+                06-backward-loss-not-scaled 06-tied-embedding-not-summed \
+                07-zigzag-last-rank-chunks-swapped 07-ring-dkv-to-wrong-owner \
+                07-ring-forward-passes-kv-once-too-often; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
         labdir=$(basename "$ROOT"/solutions/"$lab"_*)
@@ -187,19 +191,23 @@ PY
 }
 
 # make_cheat DIR [PREAMBLE]: DIR/02_ddp, DIR/03_zero, DIR/04_tensor_parallel,
-# DIR/05_activation_memory and DIR/06_pipeline, copies of the solutions
+# DIR/05_activation_memory, DIR/06_pipeline and DIR/07_context_parallel,
+# copies of the solutions
 # whose lab file does no communication and, at exit, copies a run's
 # metrics.csv, memory.csv and comm.csv over its own (tests/grader_cheat.h):
 # the solution's run wherever it can find one, and the committed references.
 # Lab 05's recomputations call no collective without --sp, so its copy also
 # rebuilds nothing (full) and zeros the probabilities (selective). Lab 06's
 # messages are the executor's (common/), so its file's one collective, the
-# tied embedding's sum, is what its copy leaves out. PREAMBLE (e.g.
+# tied embedding's sum, is what its copy leaves out; lab 07's ring passes
+# K and V with sends the cheat leaves alone, so its copy leaves out the loss
+# mean's all-reduce (ring_attention.c, used by every algorithm). PREAMBLE (e.g.
 # "#define CHEAT_REFERENCES_ONLY") goes first.
 make_cheat() {
     local dir=$1 pre=${2:-} lab file more
     for lab in 02_ddp:ddp.c 03_zero:zero.c 04_tensor_parallel:tensor_parallel.c \
-               05_activation_memory:activation_memory.c 06_pipeline:pipeline.c; do
+               05_activation_memory:activation_memory.c 06_pipeline:pipeline.c \
+               07_context_parallel:ring_attention.c; do
         file=${lab#*:}
         lab=${lab%%:*}
         more=
@@ -218,17 +226,17 @@ make_cheat() {
 # every case line of report $1 scores 0
 all_zero() {
     local cases
-    cases=$(case_rows "$1" | grep -cE '^0[2-6]_')
+    cases=$(case_rows "$1" | grep -cE '^0[2-7]_')
     [ "$cases" -gt 0 ]
-    [ "$(case_rows "$1" | grep -cE '^0[2-6]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
+    [ "$(case_rows "$1" | grep -cE '^0[2-7]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
     [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 
 @test "grader: a cheat copying the solution's run or the references scores zero on every hidden case" {
-    require_solution 02 03 04 05 06
+    require_solution 02 03 04 05 06 07
     make_cheat "$BATS_TEST_TMPDIR/src"
     make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
-    for lab in 02 03 04 05 06; do
+    for lab in 02 03 04 05 06 07; do
         for variant in src src-ref; do
             run t 600 $GRADE --lab $lab --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
                 --out "$BATS_TEST_TMPDIR/h-$lab-$variant"
@@ -387,6 +395,30 @@ for c, d, v in draws("06_pipeline"):
     pp_seen["shapes"].add((layers, h, e))
 assert len(pp_seen["schedules"]) == 5 and len(pp_seen["meshes"]) >= 4, pp_seen
 assert len(pp_seen["shapes"]) > 6, pp_seen
+# lab 07: every draw splits the sequence (cp >= 2) with room for its mesh
+# (ranks = tp cp dp), a sequence of whole chunks (a multiple of cp, of 2 cp
+# under zigzag) within tiny's context of 64, heads tp divides (tp cp under
+# Ulysses), a batch of dp K whole micro-batches; each case keeps its
+# algorithm and degree (the composed cases and cp 3 draw the algorithm)
+cp_seen = {"algos": set(), "meshes": set(), "shapes": set(), "seqs": set()}
+for c, d, v in draws("07_context_parallel"):
+    cp, tp, algo = int(v("--cp")), int(v("--tp", 1)), v("--cp-algo")
+    k, b, seq = int(v("--grad-accum", 1)), int(v("--batch", 8)), int(v("--seq", 64))
+    h, e = int(v("--n-head", 4)), int(v("--n-embd", 64))
+    assert cp >= 2 and d.ranks % (tp * cp) == 0, (c.name, d.label)
+    dp = d.ranks // (tp * cp)
+    assert b % (dp * k) == 0 and e % h == 0 and h % tp == 0, (c.name, d.label)
+    assert seq <= 64 and seq % (2 * cp if algo == "zigzag" else cp) == 0, (c.name, d.label)
+    if algo == "ulysses":
+        assert h % (tp * cp) == 0, (c.name, d.label)
+    if not ("x cp" in c.name or "cp 3" in c.name):
+        assert c.name.startswith(algo + ",") and f"cp {cp}," in c.name, (c.name, d.label)
+    cp_seen["algos"].add((algo, c.extension))
+    cp_seen["meshes"].add((cp, tp, dp))
+    cp_seen["shapes"].add((v("--n-layer"), h, e))
+    cp_seen["seqs"].add(seq)
+assert len(cp_seen["algos"]) == 4 and len(cp_seen["meshes"]) >= 6, cp_seen
+assert len(cp_seen["shapes"]) > 6 and len(cp_seen["seqs"]) > 6, cp_seen
 # a training case on several ranks must check that the ranks agree
 import os, tempfile
 bad = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
@@ -450,7 +482,7 @@ PY
 }
 
 @test "grader: regenerating the references reproduces the committed ones" {
-    require_solution 00 01 02 03 04 05 06
+    require_solution 00 01 02 03 04 05 06 07
     run t 600 $GRADE --make-references --reference-out "$BATS_TEST_TMPDIR/ref" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
