@@ -355,9 +355,132 @@ def pp_stages(path, p=4, L=8):
     s.save(path)
 
 
+RANK_COLORS = [BLUE, ORANGE, GREEN, "#9467bd"]
+
+
+def cp_position_owner(t, Tg, cp, placement):
+    """Which rank holds global position t (math_shared.h's placements)."""
+    if placement == "striped":
+        return t % cp
+    if placement == "zigzag":
+        c = Tg // (2 * cp)
+        k = t // c
+        return k if k < cp else 2 * cp - 1 - k
+    return t // (Tg // cp)
+
+
+def cp_balance(path, Tg=16, cp=4):
+    """The causal attention matrix of one head and sequence (query rows,
+    key columns), each visible pair coloured by the rank that computes it
+    (the query's owner), under the contiguous, zigzag and striped
+    placements; the pairs per rank counted from the same rule."""
+    s = Svg(1180, 470)
+    cell = 15
+    for k, placement in enumerate(("contiguous", "zigzag", "striped")):
+        x0, y0 = 60 + k * 385, 70
+        s.text(x0 + Tg * cell / 2, 36, placement, 20, weight="bold")
+        pairs = [0] * cp
+        for q in range(Tg):
+            owner = cp_position_owner(q, Tg, cp, placement)
+            s.rect(x0 - 14, y0 + q * cell, 10, cell - 1, RANK_COLORS[owner], "none")
+            for kk in range(Tg):
+                if kk <= q:
+                    pairs[owner] += 1
+                s.rect(x0 + kk * cell, y0 + q * cell, cell - 1, cell - 1,
+                       RANK_COLORS[owner] if kk <= q else "#f2f2f2", "none")
+        for r in range(cp):
+            s.rect(x0 + r * 82, y0 + Tg * cell + 18, 16, 16, RANK_COLORS[r], "none")
+            s.text(x0 + r * 82 + 20, y0 + Tg * cell + 32, f"{pairs[r]}", 16, "start")
+    s.text(20, 400, f"Tg = {Tg} positions on cp = {cp} ranks: rows are queries, columns keys; "
+           "a visible pair (key <= query) in the colour of the rank", 16, "start")
+    s.text(20, 424, "holding the query. The strip left of each matrix: who holds each position. "
+           "Numbers: pairs per rank.", 16, "start")
+    s.text(20, 448, "Contiguous: r c^2 + c(c+1)/2; zigzag: Tg(Tg+1)/(2cp) on every rank; "
+           "striped: cp T(T-1)/2 + (r+1) T.", 16, "start")
+    s.save(path)
+
+
+def cp_ring(path, cp=4):
+    """Ring attention's steps on cp ranks: at step s rank r holds the keys
+    and values of rank (r - s) mod cp and computes its queries' blocks
+    against them; the mask of each block from the global chunks (skip,
+    causal, full), contiguous and zigzag."""
+    s = Svg(1180, 520)
+    colors = {"skip": "#f2f2f2", "causal": "#f5c48f", "full": BLUE}
+    for k, placement in enumerate(("contiguous", "zigzag")):
+        x0 = 120 + k * 540
+        s.text(x0 + 200, 30, placement, 20, weight="bold")
+        chunks = (lambda r: [r]) if placement == "contiguous" else (lambda r: [r, 2 * cp - 1 - r])
+        for step in range(cp):
+            s.text(x0 + step * 105 + 48, 60, f"step {step}", 16)
+        for r in range(cp):
+            y = 76 + r * 92
+            if k == 0:
+                s.text(20, y + 46, f"rank {r}", 17, "start", weight="bold")
+            for step in range(cp):
+                src = (r - step) % cp
+                x = x0 + step * 105
+                qs, ks = chunks(r), chunks(src)
+                n = len(qs)
+                bw = 80 / n
+                for i, qc in enumerate(qs):
+                    for j, kc in enumerate(ks):
+                        kind = "skip" if kc > qc else "causal" if kc == qc else "full"
+                        s.rect(x + j * bw, y + 8 + i * 60 / n, bw - 2, 60 / n - 2, colors[kind],
+                               "#bbbbbb")
+                s.text(x + 40, y + 84, f"kv of {src}", 14)
+                if step < cp - 1:
+                    s.line(x + 82, y + 38, x + 102, y + 38, "#888888", 1, arrow=True)
+    for k, (name, color) in enumerate((("skipped (keys after queries)", colors["skip"]),
+                                       ("causal (the diagonal)", colors["causal"]),
+                                       ("full (keys before queries)", colors["full"]))):
+        s.rect(120 + k * 330, 458, 18, 18, color, "#bbbbbb")
+        s.text(145 + k * 330, 473, name, 16, "start")
+    s.text(20, 504, "Each square: the rank's query chunks (rows) against the chunks it holds "
+           "(columns). Every step waits for its slowest rank.", 16, "start")
+    s.save(path)
+
+
+def cp_ulysses(path, cp=4, NH=4, Tg=16):
+    """Ulysses' all-to-all on cp ranks: before, rank r holds its Tg/cp
+    positions of all NH heads; after, all Tg positions of NH/cp heads.
+    Cells coloured by the rank that holds them."""
+    s = Svg(1180, 400)
+    cell_w, cell_h = 40, 16
+    T = Tg // cp
+    for k, title in enumerate(("before: my positions, all heads", "after: all positions, my heads")):
+        x0, y0 = 140 + k * 700, 70
+        s.text(x0 + NH * cell_w / 2, 36, title, 19, weight="bold")
+        for h in range(NH):
+            s.text(x0 + h * cell_w + cell_w / 2, y0 - 8, f"h{h}", 14)
+        for t in range(Tg):
+            for h in range(NH):
+                owner = t // T if k == 0 else h // (NH // cp)
+                s.rect(x0 + h * cell_w, y0 + t * cell_h, cell_w - 2, cell_h - 2,
+                       RANK_COLORS[owner], "none")
+            if t % T == 0:
+                s.text(x0 - 8, y0 + t * cell_h + 12, f"t {t}", 13, "end")
+        if k == 0:
+            mid = (x0 + NH * cell_w + 700 + x0) / 2   # between the two grids
+            s.line(x0 + NH * cell_w + 30, y0 + Tg * cell_h / 2, x0 + 670, y0 + Tg * cell_h / 2,
+                   INK, 3, arrow=True)
+            s.text(mid, y0 + Tg * cell_h / 2 - 14,
+                   "all-to-all: block j (heads of rank j) to rank j", 16)
+            s.text(mid, y0 + Tg * cell_h / 2 + 30,
+                   "attention on the rank's heads, whole and causal", 16)
+            s.text(mid, y0 + Tg * cell_h / 2 + 54,
+                   "then the same all-to-all backwards", 16)
+    s.text(20, 366, f"Tg = {Tg} positions (rows), NH = {NH} heads (columns) on cp = {cp} ranks, "
+           "coloured by the rank holding them. Each rank sends", 16, "start")
+    s.text(20, 390, "(cp - 1)/cp of its slice and keeps 1/cp; cp must divide the heads.", 16,
+           "start")
+    s.save(path)
+
+
 DIAGRAMS = {"zero-stages": zero_stages, "ring-allreduce": ring_allreduce, "ddp-overlap": ddp_overlap,
             "tp-block": tp_block, "sp-block": sp_block, "recompute-kept": recompute_kept,
-            "pp-stages": pp_stages}
+            "pp-stages": pp_stages, "cp-balance": cp_balance, "cp-ring": cp_ring,
+            "cp-ulysses": cp_ulysses}
 
 
 def main():

@@ -11,7 +11,8 @@
 # bench/ddp.sh, lab 03's from bench/zero.sh, lab 04's from bench/tp.sh,
 # lab 05's from bench/act.sh, lab 06's from pipeline_schedule --out (each
 # schedule's simulated Gantt chart, p 4, m 8) and from train_pp (a measured
-# timeline of tiny at pp 2 next to its simulation).
+# timeline of tiny at pp 2 next to its simulation), lab 07's from train_cp
+# (a timeline of the contiguous ring and of zigzag, tiny at cp 2, Tg 256).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:?usage: slide_figures.sh OUT_DIR}
@@ -19,7 +20,7 @@ BENCH_NAME=slides
 source bench/common.sh
 quick=${SLIDES_QUICK:-0}
 [[ "$quick" =~ ^[01]$ ]] || die "SLIDES_QUICK must be 0 or 1, got '$quick'"
-mkdir -p "$out"/fig/{00,01,02,03,04,05,06} "$out/runs"
+mkdir -p "$out"/fig/{00,01,02,03,04,05,06,07} "$out/runs"
 
 # copy SRC DST: a benchmark's chart into the decks' figures, or die naming it
 copy() {
@@ -78,4 +79,13 @@ bash tools/plot_pipeline.sh "$out/runs/06-train-1f1b/pipeline.csv" "$out/fig/06/
     "tiny, pp 2, 1F1B, m 4: the last step as measured (seconds)" > /dev/null
 bash tools/plot_pipeline.sh "$out/runs/06-train-1f1b/pipeline_sim.csv" "$out/fig/06/simulated-1f1b.png" \
     "the same schedule simulated with the measured mean costs" > /dev/null
+# lab 07: the ring's causal imbalance and zigzag's balance, as timed (2
+# ranks, one core each: the waits mean something)
+for a in ring zigzag; do
+    run_ranks 2 "$out/runs/07-$a" "$(bench_program 07_context_parallel train_cp)" --cp 2 \
+        --cp-algo "$a" --config tiny --ctx 256 --seq 256 --steps "$([ "$quick" = 1 ] && echo 3 || echo 6)" \
+        --eval-every 0 --eval-batches 1 --threads 1
+    bash tools/plot_timeline.sh "$out/runs/07-$a" "tiny, cp 2, Tg 256, $a: attention blocks in orange" > /dev/null
+    copy "$out/runs/07-$a/timeline.png" "$out/fig/07/timeline-$a.png"
+done
 echo "slides: figures in $out/fig/ (benchmark logs in $out/runs/)"
