@@ -32,13 +32,9 @@ title=${title//\"/\'}
 t0=${4:-}
 t1=${5:-}
 csv="$dir/trace.csv"
-number='^[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$'
-if [ -n "$t0" ]; then
-    [[ "$t0" =~ $number && "$t1" =~ $number ]] || die "T0 and T1 must be non-negative numbers of seconds, got '$t0' '$t1'"
-    awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b + 0 > a + 0) }' || die "T1 ($t1) must be later than T0 ($t0)"
-fi
-[ -s "$csv" ] || die "$csv not found or empty (train_cp writes it at the end of a run)"
-command -v gnuplot > /dev/null || die "gnuplot not installed (apt-get install gnuplot-nox)"
+# shellcheck source=tools/timeline_window.sh
+source "$(dirname "${BASH_SOURCE[0]}")/timeline_window.sh"
+timeline_check_inputs "$csv" train_cp "$t0" "$t1"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -85,7 +85,7 @@ for a in ring zigzag; do
     run_ranks 2 "$out/runs/07-$a" "$(bench_program 07_context_parallel train_cp)" --cp 2 \
         --cp-algo "$a" --config tiny --ctx 256 --seq 256 --steps "$([ "$quick" = 1 ] && echo 3 || echo 6)" \
         --eval-every 0 --eval-batches 1 --threads 1
-    bash tools/plot_timeline.sh "$out/runs/07-$a" "tiny, cp 2, Tg 256, $a: attention blocks in orange" > /dev/null
-    copy "$out/runs/07-$a/timeline.png" "$out/fig/07/timeline-$a.png"
+    bash tools/plot_cp_timeline.sh "$out/runs/07-$a" "$out/fig/07/timeline-$a.png" \
+        "tiny, cp 2, Tg 256, $a: one step" > /dev/null
 done
 echo "slides: figures in $out/fig/ (benchmark logs in $out/runs/)"
