@@ -282,3 +282,31 @@ void sgemm_rowmajor(int trans_a, int trans_b, int M, int N, int K, float alpha,
     KERNEL(sgemm_rowmajor, 2.0 * M * N * K,
            F((double)M * K + (double)K * N + (beta != 0.0f ? 2.0 : 1.0) * M * N), trans_a, trans_b, M, N, K, alpha, A, lda, Bm, ldb, beta, Cm, ldc);
 }
+
+/* The row movers count the slots of an index list as rows read and written
+ * (a gather_sum_rows slot of -1 reads nothing: an upper bound). */
+void gather_rows(float *dst, const float *src, const int *idx, const float *weight, int n,
+                 int C) {
+    KERNEL(gather_rows, weight ? (double)n * C : 0.0, F(2.0 * n * C + (weight ? 2.0 : 1.0) * n),
+           dst, src, idx, weight, n, C);
+}
+
+void gather_sum_rows(float *dst, const float *src, const int *slots, const float *weight, int N,
+                     int k, int C, int accumulate) {
+    KERNEL(gather_sum_rows, (weight ? 2.0 : 1.0) * N * k * C,
+           F((double)N * k * C + (1.0 + accumulate) * N * C + (weight ? 2.0 : 1.0) * N * k), dst,
+           src, slots, weight, N, k, C, accumulate);
+}
+
+void gather_row_dot(float *out, const float *a, const float *b, const int *idx, int n, int C) {
+    KERNEL(gather_row_dot, 2.0 * n * C, F(2.0 * n * C + 2.0 * n), out, a, b, idx, n, C);
+}
+
+void softmax_rows_forward(float *probs, const float *logits, int N, int E) {
+    KERNEL(softmax_rows_forward, (double)N * E * (EXP_OPS + 3), F(2.0 * N * E), probs, logits, N,
+           E);
+}
+
+void softmax_rows_backward(float *dprobs_to_dlogits, const float *probs, int N, int E) {
+    KERNEL(softmax_rows_backward, 4.0 * N * E, F(3.0 * N * E), dprobs_to_dlogits, probs, N, E);
+}

@@ -166,6 +166,31 @@ float vocab_crossentropy_finish(float *losses, float *probs, const float *sums,
 void vocab_crossentropy_backward(float *probs_to_dlogits, const int *targets, float dloss,
                                  int first, int N, int V);
 
+/* ---- mixture of experts (lab 08; moe.h) ----
+ * Rows moved by index lists, each destination row written by one thread in
+ * a fixed order (no atomics): deterministic, and the same order on both
+ * backends. C floats a row.
+ *   gather_rows       dst[i] = src[idx[i]] (times weight[i] when weight is
+ *                     not NULL), i < n: dispatch, and the combine's backward
+ *   gather_sum_rows   dst[t] = (or += with accumulate) sum over j < k of
+ *                     weight[s] src[s], s = slots[t k + j], skipping s < 0
+ *                     (weight NULL: 1), in order j = 0, 1...: the combine,
+ *                     and the dispatch's backward (a scatter-add written as
+ *                     a gather through the inverse index)
+ *   gather_row_dot    out[i] = a[i] . b[idx[i]]: the combine weights'
+ *                     gradients
+ *   softmax_rows_forward   probs (N,E) = softmax of each row of logits (may
+ *                     alias): the router (math_shared.h's softmax_row_*)
+ *   softmax_rows_backward  in place: dprobs becomes dlogits = p (dp - p.dp)
+ *                     (overwritten, as crossentropy_backward) */
+void gather_rows(float *dst, const float *src, const int *idx, const float *weight, int n,
+                 int C);
+void gather_sum_rows(float *dst, const float *src, const int *slots, const float *weight, int N,
+                     int k, int C, int accumulate);
+void gather_row_dot(float *out, const float *a, const float *b, const int *idx, int n, int C);
+void softmax_rows_forward(float *probs, const float *logits, int N, int E);
+void softmax_rows_backward(float *dprobs_to_dlogits, const float *probs, int N, int E);
+
 /* AdamW over n elements, step t >= 1 (bias corrections from t). */
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t);

@@ -88,7 +88,16 @@ extern "C" {
     void set_zero##SUFFIX(float *x, size_t n);                                               \
     void sgemm_rowmajor##SUFFIX(int trans_a, int trans_b, int M, int N, int K, float alpha,  \
                                 const float *A, int lda, const float *Bm, int ldb,           \
-                                float beta, float *Cm, int ldc);
+                                float beta, float *Cm, int ldc);                            \
+    void gather_rows##SUFFIX(float *dst, const float *src, const int *idx,                   \
+                             const float *weight, int n, int C);                             \
+    void gather_sum_rows##SUFFIX(float *dst, const float *src, const int *slots,             \
+                                 const float *weight, int N, int k, int C, int accumulate);  \
+    void gather_row_dot##SUFFIX(float *out, const float *a, const float *b, const int *idx,  \
+                                int n, int C);                                               \
+    void softmax_rows_forward##SUFFIX(float *probs, const float *logits, int N, int E);      \
+    void softmax_rows_backward##SUFFIX(float *dprobs_to_dlogits, const float *probs, int N,  \
+                                       int E);
 
 DECLARE_KERNELS(_cpu)
 DECLARE_KERNELS(_cuda)

@@ -448,3 +448,54 @@ void scale_inplace_cpu(float *x, float s, size_t n) {
 }
 
 void set_zero_cpu(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
+
+/* ---- mixture of experts: one destination row per iteration, so no two
+ * threads write one row and each row's sums run in a fixed order. */
+void gather_rows_cpu(float *dst, const float *src, const int *idx, const float *weight, int n,
+                     int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        const float *s = src + (size_t)idx[i] * C;
+        float *d = dst + (size_t)i * C;
+        const float w = weight ? weight[i] : 1.0f;
+        for (int c = 0; c < C; c++) d[c] = w * s[c];
+    }
+}
+
+void gather_sum_rows_cpu(float *dst, const float *src, const int *slots, const float *weight,
+                         int N, int k, int C, int accumulate) {
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < N; t++) {
+        float *d = dst + (size_t)t * C;
+        if (!accumulate) memset(d, 0, (size_t)C * sizeof(float));
+        for (int j = 0; j < k; j++) {
+            const int s = slots[(size_t)t * k + j];
+            if (s < 0) continue;
+            const float w = weight ? weight[s] : 1.0f, *r = src + (size_t)s * C;
+            for (int c = 0; c < C; c++) d[c] += w * r[c];
+        }
+    }
+}
+
+void gather_row_dot_cpu(float *out, const float *a, const float *b, const int *idx, int n,
+                        int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        const float *x = a + (size_t)i * C, *y = b + (size_t)idx[i] * C;
+        float dot = 0.0f;
+        for (int c = 0; c < C; c++) dot += x[c] * y[c];
+        out[i] = dot;
+    }
+}
+
+void softmax_rows_forward_cpu(float *probs, const float *logits, int N, int E) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        softmax_row_forward(probs + (size_t)n * E, logits + (size_t)n * E, E);
+}
+
+void softmax_rows_backward_cpu(float *dprobs_to_dlogits, const float *probs, int N, int E) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        softmax_row_backward(dprobs_to_dlogits + (size_t)n * E, probs + (size_t)n * E, E);
+}

@@ -1029,3 +1029,91 @@ double sum_squares_cuda(const float *x, size_t n) {
     CUDA_CHECK(cudaMemcpyFromSymbol(&total, g_sumsq_total, sizeof total));
     return total;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Mixture of experts                                                        */
+
+/* Element i = r*C + c of the destination: a warp reads 32 adjacent floats
+ * of one source row. Each destination element is one thread's, its terms
+ * added in slot order: deterministic, no atomics, and the CPU's order. */
+static __global__ void gather_rows_kernel(float *dst, const float *src, const int *idx,
+                                          const float *weight, int C, size_t n) {
+    GRID_STRIDE_LOOP(i, n) {
+        size_t r = i / C, c = i % C;
+        dst[i] = (weight ? weight[r] : 1.0f) * src[(size_t)idx[r] * C + c];
+    }
+}
+
+void gather_rows_cuda(float *dst, const float *src, const int *idx, const float *weight, int n,
+                      int C) {
+    size_t total = (size_t)n * C;
+    if (total == 0) return;
+    gather_rows_kernel<<<elem_blocks(total), ELEM_THREADS>>>(dst, src, idx, weight, C, total);
+    LAUNCH_CHECK();
+}
+
+static __global__ void gather_sum_rows_kernel(float *dst, const float *src, const int *slots,
+                                              const float *weight, int k, int C, int accumulate,
+                                              size_t n) {
+    GRID_STRIDE_LOOP(i, n) {
+        size_t t = i / C, c = i % C;
+        float acc = accumulate ? dst[i] : 0.0f;
+        for (int j = 0; j < k; j++) {
+            const int s = slots[t * k + j];
+            if (s >= 0) acc += (weight ? weight[s] : 1.0f) * src[(size_t)s * C + c];
+        }
+        dst[i] = acc;
+    }
+}
+
+void gather_sum_rows_cuda(float *dst, const float *src, const int *slots, const float *weight,
+                          int N, int k, int C, int accumulate) {
+    size_t total = (size_t)N * C;
+    if (total == 0) return;
+    gather_sum_rows_kernel<<<elem_blocks(total), ELEM_THREADS>>>(dst, src, slots, weight, k, C,
+                                                                 accumulate, total);
+    LAUNCH_CHECK();
+}
+
+/* one warp per row: strided partial dots, then the butterfly */
+static __global__ void gather_row_dot_kernel(float *out, const float *a, const float *b,
+                                             const int *idx, int n, int C) {
+    int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (row >= n) return;
+    const float *x = a + (size_t)row * C, *y = b + (size_t)idx[row] * C;
+    float dot = 0.0f;
+    for (int c = lane; c < C; c += WARP) dot += x[c] * y[c];
+    dot = warp_allreduce(dot, SumOp());
+    if (lane == 0) out[row] = dot;
+}
+
+void gather_row_dot_cuda(float *out, const float *a, const float *b, const int *idx, int n,
+                         int C) {
+    if (n == 0) return;
+    gather_row_dot_kernel<<<row_warp_blocks(n), ROWS_PER_BLOCK * WARP>>>(out, a, b, idx, n, C);
+    LAUNCH_CHECK();
+}
+
+/* one thread per row of E (tens of) experts: math_shared.h's serial row */
+static __global__ void softmax_rows_forward_kernel(float *probs, const float *logits, int N,
+                                                   int E) {
+    GRID_STRIDE_LOOP(n, (size_t)N)
+        softmax_row_forward(probs + n * E, logits + n * E, E);
+}
+
+static __global__ void softmax_rows_backward_kernel(float *d, const float *probs, int N, int E) {
+    GRID_STRIDE_LOOP(n, (size_t)N) softmax_row_backward(d + n * E, probs + n * E, E);
+}
+
+void softmax_rows_forward_cuda(float *probs, const float *logits, int N, int E) {
+    if (N == 0) return;
+    softmax_rows_forward_kernel<<<elem_blocks((size_t)N), ELEM_THREADS>>>(probs, logits, N, E);
+    LAUNCH_CHECK();
+}
+
+void softmax_rows_backward_cuda(float *dprobs_to_dlogits, const float *probs, int N, int E) {
+    if (N == 0) return;
+    softmax_rows_backward_kernel<<<elem_blocks((size_t)N), ELEM_THREADS>>>(dprobs_to_dlogits,
+                                                                           probs, N, E);
+    LAUNCH_CHECK();
+}

@@ -218,4 +218,29 @@ static inline HD float lse_merge_row(float *y, float lse, const float *y_b, floa
     return merged;
 }
 
+/* ---- mixture of experts (lab 08) -------------------------------------------
+ * The router's softmax over E expert logits, one row; p may alias z. E is
+ * small (tens), so a row is one thread's serial loop on both backends, and
+ * the GPU's probabilities are the CPU's bit for bit (FMA contraction aside).
+ *   p_i = e^(z_i - max) / sum_j e^(z_j - max) */
+static inline HD void softmax_row_forward(float *p, const float *z, int n) {
+    float mx = z[0];
+    for (int i = 1; i < n; i++) mx = z[i] > mx ? z[i] : mx;
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        p[i] = exp_nonpositive(z[i] - mx);
+        sum += p[i];
+    }
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++) p[i] *= inv;
+}
+
+/* Its backward, in place: dp becomes dz = p (dp - sum_j p_j dp_j), the
+ * Jacobian of the softmax, diag(p) - p p^T, applied to dp. */
+static inline HD void softmax_row_backward(float *d, const float *p, int n) {
+    float dot = 0.0f;
+    for (int i = 0; i < n; i++) dot += p[i] * d[i];
+    for (int i = 0; i < n; i++) d[i] = p[i] * (d[i] - dot);
+}
+
 #endif

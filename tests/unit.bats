@@ -47,3 +47,9 @@ load helpers
     echo "$output"
     [ "$status" -eq 0 ]
 }
+
+@test "unit: mixture of experts: gradients against finite differences (drops and dropless, k 1 and 2), routing and ties against a reference, expert ranges assembled equal the whole, aux loss, memory counts" {
+    run t 60 "$BUILD/tests/test_moe"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
