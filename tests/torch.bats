@@ -146,3 +146,50 @@ EOF
     run -2 timeout 300 /usr/bin/python3 "$CHECK_PY" "$T/short.bin"
     [[ "$output" == *"truncated"* ]]
 }
+
+# The mixture-of-experts layer (common/moe.h): build/tests/test_moe --dump
+# writes one layer's inputs, output, aux loss, routing and gradients;
+# tests/torch_moe.py rebuilds it in PyTorch and compares.
+moe_dump() {
+    local bin="$ROOT/build/tests/test_moe"
+    [ -x "$bin" ] || {
+        echo "$bin is missing: run 'make all' first" >&2
+        return 1
+    }
+    timeout 60 "$bin" --dump "$1" "$2" "$3" > /dev/null
+}
+
+@test "torch_moe: the MoE layer's routing, output, aux loss and every gradient match PyTorch (k 1 and 2 with drops, k 2 dropless)" {
+    need_torch
+    local kcf
+    for kcf in 1:1.0 2:1.0 2:0; do
+        moe_dump "$T/moe.bin" "${kcf%:*}" "${kcf#*:}"
+        run timeout 300 /usr/bin/python3 "$ROOT/tests/torch_moe.py" "$T/moe.bin"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"torch_moe: PASS"* ]]
+        [[ "$output" == *"routing: "*" ok"* ]]
+        [ "$(grep -Ec '^(x|wr|fcw|fcb|fcprojw|fcprojb) +[0-9]+ .* ok$' <<< "$output")" -eq 6 ]
+    done
+}
+
+@test "torch_moe: a 1% error in one gradient element of the router fails, naming it" {
+    need_torch
+    moe_dump "$T/moe.bin" 2 1.0
+    timeout 60 /usr/bin/python3 -B - "$T/moe.bin" "$ROOT/tests" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+import numpy as np
+from torch_moe import read_dump
+d = read_dump(sys.argv[1])
+i = int(np.argmax(np.abs(d["dwr"])))
+with open(sys.argv[1], "r+b") as f:
+    f.seek(d["dwr_offset"] + 4 * i)
+    f.write(np.float32(d["dwr"].flat[i] * 1.01).astype("<f4").tobytes())
+PY
+    run -1 timeout 300 /usr/bin/python3 "$ROOT/tests/torch_moe.py" "$T/moe.bin"
+    echo "$output"
+    [[ "$output" == *"MISMATCH: gradient of wr"* ]]
+    [ "$(grep -c '^MISMATCH' <<< "$output")" -eq 1 ]
+    [[ "$output" == *"torch_moe: FAIL"* ]]
+}

@@ -466,6 +466,57 @@ static void check_vocab_parallel(const Shape *s) {
     int_pair_free(&targets);
 }
 
+/* The mixture of experts' row movers and router softmax (moe.h) on N = B T
+ * tokens of C channels, E = 5 experts, k = 2 slots a token: n = 2N
+ * assignment rows gathered by a random index list, each token's slots
+ * random in [-1, n) (-1: dropped). gather_rows' product is one multiply
+ * (EXACT); gather_sum_rows adds in the CPU's slot order, where nvcc may
+ * contract a multiply-add (ELEM). */
+static void check_moe(const Shape *s) {
+    const int N = s->B * s->T, C = s->C, E = 5, k = 2, n = 2 * N;
+    size_t nc = (size_t)N * C, ac = (size_t)n * C;
+    IntPair idx = int_pair_random((size_t)n, N), slots = int_pair_random((size_t)N * k, n + 1);
+    for (int i = 0; i < N * k; i++) slots.h[i] -= 1;
+    CUDA_CHECK(cudaMemcpy(slots.d, slots.h, (size_t)N * k * sizeof(int), cudaMemcpyHostToDevice));
+    Pair x = pair_random(nc, 1.0f), rows = pair_random(ac, 1.0f), w = pair_random((size_t)n, 1.0f);
+    gather_rows_cpu(rows.h, x.h, idx.h, NULL, n, C);
+    gather_rows_cuda(rows.d, x.d, idx.d, NULL, n, C);
+    expect_pair("gather_rows", &rows, TOL_EXACT);
+    Pair wrows = pair_random(ac, 1.0f);
+    gather_rows_cpu(wrows.h, x.h, idx.h, w.h, n, C);
+    gather_rows_cuda(wrows.d, x.d, idx.d, w.d, n, C);
+    expect_pair("gather_rows weighted", &wrows, TOL_EXACT);
+    Pair y = pair_random(nc, 1.0f);
+    gather_sum_rows_cpu(y.h, wrows.h, slots.h, w.h, N, k, C, 0);
+    gather_sum_rows_cuda(y.d, wrows.d, slots.d, w.d, N, k, C, 0);
+    expect_pair("gather_sum_rows weighted", &y, TOL_ELEM);
+    gather_sum_rows_cpu(y.h, rows.h, slots.h, NULL, N, k, C, 1);
+    gather_sum_rows_cuda(y.d, rows.d, slots.d, NULL, N, k, C, 1);
+    expect_pair("gather_sum_rows accumulate", &y, TOL_ELEM);
+    Pair dot = pair_random((size_t)n, 1.0f);
+    gather_row_dot_cpu(dot.h, rows.h, x.h, idx.h, n, C);
+    gather_row_dot_cuda(dot.d, rows.d, x.d, idx.d, n, C);
+    expect_pair("gather_row_dot", &dot, TOL_ROW);
+
+    size_t ne = (size_t)N * E;
+    Pair logits = pair_random(ne, 3.0f), probs = pair_random(ne, 1.0f);
+    softmax_rows_forward_cpu(probs.h, logits.h, N, E);
+    softmax_rows_forward_cuda(probs.d, logits.d, N, E);
+    expect_pair("softmax_rows_forward", &probs, TOL_ELEM);
+    softmax_rows_forward_cuda(logits.d, logits.d, N, E);   /* in place */
+    expect_close("softmax_rows_forward in place", logits.d, probs.h, ne, TOL_ELEM);
+    /* backward from the CPU's probabilities on both sides */
+    Pair p = pair_of(probs.h, ne), d = pair_random(ne, 1.0f);
+    softmax_rows_backward_cpu(d.h, p.h, N, E);
+    softmax_rows_backward_cuda(d.d, p.d, N, E);
+    expect_pair("softmax_rows_backward", &d, TOL_ROW);
+
+    Pair *all[] = {&x, &rows, &w, &wrows, &y, &dot, &logits, &probs, &p, &d};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    int_pair_free(&idx);
+    int_pair_free(&slots);
+}
+
 static void check_shape(const Shape *s) {
     snprintf(g_case, sizeof g_case, "B=%d T=%d C=%d NH=%d V=%d", s->B, s->T, s->C, s->NH,
              s->V);
@@ -476,6 +527,7 @@ static void check_shape(const Shape *s) {
     check_attention_blocks(s);
     check_crossentropy(s);
     check_vocab_parallel(s);
+    check_moe(s);
 }
 
 /* ---- shape-free kernels ---- */
@@ -580,6 +632,11 @@ static void check_empty(void) {
     add_inplace_cuda(x.d, y.d, 0);
     scale_inplace_cuda(x.d, 2.0f, 0);
     set_zero_cuda(x.d, 0);
+    gather_rows_cuda(x.d, y.d, NULL, NULL, 0, 1);
+    gather_sum_rows_cuda(x.d, y.d, NULL, NULL, 0, 1, 1, 1);
+    gather_row_dot_cuda(x.d, y.d, y.d, NULL, 0, 1);
+    softmax_rows_forward_cuda(x.d, y.d, 0, 1);
+    softmax_rows_backward_cuda(x.d, y.d, 0, 1);
     adamw_update_cuda(x.d, y.d, x.d, x.d, 0, 0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
     EXPECT(sum_squares_cuda(x.d, 0) == 0.0, "sum_squares of nothing is 0");
     CUDA_CHECK(cudaDeviceSynchronize());
