@@ -167,9 +167,9 @@ void vocab_crossentropy_backward(float *probs_to_dlogits, const int *targets, fl
                                  int first, int N, int V);
 
 /* ---- mixture of experts (lab 08; moe.h) ----
- * Rows moved by index lists, each destination row written by one thread in
- * a fixed order (no atomics): deterministic, and the same order on both
- * backends. C floats a row.
+ * Rows moved by index lists, each destination element written by one
+ * thread, its terms in a fixed order (no atomics): deterministic, and the
+ * same order on both backends. C floats a row.
  *   gather_rows       dst[i] = src[idx[i]] (times weight[i] when weight is
  *                     not NULL), i < n: dispatch, and the combine's backward
  *   gather_sum_rows   dst[t] = (or += with accumulate) sum over j < k of

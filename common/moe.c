@@ -67,7 +67,7 @@ void moe_acts_alloc(MoEActs *a, const MoEShape *s) {
     r->probs_h = host_calloc(N * E, sizeof(float));
     r->dprobs_h = host_calloc(N * E, sizeof(float));
     r->dweight_h = host_calloc(A, sizeof(float));
-    r->cand = host_calloc((size_t)s->S, sizeof(int));
+    r->cand = host_calloc((size_t)s->S, sizeof *r->cand);
     r->token = mem_alloc(MEM_ACTIVATIONS, A * sizeof(int));
     r->slots = mem_alloc(MEM_ACTIVATIONS, N * k * sizeof(int));
     r->weight = dev_floats(MEM_ACTIVATIONS, A);
@@ -104,16 +104,13 @@ void moe_scratch_free(MoEScratch *sc) {
 
 /* ---- routing (host) ---- */
 
-/* qsort's comparator for one expert's candidates in a group: probability
+/* qsort's order for one expert's candidates in a group: probability
  * descending, then token ascending. Tokens are distinct, so the order is
- * total and the sort's result does not depend on qsort's algorithm. */
-static const float *g_sort_probs;  /* column of the expert: probs_h + e, stride E */
-static int g_sort_E;
+ * total and the result does not depend on qsort's algorithm. */
 static int by_prob_then_token(const void *pa, const void *pb) {
-    const int ta = *(const int *)pa, tb = *(const int *)pb;
-    const float a = g_sort_probs[(size_t)ta * g_sort_E], b = g_sort_probs[(size_t)tb * g_sort_E];
-    if (a != b) return a > b ? -1 : 1;
-    return (ta > tb) - (ta < tb);
+    const MoECandidate *a = pa, *b = pb;
+    if (a->p != b->p) return a->p > b->p ? -1 : 1;
+    return (a->t > b->t) - (a->t < b->t);
 }
 
 /* token t's k most probable experts into choice[t k ..], ties to the lower
@@ -148,14 +145,15 @@ void moe_route(MoEActs *a, const float *x, const float *wr) {
             int n = 0;
             for (int t = g * S; t < (g + 1) * S; t++)
                 for (int j = 0; j < k; j++)
-                    if (r->choice[(size_t)t * k + j] == e) r->cand[n++] = t;
+                    if (r->choice[(size_t)t * k + j] == e) {
+                        r->cand[n].p = r->probs_h[(size_t)t * E + e];
+                        r->cand[n].t = t;
+                        r->cand[n++].j = j;
+                    }
             r->assigned[g * E + e] = n;
-            g_sort_probs = r->probs_h + e, g_sort_E = E;
-            qsort(r->cand, (size_t)n, sizeof(int), by_prob_then_token);
+            qsort(r->cand, (size_t)n, sizeof *r->cand, by_prob_then_token);
             for (int i = 0; i < n && i < s->cap; i++)
-                for (int j = 0; j < k; j++)
-                    if (r->choice[(size_t)r->cand[i] * k + j] == e)
-                        r->slots_h[(size_t)r->cand[i] * k + j] = 0;
+                r->slots_h[(size_t)r->cand[i].t * k + r->cand[i].j] = 0;
             /* f_e P_e = (n / (S k)) (sum_t p[t, e] / S) */
             double P = 0.0;
             for (int t = g * S; t < (g + 1) * S; t++) P += r->probs_h[(size_t)t * E + e];

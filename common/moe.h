@@ -88,6 +88,12 @@ typedef struct {
  * weights of experts [e0, ...) as the experts phase takes them */
 MoEParams moe_params_from(const MoEParams *p, int e0, int C);
 
+/* an assignment competing for a place: token t's j-th choice, probability p */
+typedef struct {
+    float p;
+    int t, j;
+} MoECandidate;
+
 /* The routing of one call. Host arrays (_h) and their device copies. */
 typedef struct {
     int A;            /* kept assignments */
@@ -104,7 +110,7 @@ typedef struct {
     float *probs_h;   /* (N E) host copy of probs */
     float *dprobs_h;  /* (N E) the router backward's d probs, built here */
     float *dweight_h; /* (A_max) host copy of the weights' gradients */
-    int *cand;        /* (S) one expert's candidates in a group, sorted */
+    MoECandidate *cand; /* (S) one expert's candidates in a group, sorted */
     /* device copies (the current device's memory; MEM_ACTIVATIONS) */
     int *token, *slots;
     float *weight;
