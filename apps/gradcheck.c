@@ -359,9 +359,9 @@ static void backward_model(GradCheck *c) {
     gpt_forward(&c->layout, &c->p, &c->acts, NULL);
     gpt_backward(&c->layout, &c->p, &c->g, &c->acts, &c->scratch, NULL);
 }
-static int check_model(void) {
+static int check_model_of(const char *name, GPTConfig cfg) {
     GradCheck c = {.loss = loss_model, .backward = backward_model, .B = 2, .T = 8};
-    c.cfg = (GPTConfig){.vocab_size = 32, .ctx_len = 8, .n_layer = 2, .n_head = 2, .n_embd = 16};
+    c.cfg = cfg;
     c.layout = gpt_layout_whole(&c.cfg);
     size_t n = gpt_num_params(&c.cfg);
     float *params = mem_alloc(MEM_PARAMS, n * sizeof(float));
@@ -386,7 +386,7 @@ static int check_model(void) {
     for (int k = 0; k < nt; k++)
         t[k] = (Checked)TENSOR(info[k].name, params + info[k].offset, grads + info[k].offset,
                                info[k].count);
-    int failures = check_tensors("model", &c, t, nt, H_STEP, TOL, 40);
+    int failures = check_tensors(name, &c, t, nt, H_STEP, TOL, 40);
     free(info);
     free(t);
     gpt_acts_free(&c.acts, &c.scratch);
@@ -395,6 +395,27 @@ static int check_model(void) {
     mem_free(grads);
     mem_free(params);
     return failures;
+}
+
+static int check_model(void) {
+    return check_model_of("model", (GPTConfig){.vocab_size = 32, .ctx_len = 8, .n_layer = 2,
+                                               .n_head = 2, .n_embd = 16});
+}
+
+/* A mixture of experts (lab 08) in the second block, wired into the
+ * model: 3 experts, each token routed to all 3, dropless, a large aux
+ * weight so that its gradient shows. Top-k and capacity are piecewise
+ * constant: in a random model of this size some routing decision is always
+ * within a difference step of flipping, and the quotient across a flip is
+ * the jump over 2h, not a derivative. With k = E and no capacity nothing
+ * flips, and every path of the block (router through softmax and combine
+ * weights, experts, aux loss) is still differentiated; top-k and drops are
+ * tests/c/test_moe.c's, on inputs whose decision margins it measures. */
+static int check_moe_model(void) {
+    return check_model_of("moe", (GPTConfig){.vocab_size = 32, .ctx_len = 8, .n_layer = 2,
+                                             .n_head = 2, .n_embd = 16, .n_experts = 3,
+                                             .top_k = 3, .capacity_factor = 0.0f,
+                                             .aux_loss_coef = 0.1f, .moe_every = 2});
 }
 
 /* ---- timing (lab 00's extension) ------------------------------------------ */
@@ -487,7 +508,7 @@ typedef struct { const char *name; int (*run)(void); } LayerCheck;
 static const LayerCheck g_checks[] = {
     {"encoder", check_encoder}, {"matmul", check_matmul}, {"gelu", check_gelu},
     {"residual", check_residual}, {"crossentropy", check_crossentropy},
-    {"layernorm", check_layernorm}, {"attention", check_attention}, {"model", check_model}};
+    {"layernorm", check_layernorm}, {"attention", check_attention}, {"model", check_model}, {"moe", check_moe_model}};
 #define NUM_CHECKS (int)(sizeof g_checks / sizeof g_checks[0])
 
 int main(int argc, char **argv) {

@@ -4,6 +4,12 @@
  *   block:  x1 = x  + attproj( attention( qkv( ln1(x)  ) ) )
  *           x2 = x1 + fcproj( gelu( fc( ln2(x1) ) ) )
  *
+ * A mixture-of-experts model (lab 08; n_experts > 0) replaces the MLP of
+ * every moe_every-th block (blocks moe_every - 1, 2 moe_every - 1, ...) by
+ * moe.h's layer: a router to n_experts MLPs of the same shape, top_k of them
+ * per token, capacity_factor (0: dropless), and the load-balancing loss
+ * aux_loss_coef E sum_i f_i P_i added to the objective.
+ *
  * Everything here is about the global model: a rank's share of it (its
  * local sizes, its tensors) is layout.h's. */
 #ifndef CONFIG_H
@@ -17,24 +23,40 @@ typedef struct {
     int n_layer;     /* L */
     int n_head;      /* NH */
     int n_embd;      /* C */
+    /* mixture of experts (0 experts: a dense model; the named dense configs
+     * leave these 0) */
+    int n_experts;   /* E */
+    int top_k;       /* k */
+    float capacity_factor, aux_loss_coef;
+    int moe_every;
 } GPTConfig;
 
+/* Whether block i (0-based) is a mixture of experts */
+int gpt_block_is_moe(const GPTConfig *cfg, int i);
+int gpt_num_moe_blocks(const GPTConfig *cfg);
+
 /* Named configs: "tiny" (grading), "small" (demos), "medium" (the CPU
- * benchmark where GEMMs dominate), "gpt2-124m". Returns 0,
+ * benchmark where GEMMs dominate), "gpt2-124m", and "tiny-moe" (tiny with 4
+ * experts, top-2, capacity factor 1.25, aux 0.01, every other block). Returns 0,
  * or -1 for an unknown name. */
 int gpt_config_by_name(const char *name, GPTConfig *cfg);
 const char *gpt_config_names(void);  /* "tiny, small, medium, gpt2-124m" for messages */
 
-/* Why a config can't be built, or NULL when it can (C % NH, positive sizes). */
+/* Why a config can't be built, or NULL when it can (C % NH, positive sizes;
+ * with experts: 2 <= E, 1 <= k <= E, capacity factor and aux >= 0, moe_every >= 1). */
 const char *gpt_config_problem(const GPTConfig *cfg);
 
-/* Parameters of the whole model (the memory formulas' Phi) and of a block. */
-size_t gpt_num_params(const GPTConfig *cfg);        /* Phi = (V + ctx) C + L (12C^2 + 13C) + 2C */
-size_t gpt_block_num_params(const GPTConfig *cfg);  /* 12C^2 + 13C */
+/* Parameters of the whole model (the memory formulas' Phi) and of block i:
+ * 12C^2 + 13C dense; an MoE block's MLP (8C^2 + 5C) is E of them and the
+ * router E C: 12C^2 + 13C + (E - 1)(8C^2 + 5C) + E C. */
+size_t gpt_num_params(const GPTConfig *cfg);        /* Phi = (V + ctx) C + sum of blocks + 2C */
+size_t gpt_block_num_params(const GPTConfig *cfg, int i);
 
 /* Training FLOPs per token: 6 Phi' + 12 L C T (forward + backward), where Phi'
  * leaves out wpe (a lookup, no arithmetic) and 12 L C T counts the attention
- * score and value GEMMs over the full T x T, as PaLM's appendix B does. */
+ * score and value GEMMs over the full T x T, as PaLM's appendix B does. In
+ * an MoE block a token meets only k experts (and the router): Phi' counts
+ * the parameters a token's arithmetic uses, k of the E MLPs. */
 double gpt_flops_per_token(const GPTConfig *cfg, int T);
 
 #endif

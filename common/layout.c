@@ -38,6 +38,8 @@ const char *gpt_context_problem(const GPTConfig *cfg, int tp, int cp, CpAlgo alg
     static char why[256];
     const int pieces = algo == CP_ZIGZAG ? 2 * cp : cp;
     if (cp < 1) return "the context-parallel degree must be at least 1";
+    if (cp > 1 && cfg->n_experts > 0)
+        return "a mixture of experts routes each sequence as a whole: no context parallelism";
     if (seq % pieces != 0) {
         snprintf(why, sizeof why, "context parallelism splits each sequence into %s%d chunks: "
                  "--seq %d must be a multiple of %d", algo == CP_ZIGZAG ? "2 x --cp = " : "",
@@ -73,6 +75,8 @@ int gpt_cp_position(const GPTLayout *l, int t, int Tl) {
 const char *gpt_layout_problem(const GPTConfig *cfg, int tp) {
     static char why[160];
     if (tp < 1) return "the tensor-parallel degree must be at least 1";
+    if (tp > 1 && cfg->n_experts > 0)
+        return "a mixture of experts runs on whole blocks here: no tensor parallelism (--tp 1)";
     if (cfg->n_head % tp != 0) {
         /* NH % tp == 0 makes C = NH hs and 4C divide too */
         snprintf(why, sizeof why, "tensor parallelism splits the heads: --tp %d does not divide "
@@ -82,11 +86,14 @@ const char *gpt_layout_problem(const GPTConfig *cfg, int tp) {
     return NULL;
 }
 
-/* Floats of one block on this rank: layernorms 4C, qkv 3 aw (C + 1),
- * attproj C aw + C, fc mw (C + 1), fcproj C mw + C; 12C^2 + 13C at tp = 1. */
-static size_t block_local_params(const GPTLayout *l) {
+/* Floats of block i on this rank: layernorms 4C, qkv 3 aw (C + 1),
+ * attproj C aw + C, fc mw (C + 1), fcproj C mw + C; 12C^2 + 13C at tp = 1.
+ * An MoE block (tp = 1) has E of the MLP and the router's E C. */
+static size_t block_local_params(const GPTLayout *l, int i) {
     const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
-    return 4 * C + 3 * aw * (C + 1) + C * aw + C + mw * (C + 1) + C * mw + C;
+    const size_t E = gpt_block_is_moe(&l->cfg, i) ? l->cfg.n_experts : 1;
+    return 4 * C + 3 * aw * (C + 1) + C * aw + C + E * (mw * (C + 1) + C * mw + C) +
+           (E > 1 ? E * C : 0);
 }
 
 /* Floats of unit u in this rank's buffer: 0 when none of its stages uses
@@ -100,7 +107,7 @@ static size_t unit_count(const GPTLayout *l, int u) {
              : last  ? (size_t)l->vocab_rows * C : 0;
     if (u == (int)L + 1) return last ? 2 * C : 0;
     const int per_stage = (int)L / (l->pp * l->chunks), stage = (u - 1) / per_stage;
-    return stage % l->pp == l->pp_rank ? block_local_params(l) : 0;
+    return stage % l->pp == l->pp_rank ? block_local_params(l, u - 1) : 0;
 }
 
 static size_t layout_num_params(const GPTLayout *l) {
@@ -135,6 +142,8 @@ GPTLayout gpt_layout_whole(const GPTConfig *cfg) { return gpt_layout_make(cfg, 1
 const char *gpt_pipeline_problem(const GPTConfig *cfg, int pp, int chunks) {
     static char why[200];
     if (pp < 1 || chunks < 1) return "the pipeline degree and its chunks must be at least 1";
+    if (pp * chunks > 1 && cfg->n_experts > 0)
+        return "a mixture of experts is not cut into pipeline stages here (--pp 1)";
     if (cfg->n_layer % (pp * chunks) != 0) {
         snprintf(why, sizeof why, "a pipeline of %d rank%s x %d chunk%s cuts the blocks into "
                  "%d stages of equal depth: n_layer %d is not a multiple of %d", pp,
@@ -164,7 +173,9 @@ GPTStage gpt_stage(const GPTLayout *l, int chunk) {
 
 int gpt_holds_unit(const GPTLayout *l, int unit) { return unit_count(l, unit) > 0; }
 
-int gpt_num_tensors(const GPTLayout *l) { return 2 + BLOCK_NUM_TENSORS * l->cfg.n_layer + 2; }
+int gpt_num_tensors(const GPTLayout *l) {
+    return 2 + BLOCK_NUM_TENSORS * l->cfg.n_layer + gpt_num_moe_blocks(&l->cfg) + 2;
+}
 
 /* How a tensor is split over TP (the table in layout.h) */
 typedef enum {
@@ -252,6 +263,16 @@ void gpt_tensor_table(const GPTLayout *l, TensorInfo *t) {
         BLOCK_TENSOR("attprojb", C, 1, WHOLE, INIT_ZEROS, 0);
         BLOCK_TENSOR("ln2w", C, 1, WHOLE, INIT_ONES, 0);
         BLOCK_TENSOR("ln2b", C, 1, WHOLE, INIT_ZEROS, 0);
+        if (gpt_block_is_moe(&l->cfg, i)) {
+            /* the router, then the E experts' MLPs stacked (moe.h), whole */
+            const int E = l->cfg.n_experts;
+            BLOCK_TENSOR("routerw", E, C, WHOLE, INIT_NORMAL, std);
+            BLOCK_TENSOR("fcw", E * 4 * C, C, WHOLE, INIT_NORMAL, std);
+            BLOCK_TENSOR("fcb", E * 4 * C, 1, WHOLE, INIT_ZEROS, 0);
+            BLOCK_TENSOR("fcprojw", E * C, 4 * C, WHOLE, INIT_NORMAL, std_proj);
+            BLOCK_TENSOR("fcprojb", E * C, 1, WHOLE, INIT_ZEROS, 0);
+            continue;
+        }
         BLOCK_TENSOR("fcw", 4 * C, C, ROWS, INIT_NORMAL, std);
         BLOCK_TENSOR("fcb", 4 * C, 1, ROWS, INIT_ZEROS, 0);
         BLOCK_TENSOR("fcprojw", C, 4 * C, COLUMNS, INIT_NORMAL, std_proj);
@@ -286,6 +307,7 @@ void gpt_unit_view(const GPTLayout *l, int unit, float *x, GPTParams *p) {
         return;
     }
     BlockParams *b = &p->blocks[unit - 1];
+    const size_t E = gpt_block_is_moe(&l->cfg, unit - 1) ? l->cfg.n_experts : 1;
     /* same order as gpt_tensor_table */
     b->ln1w = x;     x += C;
     b->ln1b = x;     x += C;
@@ -295,9 +317,11 @@ void gpt_unit_view(const GPTLayout *l, int unit, float *x, GPTParams *p) {
     b->attprojb = x; x += C;
     b->ln2w = x;     x += C;
     b->ln2b = x;     x += C;
-    b->fcw = x;      x += mw * C;
-    b->fcb = x;      x += mw;
-    b->fcprojw = x;  x += C * mw;
+    b->routerw = E > 1 ? x : NULL;
+    x += E > 1 ? E * C : 0;
+    b->fcw = x;      x += E * mw * C;
+    b->fcb = x;      x += E * mw;
+    b->fcprojw = x;  x += E * C * mw;
     b->fcprojb = x;
 }
 

@@ -207,6 +207,9 @@ typedef struct {
     float *ln2w, *ln2b;          /* (C) */
     float *fcw, *fcb;            /* (4C, C), (4C) */
     float *fcprojw, *fcprojb;    /* (C, 4C), (C) */
+    /* an MoE block (config.h): the router (E, C), and the MLP tensors
+     * above are the E experts' stacked (moe.h); NULL in a dense block */
+    float *routerw;
 } BlockParams;
 
 typedef struct {
@@ -242,7 +245,7 @@ typedef struct {
     ShardPiece piece[3];
 } TensorInfo;
 
-int gpt_num_tensors(const GPTLayout *l);  /* 2 + 12L + 2, on every layout */
+int gpt_num_tensors(const GPTLayout *l);  /* 2 + 12L + 2 (+ a router per MoE block), on every layout */
 /* Fill t (gpt_num_tensors entries) with this rank's tensors, in buffer order. */
 void gpt_tensor_table(const GPTLayout *l, TensorInfo *t);
 

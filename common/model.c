@@ -20,6 +20,20 @@ static size_t ln_rows(const GPTLayout *l, size_t rows) {
     return l->sp_regather ? seq_rows(l, rows) : rows;
 }
 
+/* An MoE block's layer shape for B sequences of T (moe.h: a routing group
+ * is one sequence) */
+static MoEShape moe_shape_of(const GPTLayout *l, int B, int T) {
+    MoEShape s;
+    const GPTConfig *c = &l->cfg;
+    moe_shape_init(&s, B * T, T, c->n_embd, c->n_experts, c->top_k, c->capacity_factor,
+                   c->aux_loss_coef);
+    return s;
+}
+static size_t moe_kept_floats_of(const GPTLayout *l, int B, int T) {
+    const MoEShape s = moe_shape_of(l, B, T);
+    return moe_kept_floats(&s);
+}
+
 /* Ulysses' heads: NH' / cp of them over all Tg = cp T positions */
 size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T) {
     const size_t NH = l->n_head, cp = l->cp, Tg = cp * T;
@@ -46,9 +60,14 @@ void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, i
     const size_t LN = ln_rows(l, BT), ln_out = 2 * LN * C, split = BT * (4 * aw + 2 * mw);
     const size_t att = gpt_attention_keep_floats(l, B, T);
     const int full = l->recompute == RECOMPUTE_FULL;
+    /* an MoE block keeps moe.h's buffers in place of fch and fch_gelu */
+    size_t moe = 0;
+    for (int i = 0; i < st->n_blocks; i++)
+        if (gpt_block_is_moe(&l->cfg, st->first_block + i))
+            moe += moe_kept_floats_of(l, B, T) - BT * 2 * mw;
     parts[ACT_RESIDUAL] = L * res2 + (full ? 1 : L) * res1_stats;
     parts[ACT_LAYERNORM_OUT] = (full ? 1 : L) * ln_out;
-    parts[ACT_SPLIT] = (full ? 1 : L) * split;
+    parts[ACT_SPLIT] = (full ? 1 : L) * split + moe;
     parts[ACT_ATTENTION] = (l->recompute == RECOMPUTE_NONE ? L : 1) * att;
     parts[ACT_ENDS] = R * C + (st->head ? LN * C + 2 * R + BT * l->vocab_rows + BT +
                                              (l->split_layers ? 3 * BT : 0)
@@ -107,11 +126,21 @@ static size_t datt_floats(const GPTLayout *l, int B, int T) {
     return l->cp_algo == CP_ULYSSES ? (size_t)B * l->n_head / l->cp * Tg * Tg : 0;
 }
 
-size_t gpt_scratch_floats(const GPTLayout *l, int B, int T) {
+static size_t scratch_floats_of_blocks(const GPTLayout *l, int B, int T) {
     size_t BT = (size_t)B * T, C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
     return BT * 3 * C + BT * (2 * C + 4 * aw + 2 * mw) + datt_floats(l, B, T) +
            (l->sp ? BT * C : 0) + (l->sp_regather ? BT * C : 0) +
            (l->cp > 1 ? 2 * (size_t)T * C : 0);
+}
+
+/* and a mixture of experts' (moe.h), its own allocation */
+size_t gpt_scratch_floats(const GPTLayout *l, int B, int T) {
+    size_t moe = 0;
+    if (l->cfg.n_experts > 0) {
+        const MoEShape s = moe_shape_of(l, B, T);
+        moe = moe_scratch_floats(&s);
+    }
+    return scratch_floats_of_blocks(l, B, T) + moe;
 }
 
 /* Hand out consecutive pieces of one allocation. */
@@ -131,7 +160,15 @@ void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, 
     a->stage = *st;
     a->inputs = mem_alloc(MEM_ACTIVATIONS, gpt_activation_ints(B, T) * sizeof(int));
     a->targets = a->inputs + BT;
+    CHECK(l->cfg.n_experts == 0 || l->recompute == RECOMPUTE_NONE, "activation recomputation "
+          "of a mixture of experts is not supported: --recompute none");
+    /* the MoE blocks' buffers are moe.h's own allocations */
+    size_t moe = 0;
+    for (int i = 0; i < st->n_blocks; i++)
+        if (gpt_block_is_moe(&l->cfg, st->first_block + i)) moe += moe_kept_floats_of(l, B, T);
     size_t nf = gpt_stage_activation_floats(l, st, B, T);
+    const MoEShape moe_shape = moe > 0 ? moe_shape_of(l, B, T) : (MoEShape){0};
+    nf -= moe;
     float *base = mem_alloc(MEM_ACTIVATIONS, nf * sizeof(float)), *cur = base;
     a->encoded = take(&cur, R * C);
     a->blocks = calloc(st->n_blocks, sizeof(BlockActs));
@@ -155,8 +192,14 @@ void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, 
         b->ln2 = take(&cur, LN * C);
         b->ln2_mean = take(&cur, R);
         b->ln2_rstd = take(&cur, R);
-        b->fch = take(&cur, BT * mw);
-        b->fch_gelu = take(&cur, BT * mw);
+        if (gpt_block_is_moe(&l->cfg, st->first_block + i)) {
+            b->moe = calloc(1, sizeof *b->moe);
+            CHECK(b->moe, "out of memory");
+            moe_acts_alloc(b->moe, &moe_shape);
+        } else {
+            b->fch = take(&cur, BT * mw);
+            b->fch_gelu = take(&cur, BT * mw);
+        }
         b->res2 = take(&cur, R * C);
     }
     if (st->head) {
@@ -174,7 +217,7 @@ void gpt_scratch_alloc(const GPTLayout *l, int B, int T, BackwardScratch *s) {
     const size_t BT = (size_t)B * T, C = l->cfg.n_embd;
     const size_t aw = l->attn_width, mw = l->mlp_width;
     memset(s, 0, sizeof *s);
-    size_t ns = gpt_scratch_floats(l, B, T);
+    size_t ns = scratch_floats_of_blocks(l, B, T);
     float *sbase = mem_alloc(MEM_WORKSPACE, ns * sizeof(float)), *cur = sbase;
     s->dlnf = take(&cur, BT * C);
     s->dres_out = take(&cur, BT * C);
@@ -195,6 +238,12 @@ void gpt_scratch_alloc(const GPTLayout *l, int B, int T, BackwardScratch *s) {
         s->dwpe_local = take(&cur, (size_t)T * C);
     }
     CHECK((size_t)(cur - sbase) == ns, "scratch layout disagrees with its formula");
+    if (l->cfg.n_experts > 0) {
+        const MoEShape shape = moe_shape_of(l, B, T);
+        s->moe = calloc(1, sizeof *s->moe);
+        CHECK(s->moe, "out of memory");
+        moe_scratch_alloc(s->moe, &shape);
+    }
 }
 
 void gpt_acts_use_scratch(GPTActs *a, const BackwardScratch *s) {
@@ -221,11 +270,20 @@ void gpt_stage_acts_free(GPTActs *a) {
     if (a->weight_grads) mem_free(a->weight_grads);
     mem_free(a->inputs);
     mem_free(a->encoded);  /* the start of the float allocation */
+    for (int i = 0; i < a->stage.n_blocks; i++)
+        if (a->blocks[i].moe) {
+            moe_acts_free(a->blocks[i].moe);
+            free(a->blocks[i].moe);
+        }
     free(a->blocks);
     memset(a, 0, sizeof *a);
 }
 
 void gpt_scratch_free(BackwardScratch *s) {
+    if (s->moe) {
+        moe_scratch_free(s->moe);
+        free(s->moe);
+    }
     mem_free(s->dlnf);     /* the start of the scratch allocation */
     memset(s, 0, sizeof *s);
 }
@@ -276,6 +334,8 @@ static const TensorParallelOps g_whole_ops = {
 static void recompute_block(const GPTLayout *l, const BlockParams *p, BlockActs *a,
                             const float *x, int B, int T) {
     if (l->recompute == RECOMPUTE_NONE) return;
+    CHECK(l->cfg.n_experts == 0, "activation recomputation of a mixture of experts is not "
+          "supported: --recompute none");
     CHECK(l->cp == 1 || l->recompute == RECOMPUTE_FULL, "selective recomputation rebuilds the "
           "attention probabilities, which context parallelism does not keep: recompute full, or "
           "none (the ring keeps no T x T term already)");
@@ -362,6 +422,32 @@ static void row_backward(const GPTLayout *l, float *dinp, float *dw, float *db,
  * layernorm statistics have R rows; the layernorms write theirs from row
  * ln_first of their outputs, which the column layers read. */
 
+/* ---- mixture of experts (moe.h) ------------------------------------------- */
+
+static MoEStats g_moe_stats;
+void gpt_moe_stats_reset(void) { memset(&g_moe_stats, 0, sizeof g_moe_stats); }
+const MoEStats *gpt_moe_stats(void) { return &g_moe_stats; }
+
+/* An MoE block's parameters (or gradients) as moe.h takes them */
+static MoEParams moe_params(const BlockParams *p) {
+    return (MoEParams){p->routerw, p->fcw, p->fcb, p->fcprojw, p->fcprojb};
+}
+
+/* x2 = x1 + MoE(ln2(x1)), the MoE's output into res2 first; its aux loss
+ * (moe.h) joins the objective: returned, and counted in the statistics */
+static float moe_branch_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a,
+                                size_t RC) {
+    const MoEParams mp = moe_params(p);
+    moe_forward(a->res2, a->moe, &mp, a->ln2);
+    residual_forward(a->res2, a->res2, a->res1, RC);
+    const MoERouting *r = &a->moe->route;
+    g_moe_stats.aux += r->aux;
+    g_moe_stats.dropped += r->dropped;
+    for (int e = 0; e < l->cfg.n_experts && e < MOE_STATS_MAX_EXPERTS; e++)
+        g_moe_stats.load[e] += r->counts[e];
+    return r->aux;
+}
+
 void block_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a, const float *x,
                    int B, int T) {
     const int C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width, N = B * T;
@@ -373,6 +459,10 @@ void block_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a, const
     row_forward(l, a->res1, a->atty, p->attprojw, p->attprojb, a->seq_full, N, aw, C);
     residual_forward(a->res1, a->res1, x, RC);
     layernorm_forward(a->ln2 + mine, a->ln2_mean, a->ln2_rstd, a->res1, p->ln2w, p->ln2b, R, C);
+    if (a->moe) {
+        a->aux = moe_branch_forward(l, p, a, RC);
+        return;
+    }
     column_forward(l, a->fch, a->ln2, p->fcw, p->fcb, a->seq_full, N, C, mw);
     gelu_forward(a->fch_gelu, a->fch, (size_t)N * mw);
     row_forward(l, a->res2, a->fch_gelu, p->fcprojw, p->fcprojb, a->seq_full, N, mw, C);
@@ -387,12 +477,18 @@ void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
     const size_t RC = (size_t)R * C;
     set_zero(s->block_base, s->block_floats);
     /* MLP branch, x2 = x1 + fcproj(gelu(fc(ln2(x1)))): the branch gets dout,
-     * and the skip connection adds dout into d(x1) = dres_mid. */
-    row_backward(l, s->dfch_gelu, g->fcprojw, g->fcprojb, dout, a->fch_gelu, p->fcprojw,
-                 a->seq_full, N, mw, C);
-    gelu_backward(s->dfch, a->fch, s->dfch_gelu, (size_t)N * mw);
-    column_backward(l, s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, a->seq_full,
-                    a->seq_full2, N, C, mw);
+     * and the skip connection adds dout into d(x1) = dres_mid. An MoE
+     * branch (moe.h) the same, its aux loss weighted as the objective's. */
+    if (a->moe) {
+        const MoEParams mp = moe_params(p), mg = moe_params(g);
+        moe_backward(s->dln, &mg, dout, a->moe, s->moe, &mp, a->ln2, s->moe_daux);
+    } else {
+        row_backward(l, s->dfch_gelu, g->fcprojw, g->fcprojb, dout, a->fch_gelu, p->fcprojw,
+                     a->seq_full, N, mw, C);
+        gelu_backward(s->dfch, a->fch, s->dfch_gelu, (size_t)N * mw);
+        column_backward(l, s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, a->seq_full,
+                        a->seq_full2, N, C, mw);
+    }
     layernorm_backward(s->dres_mid, g->ln2w, g->ln2b, s->dln, a->res1, p->ln2w, a->ln2_mean,
                        a->ln2_rstd, R, C);
     residual_backward(s->dres_mid, dout, RC);
@@ -480,12 +576,14 @@ float gpt_stage_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a,
         if (!st->head) done(h, GPT_UNIT_EMBED, 0);
     }
     const float *x = a->encoded;  /* the embeddings' output, or the received activation */
+    float aux = 0.0f;             /* the MoE blocks' aux losses: part of the objective */
     for (int i = 0; i < st->n_blocks; i++) {
         const int u = 1 + st->first_block + i;
         needed(h, u, 0);
         block_forward(l, &p->blocks[u - 1], &a->blocks[i], x, B, T);
         done(h, u, 0);
         x = a->blocks[i].res2;
+        aux += a->blocks[i].aux;
     }
     if (!st->head) return 0.0f;
     needed(h, L + 1, 0);
@@ -498,7 +596,7 @@ float gpt_stage_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a,
     done(h, GPT_UNIT_EMBED, 0);
     const float loss = op->crossentropy_forward(l, a->losses, a->probs, a->ce_stats, a->targets, N);
     /* the mean over the whole sequences' tokens, not this rank's positions */
-    return l->cp > 1 ? cp_ops_of(l)->loss_mean(l, loss) : loss;
+    return (l->cp > 1 ? cp_ops_of(l)->loss_mean(l, loss) : loss) + aux;
 }
 
 float gpt_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a, const ModelHooks *h) {
@@ -540,6 +638,7 @@ static void stage_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g,
     }
     /* d(objective)/d(output) of the stage: from the loss, or received */
     const float *dout = dout_in;
+    s->moe_daux = dloss;
     if (st->head) {
         /* the loss is the mean over B*T positions: d(loss)/d(row loss) = dloss/(BT) */
         op->crossentropy_backward(l, a->probs, a->targets, dloss / N, N);

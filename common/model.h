@@ -27,6 +27,7 @@
 
 #include "config.h"
 #include "layout.h"
+#include "moe.h"
 
 /* The layers that tensor parallelism splits, as the passes call them.
  * Shapes are local: N = B T rows, C = n_embd, and OC or IC the layout's
@@ -170,6 +171,9 @@ typedef struct {
     float *seq_full;                   /* (B,T,C) sequence parallelism's scratch (not
                                           kept; shared by all blocks), else NULL */
     float *seq_full2;                  /* (B,T,C) a second one under sp_regather */
+    MoEActs *moe;                      /* an MoE block's (moe.h; fch, fch_gelu NULL),
+                                          else NULL */
+    float aux;                         /* and its aux loss in this forward */
 } BlockActs;
 
 /* One micro-batch's activations on one pipeline stage (layout.h's
@@ -211,7 +215,25 @@ typedef struct {
     /* (T,C) each under context parallelism: the position embeddings of this
      * rank's positions, and their gradient (else NULL) */
     float *wpe_local, *dwpe_local;
+    /* a mixture of experts' backward scratch (moe.h), shared by its MoE
+     * blocks, and the weight of the aux losses in this backward's
+     * objective (the loss's: 1, or a pipeline's 1/m); else NULL */
+    MoEScratch *moe;
+    float moe_daux;
 } BackwardScratch;
+
+/* A mixture of experts' statistics over the forward passes since the last
+ * reset (the training loop: one step's micro-batches), summed over the MoE
+ * blocks: their aux losses, the assignments dropped over capacity, and per
+ * expert the assignments kept (its load). */
+enum { MOE_STATS_MAX_EXPERTS = 1024 };
+typedef struct {
+    double aux;
+    long long dropped;
+    long long load[MOE_STATS_MAX_EXPERTS];
+} MoEStats;
+void gpt_moe_stats_reset(void);
+const MoEStats *gpt_moe_stats(void);
 
 /* Floats of forward activations and of backward scratch, and int32s of token
  * ids, for B x T on this layout (the memory formulas in

@@ -21,6 +21,16 @@ void runlog_open(RunLog *r, const TrainOptions *o) {
     r->metrics = fopen(r->path, "w");
     IO_CHECK(r->metrics != NULL, "cannot create %s", r->path);
     fprintf(r->metrics, "step,loss,val_loss,lr,grad_norm,tokens_per_s,step_ms\n");
+    r->moe = NULL;
+    r->experts = o->model.n_experts;
+    if (r->experts > 0) {
+        snprintf(r->moe_path, sizeof r->moe_path, "%s/moe.csv", o->out_dir);
+        r->moe = fopen(r->moe_path, "w");
+        IO_CHECK(r->moe != NULL, "cannot create %s", r->moe_path);
+        IO_CHECK(fprintf(r->moe, "step,aux_loss,dropped") > 0, "cannot write %s", r->moe_path);
+        for (int e = 0; e < r->experts; e++) fprintf(r->moe, ",load_%d", e);
+        IO_CHECK(fprintf(r->moe, "\n") > 0, "cannot write %s", r->moe_path);
+    }
     r->tty = isatty(STDOUT_FILENO);
     r->log_every = o->log_every;
     r->total_steps = o->steps;
@@ -59,9 +69,18 @@ void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, floa
     }
 }
 
+void runlog_moe_step(RunLog *r, int step, double aux_loss, double dropped, const double *load) {
+    IO_CHECK(fprintf(r->moe, "%d,%.9g,%.0f", step, aux_loss, dropped) > 0, "cannot write %s",
+             r->moe_path);
+    for (int e = 0; e < r->experts; e++) fprintf(r->moe, ",%.0f", load[e]);
+    IO_CHECK(fprintf(r->moe, "\n") > 0 && fflush(r->moe) == 0, "cannot write %s", r->moe_path);
+}
+
 void runlog_close(RunLog *r) {
     IO_CHECK(fclose(r->metrics) == 0, "cannot write %s", r->path);
     r->metrics = NULL;
+    if (r->moe) IO_CHECK(fclose(r->moe) == 0, "cannot write %s", r->moe_path);
+    r->moe = NULL;
 }
 
 static void json_str(FILE *f, const char *key, const char *v, int comma) {

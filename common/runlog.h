@@ -4,6 +4,12 @@
  *                (val_loss empty on steps without evaluation; losses with %.9g
  *                so two runs can be compared bit for bit)
  *   memory.csv   rank,category,current_bytes,peak_bytes   (alloc.h)
+ *   moe.csv      a mixture of experts' (config.h) per step, over its MoE
+ *                blocks, micro-batches and data-parallel ranks:
+ *                step,aux_loss,dropped,load_0,...,load_{E-1} (aux_loss the
+ *                objective's aux term, the mean over micro-batches and
+ *                ranks; dropped and load_e the assignments dropped over
+ *                capacity and kept by expert e, summed)
  *   run.json     the resolved options, model, world layout, git revision,
  *                backend
  * Plus the console: a progress line redrawn in place on a terminal, plain
@@ -19,6 +25,9 @@
 typedef struct {
     FILE *metrics;     /* written row by row and flushed: a crashed run keeps its rows */
     char path[1100];   /* of metrics.csv, for error messages */
+    FILE *moe;         /* moe.csv of a mixture of experts, else NULL */
+    char moe_path[1100];
+    int experts;
     int tty;           /* stdout is a terminal */
     int log_every, total_steps;
     double t_start;    /* seconds, for the ETA */
@@ -27,6 +36,8 @@ typedef struct {
 double wall_seconds(void);
 
 void runlog_open(RunLog *r, const TrainOptions *o);
+/* a row of moe.csv (load: the config's n_experts counts) */
+void runlog_moe_step(RunLog *r, int step, double aux_loss, double dropped, const double *load);
 /* val_loss < 0 means "not evaluated this step". */
 void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, float grad_norm,
                  double tokens_per_s, double step_ms);

@@ -49,13 +49,19 @@ static const char *const g_usage =
     "  --device cpu|cuda    where to compute; cuda needs `make CUDA=1`     (default cpu)\n"
     COMM_TIMEOUT_HELP
     "  --n-layer L --n-head H --n-embd C --ctx T --vocab V   override the named config\n"
+    "  --experts E          a mixture of experts (lab 08): E expert MLPs in every\n"
+    "                       --moe-every n-th block; 0 = dense   (default: the config's)\n"
+    "  --top-k K --capacity-factor F --aux-loss-coef A --moe-every N   the experts' routing:\n"
+    "                       K experts per token (default 1), F (0 = dropless; 1.25),\n"
+    "                       the load-balancing loss's weight (0.01), MoE blocks (every 1)\n"
     "  -h, --help           this text\n";
 
 enum {
     OPT_CONFIG = 1000, OPT_DATA, OPT_OUT, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MIN_LR,
     OPT_WARMUP, OPT_WD, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_CLIP, OPT_SEED, OPT_EVAL_EVERY,
     OPT_EVAL_BATCHES, OPT_VAL_FRACTION, OPT_LOG_EVERY, OPT_THREADS, OPT_DEVICE, OPT_N_LAYER,
-    OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_VOCAB, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
+    OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_VOCAB, OPT_EXPERTS, OPT_TOP_K, OPT_CAPACITY, OPT_AUX,
+    OPT_MOE_EVERY, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
 };
 
 void train_options_parse(int argc, char **argv, TrainOptions *o) {
@@ -87,6 +93,11 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         {"n-head", required_argument, 0, OPT_N_HEAD},
         {"n-embd", required_argument, 0, OPT_N_EMBD}, {"ctx", required_argument, 0, OPT_CTX},
         {"vocab", required_argument, 0, OPT_VOCAB},
+        {"experts", required_argument, 0, OPT_EXPERTS},
+        {"top-k", required_argument, 0, OPT_TOP_K},
+        {"capacity-factor", required_argument, 0, OPT_CAPACITY},
+        {"aux-loss-coef", required_argument, 0, OPT_AUX},
+        {"moe-every", required_argument, 0, OPT_MOE_EVERY},
         {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM},
         {"dump-params", required_argument, 0, OPT_DUMP_PARAMS},
         {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
@@ -122,6 +133,8 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
     o->val_fraction = 0.1;
     o->log_every = 10;
     int n_layer = 0, n_head = 0, n_embd = 0, ctx_len = 0, vocab = 0;
+    int experts = -1, top_k = 0, moe_every = 0;   /* unset: the config's */
+    double capacity = -1.0, aux = -1.0;
     const char *hint = "see --help";
     opterr = 0;  /* we print our own one-line message */
     int c;
@@ -154,6 +167,11 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         case OPT_N_EMBD: n_embd = cli_int("--n-embd", optarg, 1, 65536); break;
         case OPT_CTX: ctx_len = cli_int("--ctx", optarg, 1, 1 << 20); break;
         case OPT_VOCAB: vocab = cli_int("--vocab", optarg, 2, 65536); break;
+        case OPT_EXPERTS: experts = cli_int("--experts", optarg, 0, 1024); break;
+        case OPT_TOP_K: top_k = cli_int("--top-k", optarg, 1, 1024); break;
+        case OPT_CAPACITY: capacity = cli_double("--capacity-factor", optarg, 0.0, 1024.0); break;
+        case OPT_AUX: aux = cli_double("--aux-loss-coef", optarg, 0.0, 100.0); break;
+        case OPT_MOE_EVERY: moe_every = cli_int("--moe-every", optarg, 1, 1024); break;
         case OPT_GRAD_ACCUM: o->grad_accum = cli_int("--grad-accum", optarg, 1, 1 << 16); break;
         case OPT_DUMP_PARAMS:
             cli_string(o->dump_params, sizeof o->dump_params, "--dump-params", optarg);
@@ -183,6 +201,22 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
     if (n_embd) o->model.n_embd = n_embd;
     if (ctx_len) o->model.ctx_len = ctx_len;
     if (vocab) o->model.vocab_size = vocab;
+    GPTConfig *m = &o->model;
+    if (experts > 0 && m->n_experts == 0) {  /* a dense config made MoE: the defaults */
+        m->top_k = 1;
+        m->capacity_factor = 1.25f;
+        m->aux_loss_coef = 0.01f;
+        m->moe_every = 1;
+    }
+    if (experts >= 0) m->n_experts = experts;
+    if (m->n_experts == 0 && (top_k || capacity >= 0 || aux >= 0 || moe_every))
+        USER_ERROR("--top-k, --capacity-factor, --aux-loss-coef and --moe-every set up experts: "
+                   "give --experts E too (config %s is dense)", o->config_name);
+    if (m->n_experts == 0) m->top_k = m->moe_every = 0, m->capacity_factor = m->aux_loss_coef = 0;
+    if (top_k) m->top_k = top_k;
+    if (capacity >= 0) m->capacity_factor = (float)capacity;
+    if (aux >= 0) m->aux_loss_coef = (float)aux;
+    if (moe_every) m->moe_every = moe_every;
     const char *problem = gpt_config_problem(&o->model);
     if (problem)
         USER_ERROR("config %s can't be built: %s (n_layer %d, n_head %d, n_embd %d)",
@@ -304,6 +338,21 @@ static float evaluate(const TrainOptions *o, const TrainParallel *par, const Bat
         total += pipe_run(x, forward_only, &pipe_plain_ops, load_micro_batch, &src, NULL, NULL);
     }
     return (float)(sum_over_ranks(par, total) / ((double)o->eval_batches * b->micro * b->ranks));
+}
+
+/* moe.csv's row of this step: the MoE statistics (model.h) summed over the
+ * data-parallel ranks, the aux loss a mean like the loss's */
+static void log_moe_step(const TrainParallel *par, RunLog *log, int step, int micro_batches,
+                         int experts, int is_root) {
+    const MoEStats *s = gpt_moe_stats();
+    const int E = experts;  /* every rank's: log is open on the root only */
+    double v[2 + MOE_STATS_MAX_EXPERTS];
+    v[0] = s->aux;
+    v[1] = (double)s->dropped;
+    for (int e = 0; e < E; e++) v[2 + e] = (double)s->load[e];
+    if (par) comm_allreduce(par->metrics, v, v, 2 + (size_t)E, COMM_DOUBLE, COMM_SUM);
+    const int ranks = par ? par->metrics->size : 1;
+    if (is_root) runlog_moe_step(log, step, v[0] / ((double)micro_batches * ranks), v[1], v + 2);
 }
 
 /* ---- the layout's whole-model view ----------------------------------------- */
@@ -636,6 +685,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         /* gradients accumulate over micro-batches; only the last one's
          * backward pass communicates (before_backward) */
         BatchSource src = {&dl, SPLIT_TRAIN, (uint64_t)step, &slice, o->seq, layout, &tokens};
+        gpt_moe_stats_reset();  /* this step's micro-batches only, not the evaluation's */
         double loss_sum = pipe_run(&exec, schedule, stage_ops, load_micro_batch, &src,
                                    before_backward, &bb);
         if (!isfinite(loss_sum))
@@ -661,6 +711,8 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         if (is_root)
             runlog_step(&log, step, (float)loss_mean, val_loss, lr, (float)norm,
                         tokens_per_step / dt, dt * 1e3);
+        if (cfg->n_experts > 0)
+            log_moe_step(par, &log, step, o->grad_accum, cfg->n_experts, is_root);
     }
     if (is_root) runlog_close(&log);
     if (pipelined) pipe_report_timeline(&exec, schedule, par->world, o->out_dir, g_program_name);

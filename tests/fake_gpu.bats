@@ -81,6 +81,19 @@ same_bits() {
     same_bits "$gpu" "$cpu"
 }
 
+@test "fake gpu: a mixture of experts (tiny-moe: routing on the host, experts on the GPU) equals the CPU run bit for bit" {
+    cd "$ROOT"
+    local gpu="$BATS_TEST_TMPDIR/gpu" cpu="$BATS_TEST_TMPDIR/cpu"
+    run t 120 "$FAKE/train_gpt" "${COMMON[@]}" --config tiny-moe --device cuda --out "$gpu" \
+        --dump-params "$gpu/params.bin"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    t 120 "$SOL00/train_gpt" "${COMMON[@]}" --config tiny-moe --out "$cpu" \
+        --dump-params "$cpu/params.bin" > /dev/null
+    same_bits "$gpu" "$cpu"
+    cmp "$gpu/moe.csv" "$cpu/moe.csv"
+}
+
 @test "fake gpu: DDP naive, bucketed, overlapped on 3 ranks (host staging) equal the CPU runs" {
     cd "$ROOT"
     for mode in naive bucketed overlapped; do

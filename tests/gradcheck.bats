@@ -19,12 +19,16 @@ setup() {
     done
     # the model check covers every parameter tensor of a 2-layer model: 2 + 12*2 + 2
     [ "$(printf '%s\n' "$output" | grep -c '^model .* ok$')" -eq 28 ]
+    # and of the same model with a mixture of experts in its second block
+    # (lab 08): the router and the stacked experts, 2 + 12*2 + 1 + 2
+    [ "$(printf '%s\n' "$output" | grep -c '^moe .* ok$')" -eq 29 ]
+    printf '%s\n' "$output" | grep -q '^moe  *blocks.1.routerw .* ok$'
     # attention reports q, k and v apart, at T = 5 and at T = 67
     for part in dq dk dv "dq (T=67)" "dk (T=67)" "dv (T=67)"; do
         printf '%s\n' "$output" | grep -q "^attention  *$part  *rel err .* += err .* ok$"
     done
     # every gradient but crossentropy's (in place) is checked for accumulation
-    [ "$(printf '%s\n' "$output" | grep -c ' += err ')" -eq 45 ]
+    [ "$(printf '%s\n' "$output" | grep -c ' += err ')" -eq 74 ]  # 45 + the MoE model's 29
     [ "$(printf '%s\n' "$output" | grep -c ' += n/a (in place)')" -eq 1 ]
 }
 

@@ -157,9 +157,9 @@ san_flags() {
     no_reports
 }
 
-@test "sanitize: the model's unit tests (lab 00's backward passes; hooks, recomputation)" {
+@test "sanitize: the model's unit tests (lab 00's backward passes; hooks, recomputation, the ring's blocks, the MoE layer)" {
     require_solution 00
-    for test in test_model test_recompute test_pipe_exec; do
+    for test in test_model test_recompute test_pipe_exec test_cp_kernels test_moe; do
         run t 60 "$SAN/tests/$test"
         no_reports
     done
