@@ -101,9 +101,14 @@ void runlog_write_run_json(const char *path, const TrainOptions *o, const char *
     json_str(f, "lab", lab, 1);
     json_str(f, "config", o->config_name, 1);
     fprintf(f, "  \"model\": {\"vocab_size\": %d, \"ctx_len\": %d, \"n_layer\": %d, "
-               "\"n_head\": %d, \"n_embd\": %d, \"num_params\": %zu, \"flops_per_token\": %.0f},\n",
+               "\"n_head\": %d, \"n_embd\": %d, \"num_params\": %zu, \"flops_per_token\": %.0f",
             m->vocab_size, m->ctx_len, m->n_layer, m->n_head, m->n_embd, num_params,
             gpt_flops_per_token(m, o->seq));
+    if (m->n_experts > 0)  /* a mixture of experts (config.h) */
+        fprintf(f, ", \"n_experts\": %d, \"top_k\": %d, \"capacity_factor\": %.6g, "
+                   "\"aux_loss_coef\": %.6g, \"moe_every\": %d",
+                m->n_experts, m->top_k, m->capacity_factor, m->aux_loss_coef, m->moe_every);
+    fprintf(f, "},\n");
     fprintf(f, "  \"train\": {\"steps\": %d, \"batch\": %d, \"seq\": %d, \"lr\": %.9g, "
                "\"min_lr_frac\": %.9g, \"warmup\": %d, \"weight_decay\": %.9g, "
                "\"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, \"grad_clip\": %.9g, "

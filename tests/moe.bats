@@ -119,3 +119,23 @@ for r in csv.DictReader(open('$out/moe.csv')): assert r['dropped'] == '0', r"
     [ "$status" -eq 2 ]
     [[ "$output" == *"mixture of experts"*"context parallelism"* ]]
 }
+
+@test "moe: bench-moe prints the balance table and draws the load chart; plot_moe_load refuses bad input" {
+    require_solution 00
+    cd "$ROOT"
+    out="$BATS_TEST_TMPDIR/bench"
+    run t 300 env BENCH_STEPS=60 BENCH_OUT="$out" bash bench/moe.sh
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "$output" | grep -cE '^ (0|0\.01|0\.1) +[0-9.]+ +[0-9.]+ ')" -eq 3 ]
+    is_png "$out/load.png"
+    # the model states are 16 bytes a parameter for every expert count
+    [ "$(printf '%s\n' "$output" | grep -cE '^ [248] ')" -eq 3 ]
+    run t 30 bash tools/plot_moe_load.sh "$BATS_TEST_TMPDIR/x.png" t "$BATS_TEST_TMPDIR"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"moe.csv not found"* ]]
+    printf 'step,loss\n0,1\n' > "$BATS_TEST_TMPDIR/moe.csv"
+    run t 30 bash tools/plot_moe_load.sh "$BATS_TEST_TMPDIR/x.png" t "$BATS_TEST_TMPDIR"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"not the header"* ]]
+}
