@@ -64,6 +64,8 @@ LAB06_BINS := $(foreach v,$(call copies_of,06_pipeline),$(LAB06_PROGS:%=$(BUILD)
 
 LAB07_BINS := $(foreach v,$(call copies_of,07_context_parallel),$(BUILD)/$(v)/07_context_parallel/train_cp)
 
+LAB08_BINS := $(foreach v,$(call copies_of,08_moe),$(BUILD)/$(v)/08_moe/train_moe)
+
 # Earlier labs' objects that later labs and the tests link.
 EARLIER_OBJ := $(BUILD)/earlier/00_single_device/backprop.o
 EARLIER_DDP := $(BUILD)/earlier/02_ddp/ddp.o
@@ -131,7 +133,7 @@ DEMO_RANKS ?= 2
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(TEST_BINS) $(LAB_TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(TEST_BINS) $(LAB_TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -258,6 +260,11 @@ $(BUILD)/apps/tp_layers.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_t
 # 04's layers and lab 02's DDP through build/earlier/
 $(BUILD)/apps/train_cp.o: CPPFLAGS += -I$(call copy_of,07_context_parallel)/07_context_parallel -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
 $(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/07_context_parallel/ring_attention.o $(BUILD)/%/07_context_parallel/ulysses.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+
+# lab 08: train_moe links that copy's expert_parallel.o
+$(BUILD)/apps/train_moe.o: CPPFLAGS += -I$(call copy_of,08_moe)/08_moe
+$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
@@ -389,7 +396,7 @@ gpu-build:
 # unit tests. tests/sanitize.bats runs them.
 SANITIZE_BUILD := $(BUILD)/sanitize
 # (the outer make passes BUILD=$(SANITIZE_BUILD) and SANITIZE=1 to the inner one)
-SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS)) \
+SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS)) \
 	$(DATASET_BINS) $(BUILD)/bin/memplan $(TEST_BINS) $(LAB_TEST_BINS)
 ifeq ($(SANITIZE),1)
 sanitize: $(SANITIZE_BINS)
