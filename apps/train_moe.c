@@ -8,8 +8,8 @@
  * the experts' over the ranks that hold the same experts (ep_sync_grads).
  *   mpirun -np 2 train_moe --config tiny-moe --ep 2
  *   mpirun -np 4 train_moe --config tiny-moe --ep 2     (ep 2 x edp 2)
- * Besides the loop's outputs, from rank 0: the memory against the
- * planner's formulas. */
+ * Besides the loop's outputs, from rank 0: its EP traffic against the
+ * formulas, and the memory against the planner's. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -44,6 +44,35 @@ static void ep_finish(void *ctx, float *grads, size_t n) {
     (void)n;
     const EpSync *s = ctx;
     ep_sync_grads(s->layout, s->dp, s->edp, s->tensors, grads);
+}
+
+/* Rank 0's EP traffic (comm.csv's ep group) against the formulas. Per MoE
+ * block, a forward pass makes one all-to-all of the E / ep counts per peer
+ * (E ints sent) and two all-to-all-v's of rows (dispatch: its A kept rows;
+ * return: the R rows its experts received), a backward pass two more (d eo
+ * out, d xd back): 4 C (A + R) bytes per pass. A and R depend on the
+ * routing; they are at most A_max and R_max (moe.h). */
+static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm *ep, int rows) {
+    const size_t blocks = (size_t)gpt_num_moe_blocks(&o->model);
+    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
+    MoEShape s;
+    const GPTConfig *c = &o->model;
+    moe_shape_init(&s, rows * o->seq, o->seq, c->n_embd, c->n_experts, c->top_k,
+                   c->capacity_factor, c->aux_loss_coef);
+    moe_shape_set_ep(&s, l->ep);
+    const CommOpStats *counts = &ep->stats[OP_ALLTOALL], *moved = &ep->stats[OP_ALLTOALLV];
+    const size_t count_calls = blocks * passes, count_bytes = count_calls * c->n_experts * 4;
+    const size_t row_calls = 2 * blocks * (passes + backwards);
+    const size_t row_bound = row_calls / 2 * 4 * (size_t)c->n_embd * (s.A_max + s.R_max);
+    printf("train_moe: EP counts all-to-alls on rank 0, predicted vs measured: %zu calls %zu "
+           "bytes vs %llu calls %llu bytes  %s\n", count_calls, count_bytes,
+           (unsigned long long)counts->calls, (unsigned long long)counts->bytes,
+           counts->calls == count_calls && counts->bytes == count_bytes ? "ok" : "DIFFERENT");
+    printf("train_moe: EP row all-to-all-v's on rank 0: %zu calls, at most %zu bytes (A_max %d + "
+           "R_max %d rows a pass) vs %llu calls %llu bytes (%.0f per step)  %s\n", row_calls,
+           row_bound, s.A_max, s.R_max, (unsigned long long)moved->calls,
+           (unsigned long long)moved->bytes, (double)moved->bytes / o->steps,
+           moved->calls == row_calls && moved->bytes <= row_bound ? "ok" : "DIFFERENT");
 }
 
 int main(int argc, char **argv) {
@@ -89,7 +118,10 @@ int main(int argc, char **argv) {
                          .layout = &layout};
     train_run_parallel(&o, &par);
 
-    if (world->rank == 0) memplan_print_check("train_moe", &o.model, &ml);
+    if (world->rank == 0) {
+        print_traffic(&o, &layout, mesh->ep_group, rows);
+        memplan_print_check("train_moe", &o.model, &ml);
+    }
     free(tensors);
     mesh_free(mesh);
     comm_finalize();

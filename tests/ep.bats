@@ -4,7 +4,7 @@
 # ranks and back by all-to-alls. Every layout (ep alone, ep x edp) trains
 # the very model one device does: the same routing step by step (moe.csv's
 # drops and loads), losses and parameters within float tolerance, every
-# rank the same model; memory as the planner says; a degree that does not
+# rank the same model; the EP traffic and the memory as the formulas say; a degree that does not
 # divide the experts or the ranks is one clear error.
 load helpers
 
@@ -31,6 +31,8 @@ ep_run() {
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"ep $ep x edp $((np / ep)) = dp $np"* ]]
+    # the EP all-to-alls: the counts' exactly, the rows' calls and their bound
+    [ "$(printf '%s\n' "$output" | grep -c '^train_moe: EP .* ok$')" -eq 2 ]
     # every memory category as the planner predicts, to the byte
     [ "$(printf '%s\n' "$output" | grep -c 'predicted .* measured .* ok$')" -eq 6 ]
     run same_run "$out"
