@@ -202,7 +202,7 @@ int gpt_num_tensors(const GPTLayout *l) {
     return 2 + BLOCK_NUM_TENSORS * l->cfg.n_layer + gpt_num_moe_blocks(&l->cfg) + 2;
 }
 
-/* How a tensor is split over TP (the table in layout.h) */
+/* How a tensor is split over TP (the table in layout.h), or over EP */
 typedef enum {
     WHOLE,       /* replicated */
     VOCAB_ROWS,  /* wte: a range of the padded vocabulary */

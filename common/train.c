@@ -400,10 +400,11 @@ static void gather_experts(const GPTLayout *l, const float *own, float *whole, i
 /* The whole model in the standard layout (host memory, gpt_num_params
  * floats; the caller frees it), assembled from every TP rank's local
  * buffer, then every pipeline stage's (collectives over the TP group and
- * the pipeline): the split tensors from their owners, the replicated ones
- * from TP rank 0's copy and wte from the first stage's, or, when mine,
- * wherever this rank holds a tensor, its own copy (its view of the model,
- * for the consistency checksum). */
+ * the pipeline), or every EP rank's (gather_experts): the split tensors
+ * from their owners, the replicated ones from TP rank 0's copy and wte
+ * from the first stage's, or, when mine, wherever this rank holds a
+ * tensor, its own copy (its view of the model, for the consistency
+ * checksum). */
 static float *layout_gather_standard(const GPTLayout *l, const float *local, int mine) {
     const size_t n = l->num_params, total = gpt_num_params(&l->cfg);
     float *own = malloc(n * sizeof(float)), *whole = calloc(total, sizeof(float));
