@@ -64,6 +64,8 @@ LAB06_BINS := $(foreach v,$(call copies_of,06_pipeline),$(LAB06_PROGS:%=$(BUILD)
 
 LAB07_BINS := $(foreach v,$(call copies_of,07_context_parallel),$(BUILD)/$(v)/07_context_parallel/train_cp)
 
+LAB08_BINS := $(foreach v,$(call copies_of,08_moe),$(BUILD)/$(v)/08_moe/train_moe)
+
 # Earlier labs' objects that later labs and the tests link.
 EARLIER_OBJ := $(BUILD)/earlier/00_single_device/backprop.o
 EARLIER_DDP := $(BUILD)/earlier/02_ddp/ddp.o
@@ -131,7 +133,7 @@ DEMO_RANKS ?= 2
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(TEST_BINS) $(LAB_TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(TEST_BINS) $(LAB_TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -261,6 +263,11 @@ $(BUILD)/apps/train_cp.o: CPPFLAGS += -I$(call copy_of,07_context_parallel)/07_c
 $(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/07_context_parallel/ring_attention.o $(BUILD)/%/07_context_parallel/ulysses.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
+# lab 08: train_moe links that copy's expert_parallel.o
+$(BUILD)/apps/train_moe.o: CPPFLAGS += -I$(call copy_of,08_moe)/08_moe
+$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_OBJ) $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
 $(BUILD)/earlier/00_single_device/backprop.o: $(BUILD)/$(call copy_of,00_single_device)/00_single_device/backprop.o
 $(BUILD)/earlier/02_ddp/ddp.o: $(BUILD)/$(call copy_of,02_ddp)/02_ddp/ddp.o
@@ -304,7 +311,7 @@ $(BUILD)/tests/lab07/test_ring_attention: $(BUILD)/tests/c/lab07/test_ring_atten
 # host code touching GPU memory outside a kernel or a copy crashes, as on a
 # GPU. selftest checks the pretend GPU itself. -rdynamic: the crash report's
 # backtrace names the programs' functions.
-FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero train_tp train_tp_lab05 train_zero_lab05 train_pp train_cp bench_collectives selftest)
+FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero train_tp train_tp_lab05 train_zero_lab05 train_pp train_cp train_moe bench_collectives selftest)
 FAKE_GPU_LDFLAGS := -rdynamic
 # It runs every lab's solution: in a handout without them all it skips.
 ifeq ($(filter-out $(SOLVED),$(LAB_NAMES)),)
@@ -321,6 +328,7 @@ $(BUILD)/fake_gpu/train_tp_lab05: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/d
 $(BUILD)/fake_gpu/train_zero_lab05: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/06_pipeline/pipeline.o $(BUILD)/solutions/06_pipeline/schedules.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/07_context_parallel/ring_attention.o $(BUILD)/solutions/07_context_parallel/ulysses.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/solutions/08_moe/expert_parallel.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
 $(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o $(BUILD)/solutions/00_single_device/backprop.o
 $(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(LIBCOMMON)
@@ -390,7 +398,7 @@ gpu-build:
 # unit tests. tests/sanitize.bats runs them.
 SANITIZE_BUILD := $(BUILD)/sanitize
 # (the outer make passes BUILD=$(SANITIZE_BUILD) and SANITIZE=1 to the inner one)
-SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS)) \
+SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS)) \
 	$(DATASET_BINS) $(BUILD)/bin/memplan $(TEST_BINS) $(LAB_TEST_BINS)
 ifeq ($(SANITIZE),1)
 sanitize: $(SANITIZE_BINS)

@@ -11,8 +11,8 @@
  * is slower but lets several ranks share one GPU. Which path ran is
  * invisible to the caller and to comm.csv. Host buffers always go through
  * MPI. Staging copies are host memory and are not counted in memory.csv,
- * which counts the device's memory. reduce and alltoallv take host
- * buffers only (comm_nccl.h has their GPU forms).
+ * which counts the device's memory. reduce takes host buffers only
+ * (comm_nccl.h has its GPU form).
  *
  * Conventions, the same for every call:
  *   - counts are in elements of `dtype`; buffers are host memory or memory

@@ -86,14 +86,30 @@ const char *gpt_layout_problem(const GPTConfig *cfg, int tp) {
     return NULL;
 }
 
+const char *gpt_expert_problem(const GPTConfig *cfg, int ep) {
+    static char why[160];
+    if (ep < 1) return "the expert-parallel degree must be at least 1";
+    if (ep > 1 && cfg->n_experts == 0)
+        return "expert parallelism splits a mixture of experts: the config has none (--experts E)";
+    if (ep > 1 && cfg->n_experts % ep != 0) {
+        snprintf(why, sizeof why, "expert parallelism gives each rank E / ep experts: --ep %d does "
+                 "not divide the %d experts", ep, cfg->n_experts);
+        return why;
+    }
+    return NULL;
+}
+
+int gpt_local_experts(const GPTLayout *l) { return l->cfg.n_experts / l->ep; }
+
 /* Floats of block i on this rank: layernorms 4C, qkv 3 aw (C + 1),
  * attproj C aw + C, fc mw (C + 1), fcproj C mw + C; 12C^2 + 13C at tp = 1.
- * An MoE block (tp = 1) has E of the MLP and the router's E C. */
+ * An MoE block (tp = 1) has its E / ep experts' MLPs and the router's E C. */
 static size_t block_local_params(const GPTLayout *l, int i) {
     const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
-    const size_t E = gpt_block_is_moe(&l->cfg, i) ? l->cfg.n_experts : 1;
+    const int moe = gpt_block_is_moe(&l->cfg, i);
+    const size_t E = moe ? (size_t)gpt_local_experts(l) : 1;
     return 4 * C + 3 * aw * (C + 1) + C * aw + C + E * (mw * (C + 1) + C * mw + C) +
-           (E > 1 ? E * C : 0);
+           (moe ? (size_t)l->cfg.n_experts * C : 0);
 }
 
 /* Floats of unit u in this rank's buffer: 0 when none of its stages uses
@@ -132,7 +148,7 @@ GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank) {
     l.n_head = cfg->n_head / tp;
     l.attn_width = cfg->n_embd / tp;
     l.mlp_width = 4 * cfg->n_embd / tp;
-    l.pp = l.chunks = l.cp = 1;
+    l.pp = l.chunks = l.cp = l.ep = 1;
     l.num_params = layout_num_params(&l);
     return l;
 }
@@ -164,6 +180,15 @@ void gpt_layout_set_pipeline(GPTLayout *l, int pp, int pp_rank, int chunks) {
     l->num_params = layout_num_params(l);
 }
 
+void gpt_layout_set_experts(GPTLayout *l, int ep, int ep_rank) {
+    const char *why = gpt_expert_problem(&l->cfg, ep);
+    CHECK(!why, "%s", why);
+    CHECK(ep_rank >= 0 && ep_rank < ep, "ep rank %d of %d", ep_rank, ep);
+    l->ep = ep;
+    l->ep_rank = ep_rank;
+    l->num_params = layout_num_params(l);
+}
+
 GPTStage gpt_stage(const GPTLayout *l, int chunk) {
     CHECK(chunk >= 0 && chunk < l->chunks, "chunk %d of %d", chunk, l->chunks);
     const int stages = l->pp * l->chunks, per_stage = l->cfg.n_layer / stages;
@@ -177,13 +202,14 @@ int gpt_num_tensors(const GPTLayout *l) {
     return 2 + BLOCK_NUM_TENSORS * l->cfg.n_layer + gpt_num_moe_blocks(&l->cfg) + 2;
 }
 
-/* How a tensor is split over TP (the table in layout.h) */
+/* How a tensor is split over TP (the table in layout.h), or over EP */
 typedef enum {
     WHOLE,       /* replicated */
     VOCAB_ROWS,  /* wte: a range of the padded vocabulary */
     HEAD_ROWS,   /* qkv: the local heads' rows of q, of k and of v */
     ROWS,        /* fc: rows [r n/tp, (r+1) n/tp) */
-    COLUMNS      /* attproj, fcproj: columns [r n/tp, (r+1) n/tp) */
+    COLUMNS,     /* attproj, fcproj: columns [r n/tp, (r+1) n/tp) */
+    EXPERT_ROWS  /* stacked experts, over EP: rows [r n/ep, (r+1) n/ep) */
 } Split;
 
 typedef struct {
@@ -207,7 +233,8 @@ static void add_tensor(TableBuilder *b, const char *name, int rows, int cols, Sp
     t->offset = b->offset;
     t->init = init;
     t->std = std;
-    t->split = split != WHOLE && l->tp > 1;
+    t->split = split != WHOLE && split != EXPERT_ROWS && l->tp > 1;
+    t->expert_split = split == EXPERT_ROWS && l->ep > 1;
     t->tied_copy = tied;
     b->global_offset += (size_t)rows * cols;
     if (!held) return;
@@ -230,6 +257,10 @@ static void add_tensor(TableBuilder *b, const char *name, int rows, int cols, Sp
     } else if (split == ROWS) {
         t->rows = rows / l->tp;
         p[t->npieces++] = (ShardPiece){l->tp_rank * t->rows, t->rows, 0, cols, t->offset};
+    } else if (split == EXPERT_ROWS) {
+        /* E experts of rows / E rows each: this rank's E / ep consecutive */
+        t->rows = rows / l->ep;
+        p[t->npieces++] = (ShardPiece){l->ep_rank * t->rows, t->rows, 0, cols, t->offset};
     } else {
         t->cols = cols / l->tp;
         p[t->npieces++] = (ShardPiece){0, rows, l->tp_rank * t->cols, t->cols, t->offset};
@@ -264,13 +295,14 @@ void gpt_tensor_table(const GPTLayout *l, TensorInfo *t) {
         BLOCK_TENSOR("ln2w", C, 1, WHOLE, INIT_ONES, 0);
         BLOCK_TENSOR("ln2b", C, 1, WHOLE, INIT_ZEROS, 0);
         if (gpt_block_is_moe(&l->cfg, i)) {
-            /* the router, then the E experts' MLPs stacked (moe.h), whole */
+            /* the router (whole), then the E experts' MLPs stacked (moe.h),
+             * this rank's experts under expert parallelism */
             const int E = l->cfg.n_experts;
             BLOCK_TENSOR("routerw", E, C, WHOLE, INIT_NORMAL, std);
-            BLOCK_TENSOR("fcw", E * 4 * C, C, WHOLE, INIT_NORMAL, std);
-            BLOCK_TENSOR("fcb", E * 4 * C, 1, WHOLE, INIT_ZEROS, 0);
-            BLOCK_TENSOR("fcprojw", E * C, 4 * C, WHOLE, INIT_NORMAL, std_proj);
-            BLOCK_TENSOR("fcprojb", E * C, 1, WHOLE, INIT_ZEROS, 0);
+            BLOCK_TENSOR("fcw", E * 4 * C, C, EXPERT_ROWS, INIT_NORMAL, std);
+            BLOCK_TENSOR("fcb", E * 4 * C, 1, EXPERT_ROWS, INIT_ZEROS, 0);
+            BLOCK_TENSOR("fcprojw", E * C, 4 * C, EXPERT_ROWS, INIT_NORMAL, std_proj);
+            BLOCK_TENSOR("fcprojb", E * C, 1, EXPERT_ROWS, INIT_ZEROS, 0);
             continue;
         }
         BLOCK_TENSOR("fcw", 4 * C, C, ROWS, INIT_NORMAL, std);
@@ -307,7 +339,8 @@ void gpt_unit_view(const GPTLayout *l, int unit, float *x, GPTParams *p) {
         return;
     }
     BlockParams *b = &p->blocks[unit - 1];
-    const size_t E = gpt_block_is_moe(&l->cfg, unit - 1) ? l->cfg.n_experts : 1;
+    const int moe = gpt_block_is_moe(&l->cfg, unit - 1);
+    const size_t E = moe ? (size_t)gpt_local_experts(l) : 1;  /* this rank's experts */
     /* same order as gpt_tensor_table */
     b->ln1w = x;     x += C;
     b->ln1b = x;     x += C;
@@ -317,8 +350,8 @@ void gpt_unit_view(const GPTLayout *l, int unit, float *x, GPTParams *p) {
     b->attprojb = x; x += C;
     b->ln2w = x;     x += C;
     b->ln2b = x;     x += C;
-    b->routerw = E > 1 ? x : NULL;
-    x += E > 1 ? E * C : 0;
+    b->routerw = moe ? x : NULL;
+    x += moe ? (size_t)l->cfg.n_experts * C : 0;
     b->fcw = x;      x += E * mw * C;
     b->fcb = x;      x += E * mw;
     b->fcprojw = x;  x += E * C * mw;

@@ -52,11 +52,15 @@
  * parameter moves, so the map is unchanged, and the passes see local
  * shapes: T is a rank's T / cp positions per sequence.
  *
- * What the later labs add here (DESIGN.md, "Toward the composed trainer"):
- * experts (lab 08) the experts' range. Each becomes fields of
- * GPTLayout, local sizes computed in gpt_layout_make, and pieces in the
- * shard map, so that init, gathering, memory accounting and checkpoints
- * follow without new code of their own.
+ * Expert parallelism (lab 08; gpt_layout_set_experts) splits each MoE
+ * block's E experts over the ep ranks of an expert-parallel group (mesh.h:
+ * ep consecutive data-parallel ranks): rank r holds experts [r E/ep,
+ * (r+1) E/ep), the rows of the stacked tensors
+ *   fcw (E 4C, C), fcb (E 4C)         rows [r E/ep 4C, (r+1) E/ep 4C)
+ *   fcprojw (E C, 4C), fcprojb (E C)  rows [r E/ep C, (r+1) E/ep C)
+ * (expert_split in TensorInfo, apart from TP's split); the router and
+ * every other tensor stay whole. The MoE branch then runs the program's
+ * ep_ops over ep_group (model.h ExpertParallelOps).
  */
 #ifndef LAYOUT_H
 #define LAYOUT_H
@@ -70,6 +74,7 @@ typedef struct TensorParallelOps TensorParallelOps;  /* model.h */
 typedef struct RecomputeOps RecomputeOps;            /* model.h */
 typedef struct SequenceParallelOps SequenceParallelOps;  /* model.h */
 typedef struct ContextParallelOps ContextParallelOps;    /* model.h */
+typedef struct ExpertParallelOps ExpertParallelOps;      /* model.h */
 
 /* Which activations a rank keeps for the backward pass (lab 05):
  *   NONE       everything each block's forward computes (lab 00);
@@ -137,6 +142,12 @@ typedef struct GPTLayout {
     CpAlgo cp_algo;
     Comm *cp_group;
     const ContextParallelOps *cp_ops;
+    /* expert parallelism (lab 08; gpt_layout_set_experts): ep ranks hold
+     * E / ep experts each, this one experts [ep_rank E/ep, ...); the MoE
+     * branch runs ep_ops over ep_group. 1, 0 without. */
+    int ep, ep_rank;
+    Comm *ep_group;
+    const ExpertParallelOps *ep_ops;
     /* local sizes (gpt_layout_make) */
     int vocab_padded;              /* Vp: V rounded up to a multiple of tp */
     int vocab_rows, vocab_first;   /* this rank's wte rows: [vocab_first, + vocab_rows) of Vp */
@@ -180,6 +191,16 @@ void gpt_layout_set_context(GPTLayout *l, int cp, int cp_rank, CpAlgo algo);
 int gpt_cp_position(const GPTLayout *l, int t, int Tl);
 /* The placement cp_algo uses (math_shared.h's CP_PLACE_*) */
 int gpt_cp_placement(const GPTLayout *l);
+
+/* Why ep ranks can't split cfg's experts, or NULL: the config must have
+ * experts, and ep must divide their number E. */
+const char *gpt_expert_problem(const GPTConfig *cfg, int ep);
+/* Make l rank ep_rank of an expert-parallel group of ep
+ * (gpt_expert_problem must be NULL at ep > 1): num_params becomes this
+ * rank's; the caller sets ep_group and ep_ops. */
+void gpt_layout_set_experts(GPTLayout *l, int ep, int ep_rank);
+/* Experts of an MoE block this rank holds: E / ep */
+int gpt_local_experts(const GPTLayout *l);
 
 /* One pipeline stage as a rank runs it: local chunk c of rank pp_rank is
  * stage pp_rank + c pp, blocks [first_block, first_block + n_blocks). The
@@ -237,6 +258,8 @@ typedef struct {
     int global_rows, global_cols;
     size_t global_offset;   /* where the whole tensor starts in the standard layout */
     int split;              /* 1: split over TP; 0: whole on every TP rank */
+    int expert_split;       /* 1: this rank's experts' rows (ep > 1); 0: whole on
+                               every rank of the expert-parallel group */
     int tied_copy;          /* 1: the last pipeline stage's copy of wte (pp > 1) */
     InitKind init;
     float std;              /* for INIT_NORMAL */

@@ -94,6 +94,10 @@ typedef struct {
      *            positions of the rank's heads). */
     int cp;
     CpAlgo cp_algo;
+    /* expert parallelism (lab 08; ep 0 or 1: none): the rank holds E / ep
+     * experts of each MoE block (layout.h), and its MoE activations and
+     * scratch the rows its experts receive (moe.h's R_max) */
+    int ep;
 } MemLayout;
 
 typedef struct {

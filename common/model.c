@@ -27,6 +27,7 @@ static MoEShape moe_shape_of(const GPTLayout *l, int B, int T) {
     const GPTConfig *c = &l->cfg;
     moe_shape_init(&s, B * T, T, c->n_embd, c->n_experts, c->top_k, c->capacity_factor,
                    c->aux_loss_coef);
+    moe_shape_set_ep(&s, l->ep);
     return s;
 }
 static size_t moe_kept_floats_of(const GPTLayout *l, int B, int T) {
@@ -433,12 +434,20 @@ static MoEParams moe_params(const BlockParams *p) {
     return (MoEParams){p->routerw, p->fcw, p->fcb, p->fcprojw, p->fcprojb};
 }
 
-/* x2 = x1 + MoE(ln2(x1)), the MoE's output into res2 first; its aux loss
- * (moe.h) joins the objective: returned, and counted in the statistics */
+static const ExpertParallelOps *ep_ops_of(const GPTLayout *l) {
+    CHECK(l->ep_ops && l->ep_group, "a layout of ep %d needs its experts' exchange (ep_ops) and "
+          "its group (ep_group)", l->ep);
+    return l->ep_ops;
+}
+
+/* x2 = x1 + MoE(ln2(x1)), the MoE's output into res2 first (through the
+ * layout's experts under expert parallelism); its aux loss (moe.h) joins
+ * the objective: returned, and counted in the statistics */
 static float moe_branch_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a,
                                 size_t RC) {
     const MoEParams mp = moe_params(p);
-    moe_forward(a->res2, a->moe, &mp, a->ln2);
+    if (l->ep > 1) ep_ops_of(l)->moe_forward(l, a->res2, a->moe, &mp, a->ln2);
+    else moe_forward(a->res2, a->moe, &mp, a->ln2);
     residual_forward(a->res2, a->res2, a->res1, RC);
     const MoERouting *r = &a->moe->route;
     g_moe_stats.aux += r->aux;
@@ -481,7 +490,11 @@ void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
      * branch (moe.h) the same, its aux loss weighted as the objective's. */
     if (a->moe) {
         const MoEParams mp = moe_params(p), mg = moe_params(g);
-        moe_backward(s->dln, &mg, dout, a->moe, s->moe, &mp, a->ln2, s->moe_daux);
+        if (l->ep > 1)
+            ep_ops_of(l)->moe_backward(l, s->dln, &mg, dout, a->moe, s->moe, &mp, a->ln2,
+                                       s->moe_daux);
+        else
+            moe_backward(s->dln, &mg, dout, a->moe, s->moe, &mp, a->ln2, s->moe_daux);
     } else {
         row_backward(l, s->dfch_gelu, g->fcprojw, g->fcprojb, dout, a->fch_gelu, p->fcprojw,
                      a->seq_full, N, mw, C);

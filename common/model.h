@@ -149,6 +149,26 @@ struct ContextParallelOps {
     float (*loss_mean)(const GPTLayout *l, float loss);
 };
 
+/* Expert parallelism (lab 08; layout.h): the ep ranks of ep_group hold
+ * E / ep experts each, and an MoE block's layer runs as moe.h's phases
+ * with the experts phase on the owners: p and g are this rank's views (the
+ * router whole, the expert tensors its experts' rows, expert 0 of them
+ * global expert ep_rank E/ep), a the block's MoEActs (their shape's ep =
+ * the layout's: xr, eor, peer_counts), sc the backward scratch:
+ *   moe_forward   y (N, C) = the layer on x (N, C), this rank's tokens
+ *                 through every rank's experts; keeps in a what the
+ *                 backward pass needs (the routing, the dispatched and the
+ *                 received rows, the experts' h and act);
+ *   moe_backward  dx += , g += (the local experts' gradients summed over
+ *                 the rows of every source), from dy (N, C); daux as moe.h's. */
+struct ExpertParallelOps {
+    void (*moe_forward)(const GPTLayout *l, float *y, MoEActs *a, const MoEParams *p,
+                        const float *x);
+    void (*moe_backward)(const GPTLayout *l, float *dx, const MoEParams *g, const float *dy,
+                         MoEActs *a, const MoEScratch *sc, const MoEParams *p, const float *x,
+                         float daux);
+};
+
 /* Floats of a block's attention activations besides qkv and the output:
  * the probabilities B NH' T^2, or under context parallelism what cp_ops
  * keep (above). */

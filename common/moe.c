@@ -25,6 +25,24 @@ void moe_shape_init(MoEShape *s, int N, int S, int C, int E, int k, float capaci
     s->cap = moe_capacity(S, E, k, capacity_factor);
     const long long by_tokens = (long long)N * k, by_cap = (long long)s->G * E * s->cap;
     s->A_max = (int)(by_tokens < by_cap ? by_tokens : by_cap);
+    s->ep = 1;
+    s->R_max = 0;
+    s->X_max = s->A_max;
+}
+
+void moe_shape_set_ep(MoEShape *s, int ep) {
+    CHECK(ep >= 1 && s->E % ep == 0, "MoE: %d experts do not split over %d ranks", s->E, ep);
+    s->ep = ep;
+    if (ep == 1) {
+        s->R_max = 0;
+        s->X_max = s->A_max;
+        return;
+    }
+    /* one source sends an owner at most its A_max rows, and at most cap
+     * per group for each of the owner's E/ep experts */
+    const long long by_cap = (long long)(s->E / ep) * s->G * s->cap;
+    s->R_max = ep * (int)(s->A_max < by_cap ? s->A_max : by_cap);
+    s->X_max = s->R_max;
 }
 
 MoEParams moe_params_from(const MoEParams *p, int e0, int C) {
@@ -35,11 +53,15 @@ MoEParams moe_params_from(const MoEParams *p, int e0, int C) {
 }
 
 size_t moe_kept_floats(const MoEShape *s) {
-    return (size_t)s->N * s->E + (size_t)s->A_max * (10 * (size_t)s->C + 2) + (size_t)s->N * s->k;
+    const size_t C = s->C;
+    return (size_t)s->N * s->E + (size_t)s->A_max * (2 * C + 2) + (size_t)s->X_max * 8 * C +
+           (size_t)s->N * s->k + (size_t)s->R_max * 2 * C;
 }
 
 size_t moe_scratch_floats(const MoEShape *s) {
-    return (size_t)s->N * s->E + (size_t)s->A_max * (10 * (size_t)s->C + 1);
+    const size_t C = s->C;
+    return (size_t)s->N * s->E + (size_t)s->A_max * (2 * C + 1) + (size_t)s->X_max * 8 * C +
+           (size_t)s->R_max * 2 * C;
 }
 
 static void *host_calloc(size_t n, size_t size) {
@@ -50,8 +72,12 @@ static void *host_calloc(size_t n, size_t size) {
 
 static float *dev_floats(MemCategory c, size_t n) { return mem_alloc(c, n * sizeof(float)); }
 
+/* n floats of c, or NULL when n is 0 (the expert-parallel buffers without it) */
+static float *dev_floats_or_null(MemCategory c, size_t n) { return n ? dev_floats(c, n) : NULL; }
+
 void moe_acts_alloc(MoEActs *a, const MoEShape *s) {
-    const size_t N = s->N, E = s->E, k = s->k, A = s->A_max, C = s->C;
+    const size_t N = s->N, E = s->E, k = s->k, A = s->A_max, C = s->C, X = s->X_max;
+    const size_t R = s->R_max;
     a->shape = *s;
     MoERouting *r = &a->route;
     r->A = r->dropped = 0;
@@ -73,32 +99,40 @@ void moe_acts_alloc(MoEActs *a, const MoEShape *s) {
     r->weight = dev_floats(MEM_ACTIVATIONS, A);
     a->probs = dev_floats(MEM_ACTIVATIONS, N * E);
     a->xd = dev_floats(MEM_ACTIVATIONS, A * C);
-    a->h = dev_floats(MEM_ACTIVATIONS, A * 4 * C);
-    a->act = dev_floats(MEM_ACTIVATIONS, A * 4 * C);
+    a->h = dev_floats(MEM_ACTIVATIONS, X * 4 * C);
+    a->act = dev_floats(MEM_ACTIVATIONS, X * 4 * C);
     a->eo = dev_floats(MEM_ACTIVATIONS, A * C);
+    a->xr = dev_floats_or_null(MEM_ACTIVATIONS, R * C);
+    a->eor = dev_floats_or_null(MEM_ACTIVATIONS, R * C);
+    a->peer_counts = s->ep > 1 ? host_calloc(E, sizeof(int)) : NULL;
 }
 
 void moe_acts_free(MoEActs *a) {
     MoERouting *r = &a->route;
     void *host[] = {r->counts,   r->offsets, r->token_h,  r->weight_h, r->expert_h, r->slots_h,
-                    r->choice,   r->assigned, r->probs_h, r->dprobs_h, r->dweight_h, r->cand};
+                    r->choice,   r->assigned, r->probs_h, r->dprobs_h, r->dweight_h, r->cand,
+                    a->peer_counts};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
-    void *dev[] = {r->token, r->slots, r->weight, a->probs, a->xd, a->h, a->act, a->eo};
+    void *dev[] = {r->token, r->slots, r->weight, a->probs, a->xd, a->h, a->act, a->eo,
+                   a->xr, a->eor};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) mem_free(dev[i]);
 }
 
 void moe_scratch_alloc(MoEScratch *sc, const MoEShape *s) {
-    const size_t A = s->A_max, C = s->C;
+    const size_t A = s->A_max, C = s->C, X = s->X_max, R = s->R_max;
     sc->d_eo = dev_floats(MEM_WORKSPACE, A * C);
     sc->d_xd = dev_floats(MEM_WORKSPACE, A * C);
-    sc->d_act = dev_floats(MEM_WORKSPACE, A * 4 * C);
-    sc->d_pre = dev_floats(MEM_WORKSPACE, A * 4 * C);
+    sc->d_act = dev_floats(MEM_WORKSPACE, X * 4 * C);
+    sc->d_pre = dev_floats(MEM_WORKSPACE, X * 4 * C);
     sc->dweight = dev_floats(MEM_WORKSPACE, A);
     sc->dprobs = dev_floats(MEM_WORKSPACE, (size_t)s->N * s->E);
+    sc->d_eor = dev_floats_or_null(MEM_WORKSPACE, R * C);
+    sc->d_xr = dev_floats_or_null(MEM_WORKSPACE, R * C);
 }
 
 void moe_scratch_free(MoEScratch *sc) {
-    float *dev[] = {sc->d_eo, sc->d_xd, sc->d_act, sc->d_pre, sc->dweight, sc->dprobs};
+    float *dev[] = {sc->d_eo, sc->d_xd, sc->d_act, sc->d_pre, sc->dweight, sc->dprobs,
+                    sc->d_eor, sc->d_xr};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) mem_free(dev[i]);
 }
 

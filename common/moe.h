@@ -58,6 +58,15 @@
  * MEM_WORKSPACE (MoEScratch), moe_kept_floats and moe_scratch_floats count
  * them for the memory planner. The routing's host bookkeeping (O(N E + N k)
  * ints and floats) is plain host memory, not counted.
+ *
+ * Expert parallelism (lab 08; moe_shape_set_ep): ep ranks each hold E / ep
+ * experts, and the experts phase runs on the rows the owner RECEIVES from
+ * the ep ranks, not on its own xd. From one source, at most min(A_max,
+ * (E/ep) G cap) rows go to one owner (its experts' capacity in the
+ * source's groups), so an owner gets at most R_max = ep min(A_max, (E/ep)
+ * G cap) rows; the experts' h and act then have R_max rows (X_max below:
+ * A_max without expert parallelism), and the received rows xr, their
+ * outputs eor and, in the scratch, d_eor and d_xr R_max rows each.
  */
 #ifndef MOE_H
 #define MOE_H
@@ -70,6 +79,10 @@ typedef struct {
     int cap;       /* kept assignments per expert per group */
     int A_max;     /* min(N k, G E cap): the most assignments kept */
     float capacity_factor, aux_alpha;
+    /* expert parallelism: ep ranks of E / ep experts each (1: none); the
+     * rows an owner receives at most (0 without), and the rows the experts
+     * phase runs on at most: A_max without, R_max with */
+    int ep, R_max, X_max;
 } MoEShape;
 
 /* ceil(S k / E * capacity_factor) in double, at most S; S when
@@ -78,6 +91,9 @@ int moe_capacity(int S, int E, int k, float capacity_factor);
 /* N a multiple of S; dies on a shape that is not */
 void moe_shape_init(MoEShape *s, int N, int S, int C, int E, int k, float capacity_factor,
                     float aux_alpha);
+/* the same layer with its experts split over ep ranks (ep divides E): sets
+ * ep, R_max and X_max */
+void moe_shape_set_ep(MoEShape *s, int ep);
 
 /* The layer's parameters, or their gradients: pointers into the caller's
  * buffers, shapes as above (wr (E, C); expert tensors stacked). */
@@ -122,24 +138,34 @@ typedef struct {
     MoERouting route;
     float *probs;  /* (N, E) router probabilities */
     float *xd;     /* (A_max, C) dispatched rows of x, by expert */
-    float *h;      /* (A_max, 4C) fc outputs, before GELU */
-    float *act;    /* (A_max, 4C) after GELU */
-    float *eo;     /* (A_max, C) expert outputs */
+    float *h;      /* (X_max, 4C) fc outputs, before GELU */
+    float *act;    /* (X_max, 4C) after GELU */
+    float *eo;     /* (A_max, C) expert outputs (under ep, back from the owners) */
+    /* expert parallelism only (else NULL): the rows this rank's experts
+     * received, by source rank then local expert, and their outputs */
+    float *xr;     /* (R_max, C) */
+    float *eor;    /* (R_max, C) */
+    int *peer_counts; /* host (ep E/ep): rows from source s for local expert e at
+                         s E/ep + e (not counted: host bookkeeping) */
 } MoEActs;
 
 /* Backward scratch (device, MEM_WORKSPACE) */
 typedef struct {
     float *d_eo;     /* (A_max, C) d expert outputs */
     float *d_xd;     /* (A_max, C) d dispatched rows */
-    float *d_act;    /* (A_max, 4C) */
-    float *d_pre;    /* (A_max, 4C) */
+    float *d_act;    /* (X_max, 4C) */
+    float *d_pre;    /* (X_max, 4C) */
     float *dweight;  /* (A_max) d combine weights */
     float *dprobs;   /* (N, E) d probs, turned into d logits in place */
+    /* expert parallelism only (else NULL): d eor and d xr, (R_max, C) each */
+    float *d_eor, *d_xr;
 } MoEScratch;
 
 /* 4-byte words (floats, and the int index lists) of MoEActs' device
- * buffers: N E + A_max (10 C + 2) + N k; and of MoEScratch's: N E +
- * A_max (10 C + 1) */
+ * buffers: N E + A_max (2 C + 2) + X_max 8 C + N k + R_max 2 C; and of
+ * MoEScratch's: N E + A_max (2 C + 1) + X_max 8 C + R_max 2 C (without
+ * expert parallelism N E + A_max (10 C + 2) + N k and N E + A_max (10 C +
+ * 1)) */
 size_t moe_kept_floats(const MoEShape *s);
 size_t moe_scratch_floats(const MoEShape *s);
 

@@ -361,32 +361,60 @@ static void log_moe_step(const TrainParallel *par, RunLog *log, int step, int mi
  * counted once: a tensor split over TP is summed over the TP group, a
  * replicated one (whole on every TP rank, the same gradient) counted on TP
  * rank 0 only; each pipeline stage's over the pipeline, the last stage's
- * tied copy of wte not at all (the first stage's stands for it); t is the
- * layout's tensor table. On one rank of the whole model, the whole buffer
- * at once. */
+ * tied copy of wte not at all (the first stage's stands for it); under
+ * expert parallelism each rank's experts over the EP group, the tensors
+ * whole on every EP rank on EP rank 0 only; t is the layout's tensor
+ * table. On one rank of the whole model, the whole buffer at once. */
 static double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const float *grads) {
-    if (l->tp == 1 && l->pp == 1) return sum_squares(grads, l->num_params);
+    if (l->tp == 1 && l->pp == 1 && l->ep == 1) return sum_squares(grads, l->num_params);
     double sum = 0.0;
     for (int i = 0; i < gpt_num_tensors(l); i++)
-        if ((t[i].split || l->tp_rank == 0) && !t[i].tied_copy)
+        if ((t[i].split || l->tp_rank == 0) && (t[i].expert_split || l->ep_rank == 0) &&
+            !t[i].tied_copy)
             sum += sum_squares(grads + t[i].offset, t[i].count);
     if (l->tp > 1) comm_allreduce(l->tp_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
     if (l->pp > 1) comm_allreduce(l->pp_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
+    if (l->ep > 1) comm_allreduce(l->ep_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
     return sum;
+}
+
+/* Under expert parallelism (tp = pp = 1): every EP rank's buffer, each
+ * copied into whole by its own layout (its experts' rows, and the tensors
+ * every EP rank holds whole); EP rank 0's last, or this rank's when mine,
+ * so that those win where the copies could differ. */
+static void gather_experts(const GPTLayout *l, const float *own, float *whole, int mine) {
+    CHECK(l->tp == 1 && l->pp == 1, "expert parallelism with tp %d and pp %d", l->tp, l->pp);
+    const size_t n = l->num_params;  /* the same on every EP rank */
+    float *all = malloc(n * l->ep * sizeof(float));
+    CHECK(all, "out of memory for gathering the parameters");
+    comm_allgather_untraced(l->ep_group, own, all, n * l->ep, COMM_FLOAT);  /* n each */
+    const int last = mine ? l->ep_rank : 0;
+    for (int k = 1; k <= l->ep; k++) {
+        GPTLayout lr = *l;
+        lr.ep_rank = (last + k) % l->ep;
+        gpt_layout_to_standard(&lr, all + (size_t)lr.ep_rank * n, whole, LAYOUT_COPY_ALL);
+    }
+    free(all);
 }
 
 /* The whole model in the standard layout (host memory, gpt_num_params
  * floats; the caller frees it), assembled from every TP rank's local
  * buffer, then every pipeline stage's (collectives over the TP group and
- * the pipeline): the split tensors from their owners, the replicated ones
- * from TP rank 0's copy and wte from the first stage's, or, when mine,
- * wherever this rank holds a tensor, its own copy (its view of the model,
- * for the consistency checksum). */
+ * the pipeline), or every EP rank's (gather_experts): the split tensors
+ * from their owners, the replicated ones from TP rank 0's copy and wte
+ * from the first stage's, or, when mine, wherever this rank holds a
+ * tensor, its own copy (its view of the model, for the consistency
+ * checksum). */
 static float *layout_gather_standard(const GPTLayout *l, const float *local, int mine) {
     const size_t n = l->num_params, total = gpt_num_params(&l->cfg);
     float *own = malloc(n * sizeof(float)), *whole = calloc(total, sizeof(float));
     CHECK(own && whole, "out of memory for gathering the parameters");
     device_copy(own, local, n * sizeof(float));
+    if (l->ep > 1) {
+        gather_experts(l, own, whole, mine);
+        free(own);
+        return whole;
+    }
     if (l->tp > 1) {
         float *all = malloc(n * l->tp * sizeof(float));
         CHECK(all, "out of memory for gathering the parameters");
@@ -479,7 +507,7 @@ static void replicated_update(void *ctx, const AdamWStep *s) {
 
 static void replicated_gather_params(void *ctx, float *out) {
     Replicated *r = ctx;
-    if (r->layout->tp == 1 && r->layout->pp == 1) {
+    if (r->layout->tp == 1 && r->layout->pp == 1 && r->layout->ep == 1) {
         if (out) device_copy(out, r->params, r->n * sizeof(float));
         return;
     }
@@ -490,7 +518,7 @@ static void replicated_gather_params(void *ctx, float *out) {
 
 static void replicated_local_params(void *ctx, float *out) {
     Replicated *r = ctx;
-    if (r->layout->tp == 1 && r->layout->pp == 1) {
+    if (r->layout->tp == 1 && r->layout->pp == 1 && r->layout->ep == 1) {
         device_copy(out, r->params, r->n * sizeof(float));
         return;
     }

@@ -172,6 +172,16 @@ same_bits() {
     done
 }
 
+@test "fake gpu: lab 08 (ep 2, and ep 2 x edp 2: the all-to-all-v's on GPU buffers, staged) equals the CPU runs" {
+    cd "$ROOT"
+    for case in "2 --ep 2" "4 --ep 2"; do
+        read -r np flags <<<"$case"
+        # shellcheck disable=SC2086  # flags is a list
+        fake_equals_cpu "ep${flags// /}-$np" "$np" "$FAKE/train_moe" \
+            "$BUILD/solutions/08_moe/train_moe" --config tiny-moe $flags
+    done
+}
+
 @test "fake gpu: the library's collectives on GPU buffers give the right results through staging" {
     for op in allreduce reduce_scatter allgather broadcast; do
         run mpirun_t 120 3 "$FAKE/bench_collectives" --device cuda --impl library --op "$op" \

@@ -138,6 +138,17 @@ san_flags() {
     done
 }
 
+@test "sanitize: lab 08, train_moe at ep 2, and ep 2 x edp 2 dropless" {
+    require_solution 08
+    for case in "2 --ep 2" "4 --ep 2 --capacity-factor 0"; do
+        read -r np flags <<<"$case"
+        # shellcheck disable=SC2086  # flags is a list
+        run mpirun_t 120 "$np" "$SAN/solutions/08_moe/train_moe" "${SHORT[@]}" --config tiny-moe \
+            $flags --out "$BATS_TEST_TMPDIR/${flags// /}" --dump-params "$BATS_TEST_TMPDIR/p.bin"
+        no_reports
+    done
+}
+
 @test "sanitize: token-file tools, memory planner, C unit tests" {
     local d=$BATS_TEST_TMPDIR
     run t 60 "$SAN/bin/gen_synthetic" --out "$d/s.tok" --tokens 20000

@@ -23,7 +23,7 @@ load helpers
     echo "$output"
     [ "$status" -eq 0 ]
 }
-@test "unit: shard map: tensors tile the buffer, pieces cover the model once, every TP degree inits lab 00's weights" {
+@test "unit: shard map: tensors tile the buffer, pieces cover the model once, every TP and EP degree inits lab 00's weights" {
     run t 60 "$BUILD/tests/test_layout"
     echo "$output"
     [ "$status" -eq 0 ]

@@ -1,13 +1,16 @@
-/* The shard map (layout.h), for tensor-parallel degrees 1, 2, 3 and 4:
+/* The shard map (layout.h), for tensor-parallel degrees 1, 2, 3 and 4, and
+ * expert-parallel degrees 2 and 4 of a mixture of experts:
  *   - a rank's tensors tile its flat buffer, units stay contiguous, and
  *     num_params is their sum;
- *   - the pieces of all TP ranks together cover every element of every
- *     split tensor exactly once, and each rank holds every replicated
- *     tensor whole; padding rows of the vocabulary belong to no piece;
+ *   - the pieces of all TP (EP) ranks together cover every element of
+ *     every split (expert-split) tensor exactly once, and each rank holds
+ *     every replicated tensor whole; padding rows of the vocabulary belong
+ *     to no piece;
  *   - each rank's init, copied to the standard layout through the map,
  *     is bit for bit the whole model's init (every layout starts from lab
  *     00's weights), also when made in pieces (a ZeRO shard of the rank);
- *   - degrees that do not divide the heads are refused with a reason. */
+ *   - degrees that do not divide the heads (the experts) are refused with
+ *     a reason. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +18,14 @@
 #include "layout.h"
 #include "unit.h"
 
-static void check_degree(const GPTConfig *cfg, int tp) {
+/* rank r of the tp x ep ranks: TP rank r % tp, EP rank r / tp */
+static GPTLayout layout_of(const GPTConfig *cfg, int tp, int ep, int r) {
+    GPTLayout l = gpt_layout_make(cfg, tp, r % tp);
+    if (ep > 1) gpt_layout_set_experts(&l, ep, r / tp);
+    return l;
+}
+
+static void check_degree(const GPTConfig *cfg, int tp, int ep) {
     const size_t whole_n = gpt_num_params(cfg);
     const GPTLayout whole_layout = gpt_layout_whole(cfg);
     float *whole = malloc(whole_n * sizeof(float)), *assembled = malloc(whole_n * sizeof(float));
@@ -26,8 +36,8 @@ static void check_degree(const GPTConfig *cfg, int tp) {
     const int nt = gpt_num_tensors(&whole_layout);
     TensorInfo *t = malloc((size_t)nt * sizeof *t);
     CHECK(t, "out of memory");
-    for (int r = 0; r < tp; r++) {
-        const GPTLayout l = gpt_layout_make(cfg, tp, r);
+    for (int r = 0; r < tp * ep; r++) {
+        const GPTLayout l = layout_of(cfg, tp, ep, r);
         EXPECT(l.vocab_padded % tp == 0 && l.vocab_padded >= cfg->vocab_size &&
                    l.vocab_padded - cfg->vocab_size < tp,
                "tp %d: vocabulary %d padded to %d", tp, cfg->vocab_size, l.vocab_padded);
@@ -50,9 +60,12 @@ static void check_degree(const GPTConfig *cfg, int tp) {
             size_t padding = i == 0 ? (size_t)(l.vocab_rows - l.vocab_real) * cfg->n_embd : 0;
             EXPECT(in_pieces + padding == t[i].count, "tp %d rank %d: %s: %zu in pieces, %zu "
                    "padding, %zu local", tp, r, t[i].name, in_pieces, padding, t[i].count);
-            EXPECT(t[i].split == (tp > 1 && t[i].count < (size_t)t[i].global_rows *
-                                                             t[i].global_cols + padding),
-                   "tp %d: %s split flag %d", tp, t[i].name, t[i].split);
+            EXPECT((t[i].split || t[i].expert_split) ==
+                           (tp * ep > 1 &&
+                            t[i].count < (size_t)t[i].global_rows * t[i].global_cols + padding) &&
+                       !(t[i].split && t[i].expert_split),
+                   "tp %d ep %d: %s split flags %d %d", tp, ep, t[i].name, t[i].split,
+                   t[i].expert_split);
         }
         EXPECT(next == l.num_params, "tp %d: tensors end at %zu, num_params %zu", tp, next,
                l.num_params);
@@ -77,7 +90,8 @@ static void check_degree(const GPTConfig *cfg, int tp) {
             if (l.vocab_first + (int)(e / cfg->n_embd) >= cfg->vocab_size)
                 EXPECT(local[e] == 0.0f, "tp %d rank %d: padding element %zu is %g", tp, r, e,
                        local[e]);
-        gpt_layout_to_standard(&l, local, assembled, r == 0);
+        /* under EP every rank's own tensors: the replicated ones are alike */
+        gpt_layout_to_standard(&l, local, assembled, ep > 1 ? LAYOUT_COPY_ALL : r == 0);
         free(local);
     }
     int real = 0;
@@ -85,12 +99,12 @@ static void check_degree(const GPTConfig *cfg, int tp) {
     EXPECT(real == cfg->vocab_size, "tp %d: the ranks hold %d real vocabulary rows, not %d", tp,
            real, cfg->vocab_size);
     size_t wrong = 0, uncovered = 0;
-    const GPTLayout l0 = gpt_layout_make(cfg, tp, 0);
+    const GPTLayout l0 = layout_of(cfg, tp, ep, 0);
     gpt_tensor_table(&l0, t);
     for (int i = 0; i < nt; i++)
         for (size_t e = t[i].global_offset;
              e < t[i].global_offset + (size_t)t[i].global_rows * t[i].global_cols; e++) {
-            size_t want = t[i].split ? 1 : (size_t)tp;
+            size_t want = t[i].split || t[i].expert_split ? 1 : (size_t)tp * ep;
             if (covered[e] != want) uncovered++;
         }
     for (size_t e = 0; e < whole_n; e++)
@@ -108,10 +122,17 @@ static void check_degree(const GPTConfig *cfg, int tp) {
 int main(void) {
     GPTConfig tiny;
     CHECK(gpt_config_by_name("tiny", &tiny) == 0, "tiny config missing");
-    for (int tp = 1; tp <= 4; tp *= 2) check_degree(&tiny, tp);
+    for (int tp = 1; tp <= 4; tp *= 2) check_degree(&tiny, tp, 1);
     /* a vocabulary that no degree divides: padded, and rank 3 of 4 holds one real row */
     GPTConfig odd = {.vocab_size = 13, .ctx_len = 8, .n_layer = 2, .n_head = 12, .n_embd = 24};
-    for (int tp = 2; tp <= 4; tp++) check_degree(&odd, tp);
+    for (int tp = 2; tp <= 4; tp++) check_degree(&odd, tp, 1);
+    /* experts: 4 of them over 2 and 4 ranks */
+    GPTConfig moe;
+    CHECK(gpt_config_by_name("tiny-moe", &moe) == 0, "tiny-moe config missing");
+    for (int ep = 1; ep <= 4; ep *= 2) check_degree(&moe, 1, ep);
+    EXPECT(gpt_expert_problem(&moe, 3) != NULL, "ep 3 splits tiny-moe's 4 experts");
+    EXPECT(gpt_expert_problem(&tiny, 2) != NULL, "ep 2 splits tiny's experts, of which it has none");
+    EXPECT(gpt_expert_problem(&moe, 4) == NULL, "ep 4 should split tiny-moe");
     EXPECT(gpt_layout_problem(&tiny, 3) != NULL, "tp 3 splits tiny's 4 heads");
     EXPECT(gpt_layout_problem(&tiny, 2) == NULL, "tp 2 should split tiny");
     const GPTLayout whole = gpt_layout_whole(&tiny);

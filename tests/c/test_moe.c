@@ -471,25 +471,40 @@ static void check_ranges(void) {
 
 /* ---- (d) memory: the allocator's counts are the planner's formula ---- */
 
+/* the allocator's bytes for s's acts and scratch against the formulas */
+static void check_alloc(const MoEShape *s) {
+    const size_t act0 = mem_current_bytes(MEM_ACTIVATIONS), ws0 = mem_current_bytes(MEM_WORKSPACE);
+    MoEActs a;
+    MoEScratch sc;
+    moe_acts_alloc(&a, s);
+    moe_scratch_alloc(&sc, s);
+    EXPECT(mem_current_bytes(MEM_ACTIVATIONS) - act0 == 4 * moe_kept_floats(s),
+           "ep %d: activations %zu bytes, moe_kept_floats says %zu", s->ep,
+           mem_current_bytes(MEM_ACTIVATIONS) - act0, 4 * moe_kept_floats(s));
+    EXPECT(mem_current_bytes(MEM_WORKSPACE) - ws0 == 4 * moe_scratch_floats(s),
+           "ep %d: workspace %zu bytes, moe_scratch_floats says %zu", s->ep,
+           mem_current_bytes(MEM_WORKSPACE) - ws0, 4 * moe_scratch_floats(s));
+    moe_acts_free(&a);
+    moe_scratch_free(&sc);
+}
+
 static void check_memory(void) {
     MoEShape s;
     moe_shape_init(&s, 64, 16, 8, 4, 2, 0.5f, 0.01f);
     EXPECT(s.cap == 4 && s.A_max == 4 * 4 * 4, "cap %d A_max %d", s.cap, s.A_max);  /* G E cap < N k */
+    check_alloc(&s);
+    /* expert parallelism: an owner of 2 of the 4 experts gets at most
+     * min(A_max, 2 G cap) = 32 rows from each of the 2 sources */
+    moe_shape_set_ep(&s, 2);
+    EXPECT(s.R_max == 2 * 32 && s.X_max == s.R_max, "ep 2: R_max %d X_max %d", s.R_max, s.X_max);
+    check_alloc(&s);
     moe_shape_init(&s, 64, 16, 8, 4, 2, 0.0f, 0.01f);
     EXPECT(s.cap == 16 && s.A_max == 64 * 2, "dropless: cap %d A_max %d", s.cap, s.A_max);
-    const size_t act0 = mem_current_bytes(MEM_ACTIVATIONS), ws0 = mem_current_bytes(MEM_WORKSPACE);
-    MoEActs a;
-    MoEScratch sc;
-    moe_acts_alloc(&a, &s);
-    moe_scratch_alloc(&sc, &s);
-    EXPECT(mem_current_bytes(MEM_ACTIVATIONS) - act0 == 4 * moe_kept_floats(&s),
-           "activations %zu bytes, moe_kept_floats says %zu",
-           mem_current_bytes(MEM_ACTIVATIONS) - act0, 4 * moe_kept_floats(&s));
-    EXPECT(mem_current_bytes(MEM_WORKSPACE) - ws0 == 4 * moe_scratch_floats(&s),
-           "workspace %zu bytes, moe_scratch_floats says %zu",
-           mem_current_bytes(MEM_WORKSPACE) - ws0, 4 * moe_scratch_floats(&s));
-    moe_acts_free(&a);
-    moe_scratch_free(&sc);
+    check_alloc(&s);
+    /* dropless over 4 ranks: one expert each, at most min(128, G cap = 64) rows per source */
+    moe_shape_set_ep(&s, 4);
+    EXPECT(s.R_max == 4 * 64, "dropless ep 4: R_max %d", s.R_max);
+    check_alloc(&s);
 }
 
 /* ---- the dump for tests/torch_moe.py ----

@@ -1,0 +1,129 @@
+/* train_moe: expert-parallel training of a mixture of experts (lab 08),
+ * over data parallelism. The loop is common/train.c's; each data-parallel
+ * rank takes its rows of the batch, and the ep ranks of an expert-parallel
+ * group (mesh.h: ep consecutive DP ranks) hold E / ep experts each of
+ * every MoE block (layout.h), the model's MoE branch calling the lab's
+ * exchange (expert_parallel.c) through the layout (model.h
+ * ExpertParallelOps). Gradients: the replicated tensors averaged over DP,
+ * the experts' over the ranks that hold the same experts (ep_sync_grads).
+ *   mpirun -np 2 train_moe --config tiny-moe --ep 2
+ *   mpirun -np 4 train_moe --config tiny-moe --ep 2     (ep 2 x edp 2)
+ * Besides the loop's outputs, from rank 0: its EP traffic against the
+ * formulas, and the memory against the planner's. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "cli.h"
+#include "comm.h"
+#include "expert_parallel.h"
+#include "memplan.h"
+#include "mesh.h"
+#include "preflight.h"
+#include "train.h"
+
+static const ExtraOption g_ep_options[] = {
+    {"ep", 1, "--ep N               expert-parallel degree: ranks sharing each MoE block's "
+              "experts, E / N each (default 1); must divide the experts and the ranks"},
+};
+enum { N_EP_OPTIONS = sizeof g_ep_options / sizeof g_ep_options[0] };
+
+static void on_ep_option(void *ctx, int index, const char *arg) {
+    (void)index;
+    *(int *)ctx = cli_int("--ep", arg, 1, 1 << 12);
+}
+
+/* the loop's GradSync: the lab's averaging once the backward pass is done */
+typedef struct {
+    const GPTLayout *layout;
+    Comm *dp, *edp;
+    TensorInfo *tensors;
+} EpSync;
+
+static void ep_finish(void *ctx, float *grads, size_t n) {
+    (void)n;
+    const EpSync *s = ctx;
+    ep_sync_grads(s->layout, s->dp, s->edp, s->tensors, grads);
+}
+
+/* Rank 0's EP traffic (comm.csv's ep group) against the formulas. Per MoE
+ * block, a forward pass makes one all-to-all of the E / ep counts per peer
+ * (E ints sent) and two all-to-all-v's of rows (dispatch: its A kept rows;
+ * return: the R rows its experts received), a backward pass two more (d eo
+ * out, d xd back): 4 C (A + R) bytes per pass. A and R depend on the
+ * routing; they are at most A_max and R_max (moe.h). */
+static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm *ep, int rows) {
+    const size_t blocks = (size_t)gpt_num_moe_blocks(&o->model);
+    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
+    MoEShape s;
+    const GPTConfig *c = &o->model;
+    moe_shape_init(&s, rows * o->seq, o->seq, c->n_embd, c->n_experts, c->top_k,
+                   c->capacity_factor, c->aux_loss_coef);
+    moe_shape_set_ep(&s, l->ep);
+    const CommOpStats *counts = &ep->stats[OP_ALLTOALL], *moved = &ep->stats[OP_ALLTOALLV];
+    const size_t count_calls = blocks * passes, count_bytes = count_calls * c->n_experts * 4;
+    const size_t row_calls = 2 * blocks * (passes + backwards);
+    const size_t row_bound = row_calls / 2 * 4 * (size_t)c->n_embd * (s.A_max + s.R_max);
+    printf("train_moe: EP counts all-to-alls on rank 0, predicted vs measured: %zu calls %zu "
+           "bytes vs %llu calls %llu bytes  %s\n", count_calls, count_bytes,
+           (unsigned long long)counts->calls, (unsigned long long)counts->bytes,
+           counts->calls == count_calls && counts->bytes == count_bytes ? "ok" : "DIFFERENT");
+    printf("train_moe: EP row all-to-all-v's on rank 0: %zu calls, at most %zu bytes (A_max %d + "
+           "R_max %d rows a pass) vs %llu calls %llu bytes (%.0f per step)  %s\n", row_calls,
+           row_bound, s.A_max, s.R_max, (unsigned long long)moved->calls,
+           (unsigned long long)moved->bytes, (double)moved->bytes / o->steps,
+           moved->calls == row_calls && moved->bytes <= row_bound ? "ok" : "DIFFERENT");
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    Comm *world = comm_init(&argc, &argv);
+    int ep = 1;
+    TrainOptions o;
+    train_options_parse_with(argc, argv, &o, "08_moe",
+                             "Expert-parallel training of a mixture of experts (lab 08): each "
+                             "MoE block's experts split over --ep ranks, tokens sent to their "
+                             "experts' ranks and back by all-to-alls; data parallelism over "
+                             "every rank.",
+                             g_ep_options, N_EP_OPTIONS, on_ep_option, &ep);
+    if (o.model.n_experts == 0)
+        USER_ERROR("train_moe trains a mixture of experts: --config tiny-moe, or --experts E");
+    const char *why = gpt_expert_problem(&o.model, ep);
+    if (why) USER_ERROR("%s", why);
+    /* every rank data-parallel; ep must divide dp (mesh.h: a user error) */
+    Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = 1, .cp = 1, .dp = 0, .pp = 1, .ep = ep});
+    GPTLayout layout = gpt_layout_whole(&o.model);
+    const ExpertParallelOps lab_ops = {ep_moe_forward, ep_moe_backward};
+    gpt_layout_set_experts(&layout, ep, mesh->ep_rank);
+    layout.ep_group = mesh->ep_group;
+    layout.ep_ops = &lab_ops;
+
+    Comm *dp = mesh->dp_group;
+    const int rows = train_micro_batch_rows(&o, dp->size);
+    MemLayout ml = {.ranks = dp->size, .rows = rows, .seq = o.seq, .ep = ep};
+    preflight_run(&o, &ml, world);
+    /* a separate communicator for the losses, so that comm.csv's dp traffic
+     * is the gradients' alone */
+    Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
+    TensorInfo *tensors = malloc((size_t)gpt_num_tensors(&layout) * sizeof *tensors);
+    CHECK(tensors, "out of memory");
+    gpt_tensor_table(&layout, tensors);
+    EpSync es = {&layout, dp, mesh->edp_group, tensors};
+    const GradSync sync = {.ctx = &es, .finish = ep_finish};
+    if (world->rank == 0)
+        printf("train_moe: ep %d x edp %d = dp %d; %d of %d experts per rank in each of %d MoE "
+               "blocks\n", ep, mesh->edp_group->size, dp->size, gpt_local_experts(&layout),
+               o.model.n_experts, gpt_num_moe_blocks(&o.model));
+    TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .sync = &sync,
+                         .layout = &layout};
+    train_run_parallel(&o, &par);
+
+    if (world->rank == 0) {
+        print_traffic(&o, &layout, mesh->ep_group, rows);
+        memplan_print_check("train_moe", &o.model, &ml);
+    }
+    free(tensors);
+    mesh_free(mesh);
+    comm_finalize();
+    return 0;
+}

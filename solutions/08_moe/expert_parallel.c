@@ -1,0 +1,109 @@
+/* Lab 08: expert parallelism (expert_parallel.h). */
+#include "expert_parallel.h"
+
+#include "check.h"
+#include "comm.h"
+#include "kernels.h"
+
+/* SOLUTION ONLY BEGIN */
+/* The all-to-all-v's tables, in floats, for rows of C floats seen from
+ * the dispatch (xd -> xr): rank j gets xd's block of its experts, rows
+ * offsets[j El] .. offsets[(j+1) El] (xd is ordered by expert); block s of
+ * xr comes from rank s, peer_counts[s El ..] rows, one block after the
+ * other. The return (xr's rows -> xd's) is the same tables swapped.
+ * Returns the rows received. */
+static size_t row_tables(const GPTLayout *l, const MoEActs *a, size_t C, size_t *send_counts,
+                         size_t *send_offsets, size_t *recv_counts, size_t *recv_offsets) {
+    const int El = gpt_local_experts(l);
+    const int *offsets = a->route.offsets;
+    size_t received = 0;
+    for (int j = 0; j < l->ep; j++) {
+        send_counts[j] = (size_t)(offsets[(j + 1) * El] - offsets[j * El]) * C;
+        send_offsets[j] = (size_t)offsets[j * El] * C;
+        size_t rows = 0;
+        for (int e = 0; e < El; e++) rows += (size_t)a->peer_counts[j * El + e];
+        recv_counts[j] = rows * C;
+        recv_offsets[j] = received * C;
+        received += rows;
+    }
+    CHECK(received <= (size_t)a->shape.R_max, "expert parallelism: %zu rows received, more than "
+          "the %d the buffers hold", received, a->shape.R_max);
+    return received;
+}
+
+/* SOLUTION ONLY END */
+
+void ep_moe_forward(const GPTLayout *l, float *y, MoEActs *a, const MoEParams *p, const float *x) {
+    /* BEGIN SOLUTION */
+    const int ep = l->ep, El = gpt_local_experts(l);
+    const size_t C = (size_t)a->shape.C;
+    moe_route(a, x, p->wr);
+    moe_dispatch(a->xd, a, x);
+    /* counts[j El ..] (this rank's rows for rank j's experts) to rank j */
+    comm_alltoall(l->ep_group, a->route.counts, a->peer_counts, (size_t)El, COMM_INT32);
+    size_t sc[ep], so[ep], rc[ep], ro[ep];
+    row_tables(l, a, C, sc, so, rc, ro);
+    comm_alltoallv(l->ep_group, a->xd, sc, so, a->xr, rc, ro, COMM_FLOAT);
+    /* each source's block through the local experts (p's expert 0 is
+     * global expert ep_rank El); h and act have 4C floats per row */
+    for (int s = 0; s < ep; s++)
+        moe_experts_forward(a->eor + ro[s], a->h + 4 * ro[s], a->act + 4 * ro[s], a->xr + ro[s],
+                            a->peer_counts + s * El, El, p, (int)C);
+    /* back to their sources, arriving in xd's order */
+    comm_alltoallv(l->ep_group, a->eor, rc, ro, a->eo, sc, so, COMM_FLOAT);
+    moe_combine(y, a, a->eo);
+    /* END SOLUTION */
+}
+
+void ep_moe_backward(const GPTLayout *l, float *dx, const MoEParams *g, const float *dy,
+                     MoEActs *a, const MoEScratch *sc, const MoEParams *p, const float *x,
+                     float daux) {
+    /* BEGIN SOLUTION */
+    const int ep = l->ep, El = gpt_local_experts(l);
+    const size_t C = (size_t)a->shape.C;
+    moe_combine_backward(sc->d_eo, sc->dweight, dy, a, a->eo);
+    /* the forward's counts still hold: the same rows travel */
+    size_t s_counts[ep], s_offsets[ep], r_counts[ep], r_offsets[ep];
+    const size_t received = row_tables(l, a, C, s_counts, s_offsets, r_counts, r_offsets);
+    comm_alltoallv(l->ep_group, sc->d_eo, s_counts, s_offsets, sc->d_eor, r_counts, r_offsets,
+                   COMM_FLOAT);
+    set_zero(sc->d_xr, received * C);  /* the experts' backward accumulates */
+    for (int s = 0; s < ep; s++) {
+        const size_t row = r_offsets[s], hrow = 4 * r_offsets[s];
+        moe_experts_backward(sc->d_xr + row, g, sc->d_act + hrow, sc->d_pre + hrow,
+                             sc->d_eor + row, a->xr + row, a->h + hrow, a->act + hrow,
+                             a->peer_counts + s * El, El, p, (int)C);
+    }
+    /* d xd (A, C) back from the owners, every row of it */
+    comm_alltoallv(l->ep_group, sc->d_xr, r_counts, r_offsets, sc->d_xd, s_counts, s_offsets,
+                   COMM_FLOAT);
+    moe_dispatch_backward(dx, sc->d_xd, a);
+    moe_route_backward(dx, g->wr, sc->dprobs, sc->dweight, a, x, p->wr, daux);
+    /* END SOLUTION */
+}
+
+void ep_sync_grads(const GPTLayout *l, Comm *dp, Comm *edp, const TensorInfo *t, float *grads) {
+    /* BEGIN SOLUTION */
+    /* The objective is the mean over the dp ranks of their mean losses,
+     * L = (1/dp) sum_r L_r. A tensor whole on every rank gets dL_r/dw on rank
+     * r: its gradient is (1/dp) sum over dp. An expert's owner o received the
+     * rows of the ep ranks of its EP group, so its backward gave
+     * sum_{r in ep group(o)} dL_r/dw already; the dp / ep owners of the same
+     * experts (edp) together cover all dp ranks, so the gradient is (1/dp) x
+     * the sum over edp: divided by dp = ep x edp, not by edp's size (that
+     * would make experts' steps ep times too large). */
+    /* runs of consecutive tensors of one kind are contiguous in the buffer:
+     * one all-reduce each */
+    const int nt = gpt_num_tensors(l);
+    for (int i = 0; i < nt;) {
+        const int experts = t[i].expert_split;
+        size_t count = 0;
+        const size_t offset = t[i].offset;
+        for (; i < nt && t[i].expert_split == experts; i++) count += t[i].count;
+        if (count > 0)
+            comm_allreduce(experts ? edp : dp, grads + offset, grads + offset, count, COMM_FLOAT,
+                           COMM_SUM);
+    }
+    scale_inplace(grads, 1.0f / (float)dp->size, l->num_params);
+    /* END SOLUTION */
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bats
+# Expert parallelism (lab 08, train_moe): each MoE block's experts split
+# over --ep ranks of the data-parallel group, tokens sent to their experts'
+# ranks and back by all-to-alls. Every layout (ep alone, ep x edp) trains
+# the very model one device does: the same routing step by step (moe.csv's
+# drops and loads), losses and parameters within float tolerance, every
+# rank the same model; the EP traffic and the memory as the formulas say; a degree that does not
+# divide the experts or the ranks is one clear error.
+load helpers
+
+GPT="$BUILD/solutions/00_single_device/train_gpt"
+MOE="$BUILD/solutions/08_moe/train_moe"
+COMMON=(--config tiny-moe --steps 6 --eval-every 3 --threads 1)
+
+setup_file() {
+    have_solution 00 08 || return 0
+    for cf in 1.25 0; do
+        t 120 "$GPT" "${COMMON[@]}" --capacity-factor "$cf" --out "$BATS_FILE_TMPDIR/base-$cf" \
+            --dump-params "$BATS_FILE_TMPDIR/base-$cf/params.bin" > /dev/null
+    done
+}
+
+# ep_run RANKS EP CAPACITY: train_moe against one device's run of the same
+# capacity factor: losses, parameters, the routing, one model on every rank,
+# the memory as planned
+ep_run() {
+    local np=$1 ep=$2 cf=$3 out="$BATS_TEST_TMPDIR/np$1-ep$2-cf$3"
+    BASE="$BATS_FILE_TMPDIR/base-$cf"
+    run mpirun_t 180 "$np" "$MOE" "${COMMON[@]}" --capacity-factor "$cf" --ep "$ep" \
+        --out "$out" --dump-params "$out/params.bin"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"ep $ep x edp $((np / ep)) = dp $np"* ]]
+    # the EP all-to-alls: the counts' exactly, the rows' calls and their bound
+    [ "$(printf '%s\n' "$output" | grep -c '^train_moe: EP .* ok$')" -eq 2 ]
+    # every memory category as the planner predicts, to the byte
+    [ "$(printf '%s\n' "$output" | grep -c 'predicted .* measured .* ok$')" -eq 6 ]
+    run same_run "$out"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    diff <(cut -d, -f1,3- "$BASE/moe.csv") <(cut -d, -f1,3- "$out/moe.csv")
+    # every rank holds the same model (the experts gathered over the EP group)
+    [ "$(tail -n +2 "$out/params_checksum.csv" | cut -d, -f2 | sort -u | wc -l)" -eq 1 ]
+    [ "$(tail -n +2 "$out/params_checksum.csv" | wc -l)" -eq "$np" ]
+}
+
+@test "ep: --ep 2 on 2 ranks trains one device's model, with capacity and dropless" {
+    require_solution 00 08
+    cd "$ROOT"
+    ep_run 2 2 1.25
+    ep_run 2 2 0
+}
+
+@test "ep: --ep 4 on 4 ranks (one expert each) trains one device's model" {
+    require_solution 00 08
+    cd "$ROOT"
+    ep_run 4 4 1.25
+    ep_run 4 4 0
+}
+
+@test "ep: ep 2 x edp 2 on 4 ranks (experts averaged over their replicas) trains one device's model" {
+    require_solution 00 08
+    cd "$ROOT"
+    ep_run 4 2 1.25
+    ep_run 4 2 0
+}
+
+@test "ep: --ep not dividing the experts or the ranks, or a dense model, is one clear error" {
+    require_solution 08
+    run mpirun_t 60 3 "$MOE" --config tiny-moe --ep 3 --steps 1 --out "$BATS_TEST_TMPDIR/bad"
+    assert_user_error
+    [[ "$output" == *"--ep 3 does not divide the 4 experts"* ]]
+    run mpirun_t 60 2 "$MOE" --config tiny-moe --ep 4 --steps 1 --out "$BATS_TEST_TMPDIR/bad"
+    assert_user_error
+    [[ "$output" == *"ep 4 does not divide dp 2"* ]]
+    run mpirun_t 60 2 "$MOE" --config tiny --ep 2 --steps 1 --out "$BATS_TEST_TMPDIR/bad"
+    assert_user_error
+    [[ "$output" == *"mixture of experts"* ]]
+}
+
+@test "ep: the student's copy stops at the lab's first unwritten function" {
+    run mpirun_t 60 2 "$BUILD/labs/08_moe/train_moe" --config tiny-moe --ep 2 --steps 1 \
+        --out "$BATS_TEST_TMPDIR/lab"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"ep_moe_forward"* ]]
+}
