@@ -121,7 +121,7 @@ for r in csv.DictReader(open('$out/moe.csv')): assert r['dropped'] == '0', r"
 }
 
 @test "moe: bench-moe prints the balance table and draws the load chart; plot_moe_load refuses bad input" {
-    require_solution 00
+    require_solution 00 08
     cd "$ROOT"
     out="$BATS_TEST_TMPDIR/bench"
     run t 300 env BENCH_STEPS=60 BENCH_OUT="$out" bash bench/moe.sh
@@ -129,8 +129,12 @@ for r in csv.DictReader(open('$out/moe.csv')): assert r['dropped'] == '0', r"
     [ "$status" -eq 0 ]
     [ "$(printf '%s\n' "$output" | grep -cE '^ (0|0\.01|0\.1) +[0-9.]+ +[0-9.]+ ')" -eq 3 ]
     is_png "$out/load.png"
-    # the model states are 16 bytes a parameter for every expert count
-    [ "$(printf '%s\n' "$output" | grep -cE '^ [248] ')" -eq 3 ]
+    # the model states are 16 bytes a parameter for every expert count (checked by the bench)
+    [ "$(printf '%s\n' "$output" | grep -cE '^ [248] +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+$')" -eq 3 ]
+    # expert parallelism: the rows moved equal the exchanged counts' at ep 2 and 4, and
+    # memory per rank equals the planner's at ep 1, 2, 4 for E 4 and 8
+    [ "$(printf '%s\n' "$output" | grep -cE '^ [24] +[0-9]+ +[0-9]+ +[0-9]+ +yes ')" -eq 2 ]
+    [ "$(printf '%s\n' "$output" | grep -cE '^ [48] +[124] +[0-9]+ +[0-9]+ +ok ')" -eq 6 ]
     run t 30 bash tools/plot_moe_load.sh "$BATS_TEST_TMPDIR/x.png" t "$BATS_TEST_TMPDIR"
     [ "$status" -eq 2 ]
     [[ "$output" == *"moe.csv not found"* ]]
