@@ -14,7 +14,7 @@ total_of() { sed -n 's/^total: //p' "$1"; }
 case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
-    require_solution 00 01 02 03 04 05 06 07
+    require_solution 00 01 02 03 04 05 06 07 08
     run t 900 $GRADE --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -25,7 +25,7 @@ case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 }
 
 @test "grader: untouched skeletons score zero, each case saying not implemented" {
-    require_untouched 00 01 02 03 04 05 06 07
+    require_untouched 00 01 02 03 04 05 06 07 08
     run t 900 $GRADE --src "$ROOT/labs" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -125,9 +125,12 @@ PY
 # too long (only memory sees it), a backward without its 1/m loss weight
 # (the gradient norm) and a tied embedding left unsummed, and lab 07's
 # zigzag chunks swapped on the last rank, dK/dV added to the wrong owner and
-# a ring that passes K and V once too often (only comm sees it), lose points
-# in hidden mode too: every draw of their case reaches them.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic" {
+# a ring that passes K and V once too often (only comm sees it), and lab
+# 08's experts' gradients divided by edp's size, a local range that starts
+# at expert j (only where a rank holds two experts or more) and the aux
+# loss's gradient left out, lose points in hidden mode too: every draw of
+# their case reaches them.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic, and expert parallelism's averaging, local range and aux gradient" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
@@ -138,7 +141,9 @@ PY
                 05-selective-rebuilds-nothing 06-1f1b-warmup-one-too-many \
                 06-backward-loss-not-scaled 06-tied-embedding-not-summed \
                 07-zigzag-last-rank-chunks-swapped 07-ring-dkv-to-wrong-owner \
-                07-ring-forward-passes-kv-once-too-often; do
+                07-ring-forward-passes-kv-once-too-often \
+                08-expert-grads-divided-by-edp 08-local-range-offset-by-rank \
+                08-aux-loss-gradient-missing; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
         labdir=$(basename "$ROOT"/solutions/"$lab"_*)
@@ -191,8 +196,8 @@ PY
 }
 
 # make_cheat DIR [PREAMBLE]: DIR/02_ddp, DIR/03_zero, DIR/04_tensor_parallel,
-# DIR/05_activation_memory, DIR/06_pipeline and DIR/07_context_parallel,
-# copies of the solutions
+# DIR/05_activation_memory, DIR/06_pipeline, DIR/07_context_parallel and
+# DIR/08_moe, copies of the solutions
 # whose lab file does no communication and, at exit, copies a run's
 # metrics.csv, memory.csv and comm.csv over its own (tests/grader_cheat.h):
 # the solution's run wherever it can find one, and the committed references.
@@ -201,13 +206,15 @@ PY
 # messages are the executor's (common/), so its file's one collective, the
 # tied embedding's sum, is what its copy leaves out; lab 07's ring passes
 # K and V with sends the cheat leaves alone, so its copy leaves out the loss
-# mean's all-reduce (ring_attention.c, used by every algorithm). PREAMBLE (e.g.
+# mean's all-reduce (ring_attention.c, used by every algorithm); lab 08's
+# all-to-alls move tokens to their experts and stay, its copy leaves out the
+# gradients' averaging (ep_sync_grads' all-reduces). PREAMBLE (e.g.
 # "#define CHEAT_REFERENCES_ONLY") goes first.
 make_cheat() {
     local dir=$1 pre=${2:-} lab file more
     for lab in 02_ddp:ddp.c 03_zero:zero.c 04_tensor_parallel:tensor_parallel.c \
                05_activation_memory:activation_memory.c 06_pipeline:pipeline.c \
-               07_context_parallel:ring_attention.c; do
+               07_context_parallel:ring_attention.c 08_moe:expert_parallel.c; do
         file=${lab#*:}
         lab=${lab%%:*}
         more=
@@ -226,17 +233,17 @@ make_cheat() {
 # every case line of report $1 scores 0
 all_zero() {
     local cases
-    cases=$(case_rows "$1" | grep -cE '^0[2-7]_')
+    cases=$(case_rows "$1" | grep -cE '^0[2-8]_')
     [ "$cases" -gt 0 ]
-    [ "$(case_rows "$1" | grep -cE '^0[2-7]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
+    [ "$(case_rows "$1" | grep -cE '^0[2-8]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
     [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 
 @test "grader: a cheat copying the solution's run or the references scores zero on every hidden case" {
-    require_solution 02 03 04 05 06 07
+    require_solution 02 03 04 05 06 07 08
     make_cheat "$BATS_TEST_TMPDIR/src"
     make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
-    for lab in 02 03 04 05 06 07; do
+    for lab in 02 03 04 05 06 07 08; do
         for variant in src src-ref; do
             run t 600 $GRADE --lab $lab --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
                 --out "$BATS_TEST_TMPDIR/h-$lab-$variant"
@@ -419,6 +426,30 @@ for c, d, v in draws("07_context_parallel"):
     cp_seen["seqs"].add(seq)
 assert len(cp_seen["algos"]) == 4 and len(cp_seen["meshes"]) >= 6, cp_seen
 assert len(cp_seen["shapes"]) > 6 and len(cp_seen["seqs"]) > 6, cp_seen
+# lab 08: every draw splits the experts (ep >= 2, E a multiple of ep) with
+# dp = ranks a multiple of ep and the batch whole per rank (tiny-moe: 8
+# sequences, E = 4, k = 2, capacity 1.25 where a flag is absent), k <= E;
+# each case keeps its ep, the dropless case its capacity of 0, the top-1
+# case k = 1, the 8-expert case E = 8 (two experts per rank or more)
+import re
+ep_seen = {"meshes": set(), "ek": set(), "caps": set()}
+for c, d, v in draws("08_moe"):
+    ep, e, k = int(v("--ep")), int(v("--experts", 4)), int(v("--top-k", 2))
+    cf, b = float(v("--capacity-factor", 1.25)), int(v("--batch", 8))
+    assert ep >= 2 and e % ep == 0 and d.ranks % ep == 0 and b % d.ranks == 0, (c.name, d.label)
+    assert 1 <= k <= 2 <= e and cf in (0, 1.0, 1.25, 2.0), (c.name, d.label)
+    assert re.search(rf"\bep {ep}\b", c.name), (c.name, d.label)
+    if "dropless" in c.name:
+        assert cf == 0, (c.name, d.label)
+    if "top-1" in c.name:
+        assert k == 1, (c.name, d.label)
+    if "8 experts" in c.name:
+        assert e == 8 and k == 2, (c.name, d.label)
+    ep_seen["meshes"].add((ep, d.ranks // ep))
+    ep_seen["ek"].add((e, k))
+    ep_seen["caps"].add(cf)
+assert ep_seen["meshes"] == {(2, 1), (2, 2), (4, 1), (4, 2)}, ep_seen
+assert len(ep_seen["ek"]) == 4 and len(ep_seen["caps"]) == 4, ep_seen
 # a training case on several ranks must check that the ranks agree
 import os, tempfile
 bad = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
@@ -482,7 +513,7 @@ PY
 }
 
 @test "grader: regenerating the references reproduces the committed ones" {
-    require_solution 00 01 02 03 04 05 06 07
+    require_solution 00 01 02 03 04 05 06 07 08
     run t 600 $GRADE --make-references --reference-out "$BATS_TEST_TMPDIR/ref" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
