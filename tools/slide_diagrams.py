@@ -477,10 +477,62 @@ def cp_ulysses(path, cp=4, NH=4, Tg=16):
     s.save(path)
 
 
+EXPERT_COLORS = [BLUE, "#9dbfe0", ORANGE, "#f7c29a"]
+
+
+def ep_dispatch(path, ep=2, E=4, counts=((3, 2, 1, 2), (2, 1, 3, 2))):
+    """Expert parallelism's dispatch on ep = 2 ranks of E = 4 experts (rank
+    r owns experts [r E/ep, (r+1) E/ep)): each rank's xd holds its kept rows
+    expert by expert (counts[r][e] rows of expert e, a toy routing), so the
+    rows for rank j's experts are one contiguous block; the all-to-all-v
+    sends block j to rank j, which receives them source by source (xr)."""
+    El = E // ep
+    s = Svg(1180, 515)
+    row_h, w = 22, 150
+    s.text(190, 34, "xd: my kept rows, by expert", 19, weight="bold")
+    s.text(930, 34, "xr: rows for my experts, by source", 19, weight="bold")
+    for r in range(ep):
+        y0 = 60 + r * 200
+        s.text(40, y0 + 20, f"rank {r}", 17, "start", weight="bold")
+        # xd of rank r
+        y = y0
+        for e in range(E):
+            for _ in range(counts[r][e]):
+                s.rect(120, y, w, row_h - 2, EXPERT_COLORS[e], "none")
+                y += row_h
+            if counts[r][e]:
+                s.text(120 + w + 8, y - 6, f"e{e}", 14, "start")
+        # xr on owner r: from each source s its rows of experts r El ..
+        y = y0
+        for src in range(ep):
+            top = y
+            for e in range(r * El, (r + 1) * El):
+                for _ in range(counts[src][e]):
+                    s.rect(860, y, w, row_h - 2, EXPERT_COLORS[e], "none")
+                    y += row_h
+            s.text(860 + w + 8, (top + y) / 2 + 5, f"from rank {src}", 14, "start")
+            s.line(856, top, 856, y - 2, RANK_COLORS[src], 4)
+            y += 6
+    # arrows: block of rank r's xd for owner j -> owner j's xr
+    for r in range(ep):
+        for j in range(ep):
+            before = sum(counts[r][:j * El])
+            rows = sum(counts[r][j * El:(j + 1) * El])
+            ya = 60 + r * 200 + (before + rows / 2) * row_h
+            prior = sum(sum(counts[q][j * El:(j + 1) * El]) for q in range(r))
+            yb = 60 + j * 200 + (prior + rows / 2) * row_h + 6 * r
+            s.line(120 + w + 40, ya, 850, yb, RANK_COLORS[r], 2, arrow=True)
+    s.text(590, 480, "counts first (an all-to-all of E/ep ints per peer), then the rows "
+           "(all-to-all-v);", 16)
+    s.text(590, 504, "the owner runs each source's block through its experts, and the "
+           "outputs go back the same way reversed", 16)
+    s.save(path)
+
+
 DIAGRAMS = {"zero-stages": zero_stages, "ring-allreduce": ring_allreduce, "ddp-overlap": ddp_overlap,
             "tp-block": tp_block, "sp-block": sp_block, "recompute-kept": recompute_kept,
             "pp-stages": pp_stages, "cp-balance": cp_balance, "cp-ring": cp_ring,
-            "cp-ulysses": cp_ulysses}
+            "cp-ulysses": cp_ulysses, "ep-dispatch": ep_dispatch}
 
 
 def main():
