@@ -53,6 +53,11 @@ static void ep_finish(void *ctx, float *grads, size_t n) {
  * out, d xd back): 4 C (A + R) bytes per pass. A and R depend on the
  * routing; they are at most A_max and R_max (moe.h). */
 static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm *ep, int rows) {
+    if (l->ep == 1) {  /* every expert here: the MoE blocks exchange nothing */
+        printf("train_moe: ep 1: no EP all-to-alls (%llu calls)\n",
+               (unsigned long long)(ep->stats[OP_ALLTOALL].calls + ep->stats[OP_ALLTOALLV].calls));
+        return;
+    }
     const size_t blocks = (size_t)gpt_num_moe_blocks(&o->model);
     const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
     MoEShape s;
