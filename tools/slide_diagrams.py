@@ -487,7 +487,7 @@ def ep_dispatch(path, ep=2, E=4, counts=((3, 2, 1, 2), (2, 1, 3, 2))):
     rows for rank j's experts are one contiguous block; the all-to-all-v
     sends block j to rank j, which receives them source by source (xr)."""
     El = E // ep
-    s = Svg(1180, 515)
+    s = Svg(1290, 540)
     row_h, w = 22, 150
     s.text(190, 34, "xd: my kept rows, by expert", 19, weight="bold")
     s.text(930, 34, "xr: rows for my experts, by source", 19, weight="bold")
@@ -513,6 +513,8 @@ def ep_dispatch(path, ep=2, E=4, counts=((3, 2, 1, 2), (2, 1, 3, 2))):
             s.text(860 + w + 8, (top + y) / 2 + 5, f"from rank {src}", 14, "start")
             s.line(856, top, 856, y - 2, RANK_COLORS[src], 4)
             y += 6
+        s.text(1140, y0 + 20, f"on rank {r}", 17, "start", weight="bold")
+        s.text(1140, y0 + 42, f"(e{r * El}..e{(r + 1) * El - 1})", 14, "start")
     # arrows: block of rank r's xd for owner j -> owner j's xr
     for r in range(ep):
         for j in range(ep):
@@ -522,10 +524,11 @@ def ep_dispatch(path, ep=2, E=4, counts=((3, 2, 1, 2), (2, 1, 3, 2))):
             prior = sum(sum(counts[q][j * El:(j + 1) * El]) for q in range(r))
             yb = 60 + j * 200 + (prior + rows / 2) * row_h + 6 * r
             s.line(120 + w + 40, ya, 850, yb, RANK_COLORS[r], 2, arrow=True)
-    s.text(590, 480, "counts first (an all-to-all of E/ep ints per peer), then the rows "
-           "(all-to-all-v);", 16)
-    s.text(590, 504, "the owner runs each source's block through its experts, and the "
-           "outputs go back the same way reversed", 16)
+    s.text(645, 480, "a row's colour: its expert; an arrow's and a bar's: the rank that "
+           "sends. Counts first (an all-to-all of E/ep ints", 16)
+    s.text(645, 504, "per peer), then the rows (all-to-all-v); the owner runs each source's "
+           "block through its experts, and the outputs", 16)
+    s.text(645, 528, "go back the same way reversed", 16)
     s.save(path)
 
 
