@@ -30,9 +30,16 @@ static MoEShape moe_shape_of(const GPTLayout *l, int B, int T) {
     moe_shape_set_ep(&s, l->ep);
     return s;
 }
+/* moe.h's kept floats of one MoE block (all of a model's have one shape),
+ * and how many MoE blocks a stage has */
 static size_t moe_kept_floats_of(const GPTLayout *l, int B, int T) {
     const MoEShape s = moe_shape_of(l, B, T);
     return moe_kept_floats(&s);
+}
+static size_t stage_moe_blocks(const GPTLayout *l, const GPTStage *st) {
+    size_t n = 0;
+    for (int i = 0; i < st->n_blocks; i++) n += gpt_block_is_moe(&l->cfg, st->first_block + i);
+    return n;
 }
 
 /* Ulysses' heads: NH' / cp of them over all Tg = cp T positions */
@@ -62,10 +69,8 @@ void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, i
     const size_t att = gpt_attention_keep_floats(l, B, T);
     const int full = l->recompute == RECOMPUTE_FULL;
     /* an MoE block keeps moe.h's buffers in place of fch and fch_gelu */
-    size_t moe = 0;
-    for (int i = 0; i < st->n_blocks; i++)
-        if (gpt_block_is_moe(&l->cfg, st->first_block + i))
-            moe += moe_kept_floats_of(l, B, T) - BT * 2 * mw;
+    const size_t moe_blocks = stage_moe_blocks(l, st);
+    const size_t moe = moe_blocks ? moe_blocks * (moe_kept_floats_of(l, B, T) - BT * 2 * mw) : 0;
     parts[ACT_RESIDUAL] = L * res2 + (full ? 1 : L) * res1_stats;
     parts[ACT_LAYERNORM_OUT] = (full ? 1 : L) * ln_out;
     parts[ACT_SPLIT] = (full ? 1 : L) * split + moe;
@@ -164,9 +169,8 @@ void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, 
     CHECK(l->cfg.n_experts == 0 || l->recompute == RECOMPUTE_NONE, "activation recomputation "
           "of a mixture of experts is not supported: --recompute none");
     /* the MoE blocks' buffers are moe.h's own allocations */
-    size_t moe = 0;
-    for (int i = 0; i < st->n_blocks; i++)
-        if (gpt_block_is_moe(&l->cfg, st->first_block + i)) moe += moe_kept_floats_of(l, B, T);
+    const size_t moe_blocks = stage_moe_blocks(l, st);
+    const size_t moe = moe_blocks ? moe_blocks * moe_kept_floats_of(l, B, T) : 0;
     size_t nf = gpt_stage_activation_floats(l, st, B, T);
     const MoEShape moe_shape = moe > 0 ? moe_shape_of(l, B, T) : (MoEShape){0};
     nf -= moe;

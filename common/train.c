@@ -357,6 +357,11 @@ static void log_moe_step(const TrainParallel *par, RunLog *log, int step, int mi
 
 /* ---- the layout's whole-model view ----------------------------------------- */
 
+/* Whether this rank's buffer is the whole model in the standard layout (no
+ * tensor, pipeline or expert split): then the norm and the gathers below
+ * take it as it is */
+static int holds_whole_model(const GPTLayout *l) { return l->tp == 1 && l->pp == 1 && l->ep == 1; }
+
 /* The sum of squares of the gradients of the whole model, each parameter
  * counted once: a tensor split over TP is summed over the TP group, a
  * replicated one (whole on every TP rank, the same gradient) counted on TP
@@ -366,7 +371,7 @@ static void log_moe_step(const TrainParallel *par, RunLog *log, int step, int mi
  * whole on every EP rank on EP rank 0 only; t is the layout's tensor
  * table. On one rank of the whole model, the whole buffer at once. */
 static double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const float *grads) {
-    if (l->tp == 1 && l->pp == 1 && l->ep == 1) return sum_squares(grads, l->num_params);
+    if (holds_whole_model(l)) return sum_squares(grads, l->num_params);
     double sum = 0.0;
     for (int i = 0; i < gpt_num_tensors(l); i++)
         if ((t[i].split || l->tp_rank == 0) && (t[i].expert_split || l->ep_rank == 0) &&
@@ -507,7 +512,7 @@ static void replicated_update(void *ctx, const AdamWStep *s) {
 
 static void replicated_gather_params(void *ctx, float *out) {
     Replicated *r = ctx;
-    if (r->layout->tp == 1 && r->layout->pp == 1 && r->layout->ep == 1) {
+    if (holds_whole_model(r->layout)) {
         if (out) device_copy(out, r->params, r->n * sizeof(float));
         return;
     }
@@ -518,7 +523,7 @@ static void replicated_gather_params(void *ctx, float *out) {
 
 static void replicated_local_params(void *ctx, float *out) {
     Replicated *r = ctx;
-    if (r->layout->tp == 1 && r->layout->pp == 1 && r->layout->ep == 1) {
+    if (holds_whole_model(r->layout)) {
         device_copy(out, r->params, r->n * sizeof(float));
         return;
     }
