@@ -224,7 +224,7 @@ $(BUILD)/%/03_zero/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/03_zero/zer
 # lab 04: train_tp links the student's (or the solution's) tensor_parallel.o,
 # and lab 02's DDP through build/earlier/ for the data-parallel groups
 $(BUILD)/apps/train_tp.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/%/04_tensor_parallel/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/04_tensor_parallel/tensor_parallel.o $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/04_tensor_parallel/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/04_tensor_parallel/tensor_parallel.o $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 05: train_tp and train_zero built again WITH_LAB05 (--sp, --recompute),
@@ -236,7 +236,7 @@ LAB05_INC := -I$(call copy_of,05_activation_memory)/05_activation_memory \
 $(BUILD)/apps/%_lab05.o: apps/%.c $(BUILD)/flavor
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -DWITH_LAB05 $(LAB05_INC) $(CFLAGS) -c $< -o $@
-$(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 $(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
@@ -263,9 +263,10 @@ $(BUILD)/apps/train_cp.o: CPPFLAGS += -I$(call copy_of,07_context_parallel)/07_c
 $(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/07_context_parallel/ring_attention.o $(BUILD)/%/07_context_parallel/ulysses.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
-# lab 08: train_moe links that copy's expert_parallel.o
+# lab 08: train_moe links that copy's expert_parallel.o, and lab 04's layers
+# through build/earlier/ for the dense parts under --tp
 $(BUILD)/apps/train_moe.o: CPPFLAGS += -I$(call copy_of,08_moe)/08_moe
-$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_TP) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
@@ -323,12 +324,12 @@ endif
 $(BUILD)/fake_gpu/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_tp_lab05: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_tp_lab05: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_zero_lab05: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/06_pipeline/pipeline.o $(BUILD)/solutions/06_pipeline/schedules.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/07_context_parallel/ring_attention.o $(BUILD)/solutions/07_context_parallel/ulysses.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/solutions/08_moe/expert_parallel.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/08_moe/expert_parallel.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
 $(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o $(BUILD)/solutions/00_single_device/backprop.o
 $(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(LIBCOMMON)

@@ -1,15 +1,19 @@
 /* train_moe: expert-parallel training of a mixture of experts (lab 08),
- * over data parallelism. The loop is common/train.c's; each data-parallel
- * rank takes its rows of the batch, and the ep ranks of an expert-parallel
- * group (mesh.h: ep consecutive DP ranks) hold E / ep experts each of
- * every MoE block (layout.h), the model's MoE branch calling the lab's
- * exchange (expert_parallel.c) through the layout (model.h
- * ExpertParallelOps). Gradients: the replicated tensors averaged over DP,
- * the experts' over the ranks that hold the same experts (ep_sync_grads).
+ * over data parallelism, with tensor parallelism for the dense parts. The
+ * loop is common/train.c's; each data-parallel rank takes its rows of the
+ * batch, and the ep ranks of an expert-parallel group (mesh.h: ep
+ * consecutive DP ranks of one tp_rank) hold E / ep experts each of every
+ * MoE block (layout.h), the model's MoE branch calling the lab's exchange
+ * (expert_parallel.c) through the layout (model.h ExpertParallelOps).
+ * Under --tp the attention and the dense MLPs run lab 04's split layers
+ * and the experts stay whole on every TP rank. Gradients: the tensors
+ * every EP rank holds averaged over DP, the experts' over the ranks that
+ * hold the same experts (ep_sync_grads).
  *   mpirun -np 2 train_moe --config tiny-moe --ep 2
  *   mpirun -np 4 train_moe --config tiny-moe --ep 2     (ep 2 x edp 2)
- * Besides the loop's outputs, from rank 0: its EP traffic against the
- * formulas, and the memory against the planner's. */
+ *   mpirun -np 4 train_moe --config tiny-moe --ep 2 --tp 2
+ * Besides the loop's outputs, from rank 0: its EP and TP traffic against
+ * the formulas, and the memory against the planner's. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,17 +24,27 @@
 #include "memplan.h"
 #include "mesh.h"
 #include "preflight.h"
+#include "tp_layers.h"
 #include "train.h"
 
-static const ExtraOption g_ep_options[] = {
-    {"ep", 1, "--ep N               expert-parallel degree: ranks sharing each MoE block's "
-              "experts, E / N each (default 1); must divide the experts and the ranks"},
-};
-enum { N_EP_OPTIONS = sizeof g_ep_options / sizeof g_ep_options[0] };
+typedef struct {
+    int ep, tp;
+} MoeOptions;
 
-static void on_ep_option(void *ctx, int index, const char *arg) {
-    (void)index;
-    *(int *)ctx = cli_int("--ep", arg, 1, 1 << 12);
+static const ExtraOption g_moe_options[] = {
+    {"ep", 1, "--ep N               expert-parallel degree: ranks sharing each MoE block's "
+              "experts, E / N each (default 1); must divide the experts and the data-parallel "
+              "ranks"},
+    {"tp", 1, "--tp N               tensor-parallel degree for the attention and the dense "
+              "MLPs (lab 04; default 1), the experts whole on every TP rank; divides the heads "
+              "and the ranks"},
+};
+enum { N_MOE_OPTIONS = sizeof g_moe_options / sizeof g_moe_options[0] };
+
+static void on_moe_option(void *ctx, int index, const char *arg) {
+    MoeOptions *m = ctx;
+    if (index == 0) m->ep = cli_int("--ep", arg, 1, 1 << 12);
+    else m->tp = cli_int("--tp", arg, 1, 1 << 12);
 }
 
 /* the loop's GradSync: the lab's averaging once the backward pass is done */
@@ -83,21 +97,28 @@ static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
-    int ep = 1;
+    MoeOptions mo = {1, 1};
     TrainOptions o;
     train_options_parse_with(argc, argv, &o, "08_moe",
                              "Expert-parallel training of a mixture of experts (lab 08): each "
                              "MoE block's experts split over --ep ranks, tokens sent to their "
-                             "experts' ranks and back by all-to-alls; data parallelism over "
-                             "every rank.",
-                             g_ep_options, N_EP_OPTIONS, on_ep_option, &ep);
+                             "experts' ranks and back by all-to-alls; tensor parallelism for "
+                             "the dense parts (--tp), data parallelism over the rest.",
+                             g_moe_options, N_MOE_OPTIONS, on_moe_option, &mo);
+    const int ep = mo.ep, tp = mo.tp;
     if (o.model.n_experts == 0)
         USER_ERROR("train_moe trains a mixture of experts: --config tiny-moe, or --experts E");
     const char *why = gpt_expert_problem(&o.model, ep);
+    if (!why) why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);
-    /* every rank data-parallel; ep must divide dp (mesh.h: a user error) */
-    Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = 1, .cp = 1, .dp = 0, .pp = 1, .ep = ep});
-    GPTLayout layout = gpt_layout_whole(&o.model);
+    /* ranks = tp x dp; ep must divide dp (mesh.h: a user error) */
+    Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = tp, .cp = 1, .dp = 0, .pp = 1, .ep = ep});
+    GPTLayout layout = gpt_layout_make(&o.model, tp, mesh->tp_rank);
+    if (tp > 1) {
+        layout.split_layers = 1;
+        layout.tp_ops = &tp_layers;  /* lab 04's (tp_layers.h) */
+    }
+    layout.tp_group = mesh->tp_group;
     const ExpertParallelOps lab_ops = {ep_moe_forward, ep_moe_backward};
     gpt_layout_set_experts(&layout, ep, mesh->ep_rank);
     layout.ep_group = mesh->ep_group;
@@ -105,7 +126,8 @@ int main(int argc, char **argv) {
 
     Comm *dp = mesh->dp_group;
     const int rows = train_micro_batch_rows(&o, dp->size);
-    MemLayout ml = {.ranks = dp->size, .rows = rows, .seq = o.seq, .ep = ep};
+    MemLayout ml = {.ranks = dp->size, .rows = rows, .seq = o.seq, .tp = tp > 1 ? tp : 0,
+                    .ep = ep};
     preflight_run(&o, &ml, world);
     /* a separate communicator for the losses, so that comm.csv's dp traffic
      * is the gradients' alone */
@@ -116,15 +138,18 @@ int main(int argc, char **argv) {
     EpSync es = {&layout, dp, mesh->edp_group, tensors};
     const GradSync sync = {.ctx = &es, .finish = ep_finish};
     if (world->rank == 0)
-        printf("train_moe: ep %d x edp %d = dp %d; %d of %d experts per rank in each of %d MoE "
-               "blocks\n", ep, mesh->edp_group->size, dp->size, gpt_local_experts(&layout),
-               o.model.n_experts, gpt_num_moe_blocks(&o.model));
+        printf("train_moe: tp %d x (ep %d x edp %d = dp %d); %d of %d experts per rank in each "
+               "of %d MoE blocks, %d of %d heads, %zu of %zu parameters\n", tp, ep,
+               mesh->edp_group->size, dp->size, gpt_local_experts(&layout), o.model.n_experts,
+               gpt_num_moe_blocks(&o.model), layout.n_head, o.model.n_head, layout.num_params,
+               gpt_num_params(&o.model));
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .sync = &sync,
                          .layout = &layout};
     train_run_parallel(&o, &par);
 
     if (world->rank == 0) {
         print_traffic(&o, &layout, mesh->ep_group, rows);
+        tp_print_traffic("train_moe", &o, &ml, mesh->tp_group, 0);
         memplan_print_check("train_moe", &o.model, &ml);
     }
     free(tensors);

@@ -19,6 +19,7 @@
 #include "mesh.h"
 #include "preflight.h"
 #include "tensor_parallel.h"
+#include "tp_layers.h"
 #include "train.h"
 #ifdef WITH_LAB05
 #include "activation_memory.h"
@@ -57,50 +58,6 @@ static void on_tp_option(void *ctx, int index, const char *arg) {
     else t->recompute = gpt_recompute_parse(arg);
 }
 
-/* Rank 0: the planner's memory and TP traffic next to what the run measured,
- * and the traffic on the wire (the ring algorithms' share per rank). */
-static void print_checks(const TrainOptions *o, const MemLayout *ml, const Comm *tp,
-                         int fused_ce) {
-    memplan_print_check("train_tp", &o->model, ml);
-    if (tp->size == 1) return;
-    TpTraffic fwd, bwd;
-    memplan_tp_comm(&o->model, ml, &fwd, &bwd);
-    fwd.allreduce.calls -= fused_ce;  /* the same bytes in one all-reduce fewer */
-    const CommCount step = memplan_tp_step_comm(&o->model, ml);
-    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
-    const struct {
-        CommOp op;
-        const char *name;
-        CommCount f, b, per_step;
-        double wire;  /* bytes on the wire per payload byte, per rank */
-    } ops[] = {
-        {OP_ALLREDUCE, "all-reduces", fwd.allreduce, bwd.allreduce, step,
-         2.0 * (tp->size - 1) / tp->size},
-        {OP_REDUCE_SCATTER, "reduce-scatters", fwd.reduce_scatter, bwd.reduce_scatter, {0, 0},
-         (tp->size - 1.0) / tp->size},
-        {OP_ALLGATHER, "all-gathers", fwd.allgather, bwd.allgather, {0, 0},
-         (tp->size - 1.0) / tp->size},
-    };
-    double wire = 0;
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
-        size_t calls = ops[i].f.calls * passes + ops[i].b.calls * backwards +
-                       ops[i].per_step.calls * o->steps;
-        size_t bytes = ops[i].f.bytes * passes + ops[i].b.bytes * backwards +
-                       ops[i].per_step.bytes * o->steps;
-        const CommOpStats *s = &tp->stats[ops[i].op];
-        wire += ops[i].wire * (double)s->bytes;
-        if (calls == 0 && s->calls == 0) continue;
-        printf("train_tp: TP %s per rank, predicted vs measured: per forward %zu calls %zu "
-               "bytes, per backward %zu calls %zu bytes; run: %zu calls %zu bytes vs %llu "
-               "calls %llu bytes  %s\n",
-               ops[i].name, ops[i].f.calls, ops[i].f.bytes, ops[i].b.calls, ops[i].b.bytes,
-               calls, bytes, (unsigned long long)s->calls, (unsigned long long)s->bytes,
-               s->calls == calls && s->bytes == bytes ? "ok" : "DIFFERENT");
-    }
-    printf("train_tp: TP traffic on the wire per rank (ring: all-reduce 2(p-1)/p, "
-           "reduce-scatter and all-gather (p-1)/p of the bytes): %.0f bytes\n", wire);
-}
-
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
@@ -121,9 +78,8 @@ int main(int argc, char **argv) {
     const int tp = topt.tp;
     const char *why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);
-    if (topt.sp && o.seq % tp != 0)
-        USER_ERROR("--sp splits each micro-batch's tokens over the TP group: --seq %d must be a "
-                   "multiple of --tp %d", o.seq, tp);
+    why = gpt_activation_problem(&o.model, tp, topt.sp, topt.recompute, o.seq);
+    if (why) USER_ERROR("%s", why);
     Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = tp, .cp = 1, .dp = 0, .pp = 1, .ep = 1});
     Comm *dp = mesh->dp_group;
     GPTLayout layout = gpt_layout_make(&o.model, tp, mesh->tp_rank);
@@ -176,7 +132,10 @@ int main(int argc, char **argv) {
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .sync = &ds.sync,
                          .layout = &layout};
     train_run_parallel(&o, &par);
-    if (world->rank == 0) print_checks(&o, &ml, mesh->tp_group, topt.fused_ce);
+    if (world->rank == 0) {
+        memplan_print_check("train_tp", &o.model, &ml);
+        tp_print_traffic("train_tp", &o, &ml, mesh->tp_group, topt.fused_ce);
+    }
     ddp_sync_free(&ds);
     mesh_free(mesh);
     comm_finalize();

@@ -75,12 +75,26 @@ int gpt_cp_position(const GPTLayout *l, int t, int Tl) {
 const char *gpt_layout_problem(const GPTConfig *cfg, int tp) {
     static char why[160];
     if (tp < 1) return "the tensor-parallel degree must be at least 1";
-    if (tp > 1 && cfg->n_experts > 0)
-        return "a mixture of experts runs on whole blocks here: no tensor parallelism (--tp 1)";
     if (cfg->n_head % tp != 0) {
         /* NH % tp == 0 makes C = NH hs and 4C divide too */
         snprintf(why, sizeof why, "tensor parallelism splits the heads: --tp %d does not divide "
                  "n_head %d", tp, cfg->n_head);
+        return why;
+    }
+    return NULL;
+}
+
+const char *gpt_activation_problem(const GPTConfig *cfg, int tp, int sp, Recompute recompute,
+                                   int seq) {
+    static char why[200];
+    if (cfg->n_experts > 0 && sp)
+        return "a mixture of experts routes each sequence as a whole: no sequence parallelism "
+               "(--sp); tensor parallelism alone composes with it";
+    if (cfg->n_experts > 0 && recompute != RECOMPUTE_NONE)
+        return "activation recomputation of a mixture of experts is not written: --recompute none";
+    if (sp && seq % tp != 0) {
+        snprintf(why, sizeof why, "--sp splits each micro-batch's tokens over the TP group: "
+                 "--seq %d must be a multiple of --tp %d", seq, tp);
         return why;
     }
     return NULL;
@@ -101,11 +115,18 @@ const char *gpt_expert_problem(const GPTConfig *cfg, int ep) {
 
 int gpt_local_experts(const GPTLayout *l) { return l->cfg.n_experts / l->ep; }
 
+/* An MLP's width on this rank in block i: a dense block's mw = 4C / tp
+ * columns, an MoE block's experts whole (4C): TP splits the attention and
+ * the dense MLPs, EP the experts (layout.h) */
+static size_t block_mlp_width(const GPTLayout *l, int i) {
+    return gpt_block_is_moe(&l->cfg, i) ? 4 * (size_t)l->cfg.n_embd : (size_t)l->mlp_width;
+}
+
 /* Floats of block i on this rank: layernorms 4C, qkv 3 aw (C + 1),
  * attproj C aw + C, fc mw (C + 1), fcproj C mw + C; 12C^2 + 13C at tp = 1.
- * An MoE block (tp = 1) has its E / ep experts' MLPs and the router's E C. */
+ * An MoE block has its E / ep experts' whole MLPs and the router's E C. */
 static size_t block_local_params(const GPTLayout *l, int i) {
-    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
+    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = block_mlp_width(l, i);
     const int moe = gpt_block_is_moe(&l->cfg, i);
     const size_t E = moe ? (size_t)gpt_local_experts(l) : 1;
     return 4 * C + 3 * aw * (C + 1) + C * aw + C + E * (mw * (C + 1) + C * mw + C) +
@@ -327,7 +348,7 @@ void gpt_unit_range(const GPTLayout *l, int unit, size_t *offset, size_t *count)
 }
 
 void gpt_unit_view(const GPTLayout *l, int unit, float *x, GPTParams *p) {
-    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
+    const size_t C = l->cfg.n_embd, aw = l->attn_width;
     if (unit == GPT_UNIT_EMBED) {
         p->wte = x;
         p->wpe = l->pp_rank == 0 ? x + (size_t)l->vocab_rows * C : NULL;  /* not in the tied copy */
@@ -339,6 +360,7 @@ void gpt_unit_view(const GPTLayout *l, int unit, float *x, GPTParams *p) {
         return;
     }
     BlockParams *b = &p->blocks[unit - 1];
+    const size_t mw = block_mlp_width(l, unit - 1);
     const int moe = gpt_block_is_moe(&l->cfg, unit - 1);
     const size_t E = moe ? (size_t)gpt_local_experts(l) : 1;  /* this rank's experts */
     /* same order as gpt_tensor_table */
@@ -414,13 +436,11 @@ void gpt_init_params(const GPTLayout *l, unsigned long long seed, size_t first, 
     }
 }
 
-void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole, int which) {
+void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole) {
     const int nt = gpt_num_tensors(l);
     TensorInfo *table = tensor_table_alloc(l);
     for (int t = 0; t < nt; t++) {
         const TensorInfo *ti = &table[t];
-        if (ti->tied_copy ? which != LAYOUT_COPY_ALL : !ti->split && which == LAYOUT_COPY_SPLIT)
-            continue;
         for (int k = 0; k < ti->npieces; k++) {
             const ShardPiece *pc = &ti->piece[k];
             for (int r = 0; r < pc->rows; r++)

@@ -60,7 +60,15 @@
  *   fcprojw (E C, 4C), fcprojb (E C)  rows [r E/ep C, (r+1) E/ep C)
  * (expert_split in TensorInfo, apart from TP's split); the router and
  * every other tensor stay whole. The MoE branch then runs the program's
- * ep_ops over ep_group (model.h ExpertParallelOps).
+ * ep_ops over ep_group (model.h ExpertParallelOps). Under tensor
+ * parallelism the MoE blocks' attention is split like a dense block's,
+ * but the router and the experts are not: every TP rank holds them whole
+ * (the same experts, as its EP group is the ranks of its own tp_rank) and
+ * routes the same whole ln2 output, so the MoE branch needs no TP
+ * collective and its output is already the same on every TP rank.
+ * Sequence parallelism would give a TP rank a slice of each sequence,
+ * while a routing group is a whole sequence (moe.h): not composed
+ * (gpt_activation_problem).
  */
 #ifndef LAYOUT_H
 #define LAYOUT_H
@@ -161,6 +169,14 @@ typedef struct GPTLayout {
 /* Why tp can't split cfg, or NULL: tp must divide the heads (and so C and
  * 4C). The vocabulary need not divide: it is padded. */
 const char *gpt_layout_problem(const GPTConfig *cfg, int tp);
+
+/* Why lab 05's activation layouts can't run on cfg at tp, or NULL: sequence
+ * parallelism splits each micro-batch's seq tokens over the TP group (seq
+ * must divide by tp), and neither it nor recomputation is written for a
+ * mixture of experts (a routing group is a whole sequence; moe.h keeps
+ * its own buffers). */
+const char *gpt_activation_problem(const GPTConfig *cfg, int tp, int sp, Recompute recompute,
+                                   int seq);
 
 /* The layout of rank tp_rank of tp (gpt_layout_problem must be NULL), with
  * the whole model's layers: the caller sets split_layers, tp_group and
@@ -302,15 +318,10 @@ void gpt_init_params(const GPTLayout *l, unsigned long long seed, size_t first, 
 
 /* Copy what this rank holds (its pieces; host memory) from local, its flat
  * buffer, into whole, a buffer in the standard layout (gpt_num_params(cfg)
- * floats); nothing else of whole is written. Which tensors:
- *   LAYOUT_COPY_SPLIT       those split over TP (each piece has one owner
- *                           in a TP group);
- *   LAYOUT_COPY_REPLICATED  and the replicated ones (one rank of a TP
- *                           group provides them);
- *   LAYOUT_COPY_ALL         and the last stage's tied copy of wte: every
- *                           tensor this rank holds (its own view of them).
- * Without ALL the first stage's wte stands for both copies. */
-enum { LAYOUT_COPY_SPLIT, LAYOUT_COPY_REPLICATED, LAYOUT_COPY_ALL };
-void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole, int which);
+ * floats): every tensor this rank holds, split or whole, the last stage's
+ * tied copy of wte too (its own view of the model); nothing else of whole
+ * is written. Assembling the model from several ranks, the copy written
+ * last wins where ranks hold the same tensor. */
+void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole);
 
 #endif

@@ -125,8 +125,8 @@ double memplan_states_bytes(double phi, int zero_stage, int ranks) {
 void memplan_tp_comm(const GPTConfig *cfg, const MemLayout *l, TpTraffic *forward,
                      TpTraffic *backward) {
     const size_t N = (size_t)l->rows * l->seq, NC = N * cfg->n_embd, L = cfg->n_layer;
-    const size_t F = sizeof(float);
-    const CommCount loss = {3, F * 3 * N}, big = {2 * L + 1, F * (2 * L + 1) * NC};
+    const size_t F = sizeof(float), split = 2 * L - gpt_num_moe_blocks(cfg);  /* 2L - M */
+    const CommCount loss = {3, F * 3 * N}, big = {split + 1, F * (split + 1) * NC};
     const CommCount again = {2 * L, F * 2 * L * NC};  /* full recomputation's */
     const int full = l->recompute == RECOMPUTE_FULL;
     memset(forward, 0, sizeof *forward);

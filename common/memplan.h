@@ -137,7 +137,10 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *layout, MemPlan *pla
  * On a ring, an all-reduce moves 2 (p-1)/p of its bytes per rank and a
  * reduce-scatter or all-gather (p-1)/p: the same traffic either way.
  * Full recomputation runs each block's forward again in the backward pass:
- * its 2L collectives of N C once more. */
+ * its 2L collectives of N C once more.
+ * A mixture of experts' block (lab 08) has only its attention split: its
+ * experts run whole on every TP rank (layout.h), so of each pass's 2 per
+ * block it makes 1, and 2L above is 2L - M for M MoE blocks. */
 typedef struct {
     size_t calls, bytes;
 } CommCount;

@@ -383,61 +383,44 @@ static double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const 
     return sum;
 }
 
-/* Under expert parallelism (tp = pp = 1): every EP rank's buffer, each
- * copied into whole by its own layout (its experts' rows, and the tensors
- * every EP rank holds whole); EP rank 0's last, or this rank's when mine,
- * so that those win where the copies could differ. */
-static void gather_experts(const GPTLayout *l, const float *own, float *whole, int mine) {
-    CHECK(l->tp == 1 && l->pp == 1, "expert parallelism with tp %d and pp %d", l->tp, l->pp);
-    const size_t n = l->num_params;  /* the same on every EP rank */
-    float *all = malloc(n * l->ep * sizeof(float));
-    CHECK(all, "out of memory for gathering the parameters");
-    comm_allgather_untraced(l->ep_group, own, all, n * l->ep, COMM_FLOAT);  /* n each */
-    const int last = mine ? l->ep_rank : 0;
-    for (int k = 1; k <= l->ep; k++) {
-        GPTLayout lr = *l;
-        lr.ep_rank = (last + k) % l->ep;
-        gpt_layout_to_standard(&lr, all + (size_t)lr.ep_rank * n, whole, LAYOUT_COPY_ALL);
-    }
-    free(all);
+/* The layout of the rank at tp_rank r and ep_rank e of l's stage */
+static GPTLayout layout_of_rank(const GPTLayout *l, int r, int e) {
+    GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
+    gpt_layout_set_pipeline(&lr, l->pp, l->pp_rank, l->chunks);
+    if (l->ep > 1) gpt_layout_set_experts(&lr, l->ep, e);
+    return lr;
 }
 
 /* The whole model in the standard layout (host memory, gpt_num_params
- * floats; the caller frees it), assembled from every TP rank's local
- * buffer, then every pipeline stage's (collectives over the TP group and
- * the pipeline), or every EP rank's (gather_experts): the split tensors
- * from their owners, the replicated ones from TP rank 0's copy and wte
- * from the first stage's, or, when mine, wherever this rank holds a
- * tensor, its own copy (its view of the model, for the consistency
- * checksum). */
+ * floats; the caller frees it), assembled from the local buffers of every
+ * rank of this one's TP group and EP group (the EP group's first, then
+ * those of the TP group: tp x ep buffers, their tensors split over TP or
+ * EP each from its owner), then every pipeline stage's. Where copies of a
+ * tensor could differ (one held whole by several ranks), the copy of TP
+ * and EP rank 0 wins, and wte's of the first stage; or, when mine, this
+ * rank's own wherever it holds the tensor (its view of the model, for the
+ * consistency checksum): those buffers are copied last. */
 static float *layout_gather_standard(const GPTLayout *l, const float *local, int mine) {
     const size_t n = l->num_params, total = gpt_num_params(&l->cfg);
-    float *own = malloc(n * sizeof(float)), *whole = calloc(total, sizeof(float));
-    CHECK(own && whole, "out of memory for gathering the parameters");
+    const int tp = l->tp, ep = l->ep, ranks = tp * ep;  /* n floats each */
+    float *own = malloc(n * sizeof(float)), *of_ep = malloc(n * ep * sizeof(float));
+    float *all = malloc(n * ranks * sizeof(float)), *whole = calloc(total, sizeof(float));
+    CHECK(own && of_ep && all && whole, "out of memory for gathering the parameters");
     device_copy(own, local, n * sizeof(float));
-    if (l->ep > 1) {
-        gather_experts(l, own, whole, mine);
-        free(own);
-        return whole;
-    }
-    if (l->tp > 1) {
-        float *all = malloc(n * l->tp * sizeof(float));
-        CHECK(all, "out of memory for gathering the parameters");
-        comm_allgather_untraced(l->tp_group, own, all, n * l->tp, COMM_FLOAT);  /* n each */
-        for (int r = 0; r < l->tp; r++) {
-            GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
-            gpt_layout_set_pipeline(&lr, l->pp, l->pp_rank, l->chunks);
-            gpt_layout_to_standard(&lr, all + (size_t)r * n, whole,
-                                   mine     ? LAYOUT_COPY_ALL  /* own copies overwrite below */
-                                   : r == 0 ? LAYOUT_COPY_REPLICATED
-                                            : LAYOUT_COPY_SPLIT);
-        }
-        free(all);
-    }
-    gpt_layout_to_standard(l, own, whole, mine ? LAYOUT_COPY_ALL
-                                          : l->tp_rank == 0 ? LAYOUT_COPY_REPLICATED
-                                                            : LAYOUT_COPY_SPLIT);
+    if (ep > 1) comm_allgather_untraced(l->ep_group, own, of_ep, n * ep, COMM_FLOAT);
+    else memcpy(of_ep, own, n * sizeof(float));
+    if (tp > 1) comm_allgather_untraced(l->tp_group, of_ep, all, n * ranks, COMM_FLOAT);
+    else memcpy(all, of_ep, n * ep * sizeof(float));
     free(own);
+    free(of_ep);
+    /* buffer i = r ep + e; the winner's last */
+    const int last = mine ? l->tp_rank * ep + l->ep_rank : 0;
+    for (int k = 1; k <= ranks; k++) {
+        const int i = (last + k) % ranks;
+        const GPTLayout lr = layout_of_rank(l, i / ep, i % ep);
+        gpt_layout_to_standard(&lr, all + (size_t)i * n, whole);
+    }
+    free(all);
     if (l->pp == 1) return whole;
     /* every stage's tensors, whole after the TP gather, from their stage;
      * this rank's own last, so that they win when mine */

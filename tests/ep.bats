@@ -1,11 +1,13 @@
 #!/usr/bin/env bats
 # Expert parallelism (lab 08, train_moe): each MoE block's experts split
 # over --ep ranks of the data-parallel group, tokens sent to their experts'
-# ranks and back by all-to-alls. Every layout (ep alone, ep x edp) trains
-# the very model one device does: the same routing step by step (moe.csv's
-# drops and loads), losses and parameters within float tolerance, every
-# rank the same model; the EP traffic and the memory as the formulas say; a degree that does not
-# divide the experts or the ranks is one clear error.
+# ranks and back by all-to-alls. Every layout (ep alone, ep x edp, and tp
+# x ep: lab 04's split layers for the attention and the dense MLPs, the
+# experts whole on every TP rank) trains the very model one device does:
+# the same routing step by step (moe.csv's drops and loads), losses and
+# parameters within float tolerance, every rank the same model; the EP and
+# TP traffic and the memory as the formulas say; a degree that does not
+# divide the experts, the heads or the ranks is one clear error.
 load helpers
 
 GPT="$BUILD/solutions/00_single_device/train_gpt"
@@ -20,19 +22,26 @@ setup_file() {
     done
 }
 
-# ep_run RANKS EP CAPACITY: train_moe against one device's run of the same
-# capacity factor: losses, parameters, the routing, one model on every rank,
-# the memory as planned
+# ep_run RANKS EP CAPACITY [TP]: train_moe against one device's run of the
+# same capacity factor: losses, parameters, the routing, one model on every
+# rank, the traffic and the memory as planned
 ep_run() {
-    local np=$1 ep=$2 cf=$3 out="$BATS_TEST_TMPDIR/np$1-ep$2-cf$3"
+    local np=$1 ep=$2 cf=$3 tp=${4:-1} out="$BATS_TEST_TMPDIR/np$1-ep$2-cf$3-tp${4:-1}"
+    local dp=$((np / tp))
     BASE="$BATS_FILE_TMPDIR/base-$cf"
-    run mpirun_t 180 "$np" "$MOE" "${COMMON[@]}" --capacity-factor "$cf" --ep "$ep" \
+    run mpirun_t 180 "$np" "$MOE" "${COMMON[@]}" --capacity-factor "$cf" --ep "$ep" --tp "$tp" \
         --out "$out" --dump-params "$out/params.bin"
     echo "$output"
     [ "$status" -eq 0 ]
-    [[ "$output" == *"ep $ep x edp $((np / ep)) = dp $np"* ]]
+    [[ "$output" == *"tp $tp x (ep $ep x edp $((dp / ep)) = dp $dp)"* ]]
     # the EP all-to-alls: the counts' exactly, the rows' calls and their bound
-    [ "$(printf '%s\n' "$output" | grep -c '^train_moe: EP .* ok$')" -eq 2 ]
+    if [ "$ep" -gt 1 ]; then
+        [ "$(printf '%s\n' "$output" | grep -c '^train_moe: EP .* ok$')" -eq 2 ]
+    fi
+    # the TP all-reduces: one per pass fewer in each MoE block (memplan.h)
+    if [ "$tp" -gt 1 ]; then
+        [ "$(printf '%s\n' "$output" | grep -c '^train_moe: TP all-reduces .* ok$')" -eq 1 ]
+    fi
     # every memory category as the planner predicts, to the byte
     [ "$(printf '%s\n' "$output" | grep -c 'predicted .* measured .* ok$')" -eq 6 ]
     run same_run "$out"
@@ -63,6 +72,34 @@ ep_run() {
     cd "$ROOT"
     ep_run 4 2 1.25
     ep_run 4 2 0
+}
+
+@test "ep: tp 2 x ep 2 on 4 ranks (the dense parts split, the experts whole per TP rank) trains one device's model" {
+    require_solution 00 04 08
+    cd "$ROOT"
+    ep_run 4 2 1.25 2
+    ep_run 4 2 0 2
+}
+
+@test "ep: tp 2 alone (every expert on both TP ranks) trains one device's model" {
+    require_solution 00 04 08
+    cd "$ROOT"
+    ep_run 2 1 1.25 2
+}
+
+@test "ep: --tp not dividing the heads, or sequence parallelism or recomputation of a mixture of experts, is one clear error" {
+    require_solution 04 05 08
+    run mpirun_t 60 3 "$MOE" --config tiny-moe --tp 3 --steps 1 --out "$BATS_TEST_TMPDIR/bad"
+    assert_user_error
+    [[ "$output" == *"--tp 3 does not divide n_head 4"* ]]
+    local tp05="$BUILD/solutions/05_activation_memory/train_tp"
+    run mpirun_t 60 2 "$tp05" --config tiny-moe --tp 2 --sp --steps 1 --out "$BATS_TEST_TMPDIR/bad"
+    assert_user_error
+    [[ "$output" == *"no sequence parallelism (--sp)"* ]]
+    run mpirun_t 60 2 "$tp05" --config tiny-moe --tp 2 --recompute full --steps 1 \
+        --out "$BATS_TEST_TMPDIR/bad"
+    assert_user_error
+    [[ "$output" == *"recomputation of a mixture of experts"* ]]
 }
 
 @test "ep: --ep not dividing the experts or the ranks, or a dense model, is one clear error" {

@@ -172,9 +172,9 @@ same_bits() {
     done
 }
 
-@test "fake gpu: lab 08 (ep 2, and ep 2 x edp 2: the all-to-all-v's on GPU buffers, staged) equals the CPU runs" {
+@test "fake gpu: lab 08 (ep 2, ep 2 x edp 2, tp 2 x ep 2: the all-to-all-v's on GPU buffers, staged) equals the CPU runs" {
     cd "$ROOT"
-    for case in "2 --ep 2" "4 --ep 2"; do
+    for case in "2 --ep 2" "4 --ep 2" "4 --ep 2 --tp 2"; do
         read -r np flags <<<"$case"
         # shellcheck disable=SC2086  # flags is a list
         fake_equals_cpu "ep${flags// /}-$np" "$np" "$FAKE/train_moe" \

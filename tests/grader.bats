@@ -427,16 +427,19 @@ for c, d, v in draws("07_context_parallel"):
 assert len(cp_seen["algos"]) == 4 and len(cp_seen["meshes"]) >= 6, cp_seen
 assert len(cp_seen["shapes"]) > 6 and len(cp_seen["seqs"]) > 6, cp_seen
 # lab 08: every draw splits the experts (ep >= 2, E a multiple of ep) with
-# dp = ranks a multiple of ep and the batch whole per rank (tiny-moe: 8
-# sequences, E = 4, k = 2, capacity 1.25 where a flag is absent), k <= E;
-# each case keeps its ep, the dropless case its capacity of 0, the top-1
-# case k = 1, the 8-expert case E = 8 (two experts per rank or more)
+# dp = ranks / tp a multiple of ep and the batch whole per DP rank
+# (tiny-moe: 8 sequences, 4 heads, E = 4, k = 2, capacity 1.25 where a flag
+# is absent), tp dividing the heads, k <= E; each case keeps its ep and tp,
+# the dropless case its capacity of 0, the top-1 case k = 1, the 8-expert
+# case E = 8 (two experts per rank or more)
 import re
 ep_seen = {"meshes": set(), "ek": set(), "caps": set()}
 for c, d, v in draws("08_moe"):
     ep, e, k = int(v("--ep")), int(v("--experts", 4)), int(v("--top-k", 2))
-    cf, b = float(v("--capacity-factor", 1.25)), int(v("--batch", 8))
-    assert ep >= 2 and e % ep == 0 and d.ranks % ep == 0 and b % d.ranks == 0, (c.name, d.label)
+    cf, b, tp = float(v("--capacity-factor", 1.25)), int(v("--batch", 8)), int(v("--tp", 1))
+    dp = d.ranks // tp
+    assert d.ranks % tp == 0 and 4 % tp == 0 and (tp > 1) == ("tp " in c.name), (c.name, d.label)
+    assert ep >= 2 and e % ep == 0 and dp % ep == 0 and b % dp == 0, (c.name, d.label)
     assert 1 <= k <= 2 <= e and cf in (0, 1.0, 1.25, 2.0), (c.name, d.label)
     assert re.search(rf"\bep {ep}\b", c.name), (c.name, d.label)
     if "dropless" in c.name:
@@ -445,10 +448,10 @@ for c, d, v in draws("08_moe"):
         assert k == 1, (c.name, d.label)
     if "8 experts" in c.name:
         assert e == 8 and k == 2, (c.name, d.label)
-    ep_seen["meshes"].add((ep, d.ranks // ep))
+    ep_seen["meshes"].add((tp, ep, dp // ep))
     ep_seen["ek"].add((e, k))
     ep_seen["caps"].add(cf)
-assert ep_seen["meshes"] == {(2, 1), (2, 2), (4, 1), (4, 2)}, ep_seen
+assert ep_seen["meshes"] == {(1, 2, 1), (1, 2, 2), (1, 4, 1), (1, 4, 2), (2, 2, 1)}, ep_seen
 assert len(ep_seen["ek"]) == 4 and len(ep_seen["caps"]) == 4, ep_seen
 # a training case on several ranks must check that the ranks agree
 import os, tempfile

@@ -90,8 +90,8 @@ static void check_degree(const GPTConfig *cfg, int tp, int ep) {
             if (l.vocab_first + (int)(e / cfg->n_embd) >= cfg->vocab_size)
                 EXPECT(local[e] == 0.0f, "tp %d rank %d: padding element %zu is %g", tp, r, e,
                        local[e]);
-        /* under EP every rank's own tensors: the replicated ones are alike */
-        gpt_layout_to_standard(&l, local, assembled, ep > 1 ? LAYOUT_COPY_ALL : r == 0);
+        /* every rank's own tensors: the replicated ones are alike */
+        gpt_layout_to_standard(&l, local, assembled);
         free(local);
     }
     int real = 0;
