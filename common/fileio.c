@@ -192,3 +192,9 @@ void atomic_commit(AtomicFile *af) {
     }
     set_pending(af->tmp_path, 0);
 }
+
+uint64_t fnv1a64_update(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}

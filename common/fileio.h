@@ -45,6 +45,12 @@ const char *output_file_problem(const char *path, char *why, size_t n);
  * parents) when missing. */
 const char *output_dir_problem(const char *path, char *why, size_t n);
 
+/* FNV-1a, 64-bit: the checksum of the kit's files. fnv1a64_update carries
+ * a running hash h over n more bytes (start from FNV1A64_INIT). */
+#include <stdint.h>
+#define FNV1A64_INIT 14695981039346656037ULL
+uint64_t fnv1a64_update(uint64_t h, const void *data, size_t n);
+
 /* mkdir -p; dies with a clear message when a component can't be made. */
 void make_dirs(const char *path);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "checkpoint.h"
 #include "device.h"
 #include "fileio.h"
 
@@ -127,8 +128,26 @@ static void judge_outputs(const TrainOptions *o, char *msg, size_t size) {
             return;
         }
     }
-    if (o->dump_params[0] && output_file_problem(o->dump_params, why, sizeof why))
+    if (o->dump_params[0] && output_file_problem(o->dump_params, why, sizeof why)) {
         snprintf(msg, size, "--dump-params: %s", why);
+        return;
+    }
+    if (o->save[0] && ckpt_dir_problem(o->save, why, sizeof why)) {
+        snprintf(msg, size, "--save: %s", why);
+        return;
+    }
+    if (o->resume[0]) {
+        /* the whole checkpoint (index, every file's checksum, the model
+         * and the seed) before any work */
+        char dir[1100];
+        int step;
+        if (ckpt_resolve(o->resume, dir, sizeof dir, why, sizeof why) ||
+            ckpt_verify(dir, &o->model, o->seed, &step, why, sizeof why))
+            snprintf(msg, size, "%s", why);
+        else if (step > o->steps)
+            snprintf(msg, size, "--resume %s: %d steps done, more than --steps %d (the run's "
+                     "total, not the steps to add)", dir, step, o->steps);
+    }
 }
 
 /* ranks with the same device description ("cpu", or a GPU's name and

@@ -4,6 +4,9 @@
  * status 2 on every rank (check.h), before a byte is allocated or trained:
  *   outputs  --out is, or can be made, a directory that accepts files, and
  *            --dump-params a file the kit may replace (fileio.h's rules);
+ *            --save a directory of checkpoints, not one checkpoint, and
+ *            --resume a whole checkpoint of this model and seed
+ *            (checkpoint.h: index, every file's size and checksum);
  *   memory   the planner's peak bytes per rank (memplan.h), times the ranks
  *            sharing one memory, fit in what that memory has available:
  *              CPU  ranks on one node share its RAM: MemAvailable from

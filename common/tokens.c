@@ -23,18 +23,7 @@
 #error "token files store uint16 little-endian; this host is not little-endian"
 #endif
 
-#define FNV_OFFSET_BASIS 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
-
-uint64_t tokens_checksum(const void *data, size_t n) {
-    const unsigned char *p = data;
-    uint64_t h = FNV_OFFSET_BASIS;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= FNV_PRIME;
-    }
-    return h;
-}
+uint64_t tokens_checksum(const void *data, size_t n) { return fnv1a64_update(FNV1A64_INIT, data, n); }
 
 /* err may be NULL or errlen 0 when the caller does not want the reason. */
 __attribute__((format(printf, 3, 4)))

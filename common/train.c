@@ -30,6 +30,11 @@ static const char *const g_usage =
     "  --batch B            sequences per step, all ranks  (default: tiny 8, small 16, gpt2 8)\n"
     "  --grad-accum K       micro-batches per rank and step               (default 1)\n"
     "  --dump-params FILE   write the final parameters (raw float32) to FILE\n"
+    "  --save DIR           checkpoints into DIR/step-NNNNNN (checkpoint.h): at the end,\n"
+    "                       and every --save-every K steps; --keep K keeps the newest K\n"
+    "                       (default all)\n"
+    "  --resume PATH        continue from a checkpoint, or DIR's newest; any layout\n"
+    "                       of the same model and --seed (--steps stays the total)\n"
     "  --seq T              tokens per sequence, <= ctx  (default: the config's ctx)\n"
     "  --lr X               peak learning rate                         (default 1e-3)\n"
     "  --min-lr-frac X      cosine floor as a fraction of --lr          (default 0.1)\n"
@@ -61,7 +66,8 @@ enum {
     OPT_WARMUP, OPT_WD, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_CLIP, OPT_SEED, OPT_EVAL_EVERY,
     OPT_EVAL_BATCHES, OPT_VAL_FRACTION, OPT_LOG_EVERY, OPT_THREADS, OPT_DEVICE, OPT_N_LAYER,
     OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_VOCAB, OPT_EXPERTS, OPT_TOP_K, OPT_CAPACITY, OPT_AUX,
-    OPT_MOE_EVERY, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
+    OPT_MOE_EVERY, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_SAVE, OPT_SAVE_EVERY, OPT_KEEP,
+    OPT_RESUME, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
 };
 
 void train_options_parse(int argc, char **argv, TrainOptions *o) {
@@ -100,6 +106,10 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         {"moe-every", required_argument, 0, OPT_MOE_EVERY},
         {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM},
         {"dump-params", required_argument, 0, OPT_DUMP_PARAMS},
+        {"save", required_argument, 0, OPT_SAVE},
+        {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+        {"keep", required_argument, 0, OPT_KEEP},
+        {"resume", required_argument, 0, OPT_RESUME},
         {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
         {"profile", no_argument, 0, OPT_PROFILE},
         {"help", no_argument, 0, 'h'}};
@@ -176,6 +186,10 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         case OPT_DUMP_PARAMS:
             cli_string(o->dump_params, sizeof o->dump_params, "--dump-params", optarg);
             break;
+        case OPT_SAVE: cli_string(o->save, sizeof o->save, "--save", optarg); break;
+        case OPT_SAVE_EVERY: o->save_every = cli_int("--save-every", optarg, 1, 1 << 30); break;
+        case OPT_KEEP: o->keep = cli_int("--keep", optarg, 1, 1 << 20); break;
+        case OPT_RESUME: cli_string(o->resume, sizeof o->resume, "--resume", optarg); break;
         case OPT_COMM_TIMEOUT: comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
         case OPT_PROFILE: o->profile = 1; break;
         case 'h':
@@ -228,6 +242,9 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
     if (o->warmup < 0) o->warmup = o->steps < 10 ? o->steps : 10;
     if (o->warmup > o->steps)
         USER_ERROR("--warmup %d is longer than the run (--steps %d)", o->warmup, o->steps);
+    if (!o->save[0] && (o->save_every || o->keep))
+        USER_ERROR("--save-every and --keep say when and how many checkpoints to keep: give "
+                   "--save DIR too");
     if (o->out_dir[0] == '\0')
         snprintf(o->out_dir, sizeof o->out_dir, "runs/%s-%s", o->lab, o->config_name);
     if (o->threads == 0) o->threads = omp_get_max_threads();
@@ -455,6 +472,7 @@ typedef struct {
     float *params, *grads, *adam_m, *adam_v;
     GPTParams p, g;
     ModelHooks hooks;
+    CkptRun all;            /* the whole local buffer, for checkpoints */
 } Replicated;
 
 static void replicated_begin_step(void *ctx) {
@@ -515,6 +533,14 @@ static void replicated_local_params(void *ctx, float *out) {
     free(whole);
 }
 
+/* every rank of a DP group holds all of its layout's buffer */
+static void replicated_held(void *ctx, CkptHeld *h) {
+    Replicated *r = ctx;
+    r->all = (CkptRun){0, r->n, 0};
+    *h = (CkptHeld){{r->params, r->adam_m, r->adam_v}, {&r->all, &r->all, &r->all}, {1, 1, 1},
+                    {1, 1, 1}, "replicated"};
+}
+
 /* Model states: 4 bytes each of params and grads, 8 of AdamW moments, of
  * the layout's num_params. */
 static void replicated_init(Replicated *r, const TrainOptions *o, const GPTLayout *layout,
@@ -537,7 +563,7 @@ static void replicated_init(Replicated *r, const TrainOptions *o, const GPTLayou
     if (sync && sync->grads_ready) r->hooks.grads_ready = replicated_grads_ready;
     *st = (ModelStates){r, &r->p, &r->g, &r->hooks, replicated_begin_step,
                         replicated_begin_backward, replicated_finish_grads, replicated_update,
-                        replicated_gather_params, replicated_local_params};
+                        replicated_gather_params, replicated_local_params, replicated_held};
 }
 
 static void replicated_free(Replicated *r) {
@@ -618,6 +644,39 @@ static void write_params_checksum(const TrainParallel *par, const ModelStates *s
 
 void train_run(const TrainOptions *o) { train_run_parallel(o, NULL); }
 
+/* ---- checkpoints (checkpoint.h) ------------------------------------------ */
+
+/* Load --resume's checkpoint (preflight_run verified it) into this rank's
+ * states; returns the steps it had done: the first step to run */
+static int resume_from(const TrainOptions *o, const GPTLayout *l, const CkptHeld *held,
+                       int is_root) {
+    char dir[1100], why[1400];
+    CkptIndex ix;
+    if (ckpt_resolve(o->resume, dir, sizeof dir, why, sizeof why) ||
+        ckpt_index_read(dir, &ix, why, sizeof why))
+        USER_ERROR("%s", why);
+    const int step = ix.step;
+    ckpt_index_free(&ix);
+    double t0 = wall_seconds();
+    ckpt_load(dir, l, held);
+    if (is_root)
+        printf("%s: resumed from %s: %d steps done, %d to go (loaded in %.3f s)\n",
+               g_program_name, dir, step, o->steps - step, wall_seconds() - t0);
+    if (step > o->steps)
+        USER_ERROR("%s has %d steps done, more than --steps %d (the run's total)", dir, step,
+                   o->steps);
+    return step;
+}
+
+static void save_checkpoint(const TrainOptions *o, int steps, const GPTLayout *l,
+                            const CkptHeld *held, const CkptRank *who, int is_root) {
+    double t0 = wall_seconds();
+    ckpt_save(o->save, steps, o->keep, o->seed, l, held, who, g_program_name);
+    if (is_root)
+        printf("%s: saved %s/step-%06d in %.3f s\n", g_program_name, o->save, steps,
+               wall_seconds() - t0);
+}
+
 void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     const GPTConfig *cfg = &o->model;
     CHECK(preflight_passed(), "the trainer did not call preflight_run (preflight.h) before "
@@ -689,7 +748,15 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     if (o->profile) profile_enable();
     const double tokens_per_step = (double)o->batch * o->seq;
     double sync_seconds = 0.0, step_seconds = 0.0;
-    for (int step = 0; step < o->steps; step++) {
+    CkptHeld held;
+    memset(&held, 0, sizeof held);
+    if (o->save[0] || o->resume[0]) {
+        CHECK(st->held, "these model states can't be checkpointed (ModelStates.held)");
+        st->held(st->ctx, &held);
+    }
+    const CkptRank who = {par ? par->world : NULL, par ? par->dp->rank : 0};
+    const int first_step = o->resume[0] ? resume_from(o, layout, &held, is_root) : 0;
+    for (int step = first_step; step < o->steps; step++) {
         float val_loss = -1.0f;
         if (train_evaluates_at(o, step))
             val_loss = evaluate(o, par, &slice, &dl, &exec, forward_only, layout, &tokens);
@@ -729,6 +796,9 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
                         tokens_per_step / dt, dt * 1e3);
         if (cfg->n_experts > 0)
             log_moe_step(par, &log, step, o->grad_accum, cfg->n_experts, is_root);
+        if (o->save[0] && ((o->save_every && (step + 1) % o->save_every == 0) ||
+                           step + 1 == o->steps))
+            save_checkpoint(o, step + 1, layout, &held, &who, is_root);
     }
     if (is_root) runlog_close(&log);
     if (pipelined) pipe_report_timeline(&exec, schedule, par->world, o->out_dir, g_program_name);
@@ -766,10 +836,11 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
                               nparams);
         printf("%s: wrote %s/{metrics.csv,memory.csv,run.json%s}\n", g_program_name, o->out_dir,
                par ? ",comm.csv,trace.json,trace.csv,params_checksum.csv" : "");
+        const int steps_run = o->steps > first_step ? o->steps - first_step : 1;
         if (par)
             printf("%s: mean step %.1f ms, of which %.1f ms waiting for gradients after the "
                    "backward pass\n",
-                   g_program_name, 1e3 * step_seconds / o->steps, 1e3 * sync_seconds / o->steps);
+                   g_program_name, 1e3 * step_seconds / steps_run, 1e3 * sync_seconds / steps_run);
     }
     if (is_root) profile_report(o->out_dir, slice.rows * (o->seq / layout->cp), cfg->n_embd);
     if (device_current() == DEVICE_CUDA) {

@@ -8,6 +8,7 @@
 #ifndef TRAIN_H
 #define TRAIN_H
 
+#include "checkpoint.h"
 #include "model.h"
 
 typedef struct {
@@ -16,6 +17,11 @@ typedef struct {
     char data_path[512];
     char out_dir[512];
     char dump_params[512];      /* final parameters as raw float32, or "" */
+    /* checkpoints (checkpoint.h): into save (or ""), every save_every steps
+     * and at the end, keeping the newest keep (0: all); resume: a
+     * checkpoint or a directory of them (its newest), or "" */
+    char save[512], resume[512];
+    int save_every, keep;
     char device[8];             /* "cpu" or "cuda" (device.h) */
     char lab[32];               /* names the default run directory runs/LAB-CONFIG */
     int steps, batch, seq;      /* global batch of `batch` sequences of `seq` tokens */
@@ -116,6 +122,9 @@ typedef struct {
  * all parameters in the standard layout, as its forward pass reads them (a
  * collective where the layout shards them); the loop checksums it at the
  * end of a run (params_checksum.csv).
+ * held describes, for --save and --resume, the buffers of the parameters
+ * and moments this rank holds and which runs of its layout's flat buffer
+ * they are (the buffers stay the states' own: a load writes into them).
  * params and grads are the views the passes read; hooks (may be NULL)
  * repoint them around each unit (model.h). */
 typedef struct {
@@ -128,6 +137,9 @@ typedef struct {
     void (*update)(void *ctx, const AdamWStep *step);
     void (*gather_params)(void *ctx, float *out);
     void (*local_params)(void *ctx, float *out);
+    /* what this rank holds of the parameters and the moments, for
+     * checkpoints (checkpoint.h's CkptHeld) */
+    void (*held)(void *ctx, CkptHeld *out);
 } ModelStates;
 
 typedef struct Comm Comm;

@@ -1,0 +1,179 @@
+/* checkpoint.h: distributed checkpoints (lab 09). Every trainer saves its
+ * model states with --save DIR --save-every K [--keep K] and continues a run
+ * with --resume PATH, in the same layout or any other of the same model.
+ *
+ * What the next step depends on: the parameters, the two AdamW moments and
+ * the number of steps done. Nothing else: the batches are a function of
+ * (seed, step) (dataloader.h), the learning rate of (step, --steps,
+ * --warmup), AdamW's bias correction of the step, the initial weights of
+ * the seed, and no layer draws random numbers. So a checkpoint holds those
+ * three kinds of floats and the step; the seed is recorded and must match.
+ *
+ * A rank's states, as the model states hand them (ModelStates.held, train.h):
+ * per kind a buffer and its runs, each run `count` floats of the layout's
+ * flat buffer (layout.h: units in the standard order) from `flat`, held in
+ * the buffer from `local`. Replicated states (DDP, TP, PP, CP, EP) hold one
+ * run of the whole local buffer; ZeRO holds per unit the run of its shard.
+ *
+ * On disk, DIR/step-NNNNNN/ (NNNNNN = steps done, six digits):
+ *   index.txt          a text file: magic line "gpt-kit checkpoint 1", the
+ *                      step, the seed, the model's shape, the layout that
+ *                      wrote it, one line per rank file (name, bytes,
+ *                      FNV-1a 64), and last "checksum" with the FNV-1a 64
+ *                      of every byte before that line;
+ *   rank-RRRRR.ckpt    one per rank: a header (magic "GPTCKPT", version,
+ *                      rank, rectangle count, data bytes), the rectangles
+ *                      (CkptRect: kind, global tensor, rows, columns, where
+ *                      their floats start in the data), the data, and the
+ *                      FNV-1a 64 of every byte before it.
+ * A rectangle is rows [row0, row0 + rows) and columns [col0, col0 + cols)
+ * of one tensor of the standard layout (gpt_tensor_table's global
+ * tensors), its floats row-major. Each element of each kind is written by
+ * exactly one rank: the ranks that hold copies of it (TP ranks of a
+ * replicated tensor, DP ranks of replicated states, CP ranks, EDP ranks of
+ * an expert, the last stage's tied copy of wte) leave it to the first.
+ *
+ * Loading intersects: every rank turns what it holds in its own layout
+ * into rectangles, and copies each one's overlap with every saved
+ * rectangle of the same kind and tensor; every element it holds must be
+ * covered exactly once. So any layout loads any other layout's checkpoint.
+ *
+ * Atomic: the ranks write into DIR/.step-NNNNNN.tmp, rank 0 then the index,
+ * every file is fsynced, and the directory is renamed into place; a
+ * directory without a valid index, or any file whose size or checksum
+ * differs from the index's, is refused. The newest --keep checkpoints
+ * are kept, older ones removed after the new one is in place.
+ *
+ * The lab's functions (labs/09_checkpoint/checkpoint_shards.h) do the
+ * geometry and the commit; this module does the formats, the checks and
+ * the collective steps around them. */
+#ifndef CHECKPOINT_H
+#define CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "layout.h"
+
+typedef struct Comm Comm;
+
+typedef enum { CKPT_PARAMS, CKPT_ADAM_M, CKPT_ADAM_V, CKPT_KINDS } CkptKind;
+const char *ckpt_kind_name(int kind);
+
+typedef struct {
+    size_t flat, count, local;
+} CkptRun;
+
+/* A rank's model states for checkpoints (see above) */
+typedef struct {
+    float *buf[CKPT_KINDS];  /* device or host memory */
+    const CkptRun *runs[CKPT_KINDS];
+    int nruns[CKPT_KINDS];
+    int replicated[CKPT_KINDS];  /* every DP rank holds the same (else disjoint shards) */
+    const char *what;        /* "replicated", "ZeRO-3 shards", ... for the index */
+} CkptHeld;
+
+/* A rectangle of a global tensor, and where its floats are: in a rank's
+ * buffer (local: the first element, stride: floats from one row to the
+ * next) when writing or loading, in the file's data (local, stride = cols)
+ * when saved. */
+typedef struct {
+    int kind, tensor, row0, rows, col0, cols;
+    size_t local, stride;
+} CkptRect;
+
+typedef struct {
+    CkptRect *r;
+    size_t n, cap;
+} CkptRects;
+void ckpt_rects_push(CkptRects *v, CkptRect r);
+void ckpt_rects_free(CkptRects *v);
+
+/* Who this rank is, for the checkpoint's collective steps and the rule of
+ * who writes a copy: world (every rank writes a file), its DP rank */
+typedef struct {
+    Comm *world;
+    int dp_rank;
+} CkptRank;
+
+/* --save's DIR: NULL when it can be written (a directory, made if missing),
+ * else why not, into why. */
+const char *ckpt_dir_problem(const char *dir, char *why, size_t n);
+
+/* Save `steps` steps done into DIR/step-NNNNNN (collective over world),
+ * keeping the newest `keep` (0: all). */
+void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed,
+               const GPTLayout *l, const CkptHeld *held, const CkptRank *who,
+               const char *program);
+
+/* A checkpoint directory from --resume PATH: PATH itself when it has an
+ * index, else the newest step-NNNNNN in it. Returns 0 with the directory in
+ * out, or -1 with why. */
+int ckpt_resolve(const char *path, char *out, size_t n, char *why, size_t whylen);
+
+/* Check a checkpoint before any work: the index (magic, version, checksum),
+ * every rank file (size, checksum, header), the model (cfg) and the seed.
+ * Returns 0 and the step, or -1 with why (one sentence naming the file). */
+int ckpt_verify(const char *ckdir, const GPTConfig *cfg, unsigned long long seed, int *step,
+                char *why, size_t whylen);
+
+/* Load what this rank holds (held's buffers) from a verified checkpoint,
+ * resharding from whatever layout saved it. Dies with a clear message if an
+ * element is not covered. */
+void ckpt_load(const char *ckdir, const GPTLayout *l, const CkptHeld *held);
+
+/* ---- the geometry and the commit ---- */
+
+/* The rectangles that the runs of one kind cover in a layout's tensors (t,
+ * its table of nt; writes: per tensor whether to take it, NULL: all),
+ * appended to out: per run and tensor piece, the intersection of the run's
+ * flat range with the piece's, cut row-aligned into at most three
+ * rectangles (the rest of a first row, whole rows, the start of a last
+ * row); local = where the first float is in the rank's buffer, stride =
+ * the piece's columns. */
+void ckpt_rects_of_runs(const TensorInfo *t, int nt, int kind, const CkptRun *runs, int nruns,
+                        const int *writes, CkptRects *out);
+
+/* Reads n floats of row r of saved rectangle j, from its column c0 */
+typedef void (*CkptReadRow)(void *ctx, size_t j, int r, int c0, int n, float *out);
+/* For each wanted rectangle, copy its overlap with every saved rectangle of
+ * the same kind and tensor into dest (the rank's buffer, host memory, at
+ * the wanted rectangle's local and stride); returns the floats copied. */
+size_t ckpt_reshard(const CkptRects *want, const CkptRects *saved, CkptReadRow read, void *ctx,
+                    float *dest);
+
+/* Make the checkpoint written (and flushed) in tmp_dir appear as final_dir
+ * at once: flush the directory, rename it, flush its parent. */
+void ckpt_commit(const char *tmp_dir, const char *final_dir);
+
+/* ---- for the tool (apps/ckpt_tool.c) and the tests ---- */
+
+typedef struct {
+    char name[64];
+    uint64_t bytes, checksum;
+} CkptFileEntry;
+
+typedef struct {
+    int version, step;
+    unsigned long long seed;
+    GPTConfig cfg;
+    char saved_by[256];
+    int nfiles;
+    CkptFileEntry *files;
+} CkptIndex;
+
+/* Read and check an index; 0, or -1 with why. ckpt_index_free after. */
+int ckpt_index_read(const char *ckdir, CkptIndex *ix, char *why, size_t whylen);
+void ckpt_index_free(CkptIndex *ix);
+
+/* A rank file's rectangles (local = offset in its data), after checking its
+ * size and checksum against the entry; 0, or -1 with why. */
+int ckpt_file_rects(const char *ckdir, const CkptFileEntry *e, CkptRects *out, char *why,
+                    size_t whylen);
+
+/* The whole model of one kind in the standard layout (gpt_num_params(cfg)
+ * floats), from a verified checkpoint */
+void ckpt_load_standard(const char *ckdir, const GPTConfig *cfg, int kind, float *out);
+
+#endif
