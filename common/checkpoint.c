@@ -164,15 +164,30 @@ static int list_steps(const char *dir, int *steps, int max) {
 
 enum { MAX_CHECKPOINTS = 4096 };
 
+/* Remove the checkpoints beyond the newest keep. Each is first renamed out
+ * of the step-NNNNNN names (one atomic step), so that a job killed while
+ * removing its files leaves a dotted leftover, never a step directory
+ * with half its files; leftovers of earlier kills go too. */
 static void prune(const char *dir, int keep) {
-    if (keep <= 0) return;
     static int steps[MAX_CHECKPOINTS];
-    const int n = list_steps(dir, steps, MAX_CHECKPOINTS);
-    char path[1100];
+    const int n = keep > 0 ? list_steps(dir, steps, MAX_CHECKPOINTS) : 0;
+    char path[1100], gone[1100];
     for (int i = keep; i < n; i++) {
         snprintf(path, sizeof path, "%s/step-%06d", dir, steps[i]);
-        remove_checkpoint_dir(path);
+        snprintf(gone, sizeof gone, "%s/.step-%06d.removing", dir, steps[i]);
+        IO_CHECK(rename(path, gone) == 0, "renaming %s to %s", path, gone);
     }
+    DIR *d = opendir(dir);
+    IO_CHECK(d, "listing %s", dir);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const size_t len = strlen(e->d_name);
+        if (!strncmp(e->d_name, ".step-", 6) && len > 9 && !strcmp(e->d_name + len - 9, ".removing")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            remove_checkpoint_dir(path);
+        }
+    }
+    closedir(d);
 }
 
 const char *ckpt_dir_problem(const char *dir, char *why, size_t n) {

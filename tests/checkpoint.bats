@@ -1,0 +1,198 @@
+#!/usr/bin/env bats
+# Checkpoints (common/checkpoint.h): every trainer saves with --save DIR
+# --save-every K [--keep K] and continues with --resume PATH. A run of 8
+# steps that saves at step 4, resumed from that checkpoint in the same
+# layout, ends bit for bit where the straight run ended (metrics.csv's
+# losses, learning rates and gradient norms, the final parameters), for
+# every layout; a checkpoint saved in one layout loads into any other
+# (ZeRO-3 -> TP x DP -> PP -> one device) and the run follows the
+# single-device one within float tolerance. Damaged, foreign or missing
+# checkpoints are one clear error before any work, and a job killed while
+# saving leaves the previous checkpoints loadable.
+load helpers
+
+S="$BUILD/solutions"
+GPT="$S/00_single_device/train_gpt"
+CKPT="$BUILD/bin/ckpt"
+RUN=(--steps 8 --eval-every 4 --threads 1)
+
+# resume_same NAME RANKS PROGRAM ARGS...: straight run (saving every 4
+# steps) vs resumed from its step 4, bit for bit
+resume_same() {
+    local name=$1 np=$2 prog=$3 d="$BATS_TEST_TMPDIR/$1"
+    shift 3
+    run mpirun_t 240 "$np" "$prog" "${RUN[@]}" "$@" --save "$d/ck" --save-every 4 \
+        --out "$d/full" --dump-params "$d/full.bin"
+    [ "$status" -eq 0 ] || { echo "$name, straight: $output"; return 1; }
+    [[ "$output" == *"saved $d/ck/step-000004"* && "$output" == *"saved $d/ck/step-000008"* ]]
+    run mpirun_t 240 "$np" "$prog" "${RUN[@]}" "$@" --resume "$d/ck/step-000004" \
+        --out "$d/resumed" --dump-params "$d/resumed.bin"
+    [ "$status" -eq 0 ] || { echo "$name, resumed: $output"; return 1; }
+    [[ "$output" == *"4 steps done, 4 to go"* ]]
+    cmp "$d/full.bin" "$d/resumed.bin" || { echo "$name: parameters differ"; return 1; }
+    # steps 4..7: loss, val_loss, lr, grad_norm identical
+    diff <(tail -n 4 "$d/full/metrics.csv" | cut -d, -f1-5) <(tail -n +2 "$d/resumed/metrics.csv" | cut -d, -f1-5) ||
+        { echo "$name: metrics differ"; return 1; }
+    echo "$name: resumed bit for bit"
+}
+
+@test "checkpoint: one device, DDP and ZeRO-1/2/3 resume bit for bit" {
+    require_solution 00 02 03
+    resume_same one 1 "$GPT" --config tiny
+    resume_same ddp 2 "$S/02_ddp/train_ddp" --config tiny
+    resume_same zero1 2 "$S/03_zero/train_zero" --zero 1 --config tiny
+    resume_same zero2 3 "$S/03_zero/train_zero" --zero 2 --config tiny --batch 6
+    resume_same zero3 4 "$S/03_zero/train_zero" --zero 3 --config tiny
+}
+
+@test "checkpoint: TP, TP + SP, ZeRO-3 with recomputation, and PP with every schedule resume bit for bit" {
+    require_solution 00 02 03 04 05 06
+    resume_same tp 4 "$S/04_tensor_parallel/train_tp" --tp 2 --config tiny
+    resume_same tpsp 2 "$S/05_activation_memory/train_tp" --tp 2 --sp --config tiny
+    resume_same zero3rc 2 "$S/05_activation_memory/train_zero" --zero 3 --recompute full --config tiny
+    for s in gpipe 1f1b interleaved zb-h1; do
+        resume_same "pp-$s" 2 "$S/06_pipeline/train_pp" --pp 2 --schedule "$s" --grad-accum 4 --config tiny
+    done
+    resume_same tppp 4 "$S/06_pipeline/train_pp" --pp 2 --tp 2 --grad-accum 2 --config tiny
+}
+
+@test "checkpoint: CP and EP (with TP) resume bit for bit" {
+    require_solution 00 02 04 07 08
+    resume_same cp 2 "$S/07_context_parallel/train_cp" --cp 2 --cp-algo zigzag --config tiny
+    resume_same ep 2 "$S/08_moe/train_moe" --ep 2 --config tiny-moe
+    resume_same tpep 4 "$S/08_moe/train_moe" --tp 2 --ep 2 --config tiny-moe
+}
+
+# the run's losses and final parameters against the single-device run's
+near_base() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import sys, csv, array
+base, run = sys.argv[1], sys.argv[2]
+def losses(d): return {int(r["step"]): float(r["loss"]) for r in csv.DictReader(open(d + "/metrics.csv"))}
+a, b = losses(base), losses(run)
+worst = max(abs(a[s] - b[s]) for s in b)
+p, q = array.array("f"), array.array("f")
+p.frombytes(open(base + ".bin", "rb").read()); q.frombytes(open(run + ".bin", "rb").read())
+dp = max(abs(x - y) for x, y in zip(p, q))
+print(f"{run}: steps {min(b)}-{max(b)}, losses within {worst:.2g}, parameters within {dp:.2g}")
+assert len(p) == len(q) and worst < 1e-5 and dp < 1e-5
+PY
+}
+
+@test "checkpoint: ZeRO-3 on 4 ranks -> TP 2 x DP 2 -> PP 2 -> one device reshards on load and follows the single-device run" {
+    require_solution 00 02 03 04 06
+    local d="$BATS_TEST_TMPDIR"
+    run t 120 "$GPT" "${RUN[@]}" --config tiny --out "$d/base" --dump-params "$d/base.bin"
+    [ "$status" -eq 0 ]
+    run mpirun_t 240 4 "$S/03_zero/train_zero" "${RUN[@]}" --zero 3 --config tiny \
+        --save "$d/z3" --save-every 2 --out "$d/z3run"
+    [ "$status" -eq 0 ]
+    run mpirun_t 240 4 "$S/04_tensor_parallel/train_tp" "${RUN[@]}" --tp 2 --config tiny \
+        --resume "$d/z3/step-000002" --save "$d/tp" --save-every 2 --out "$d/tp" --dump-params "$d/tp.bin"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    near_base "$d/base" "$d/tp"
+    run mpirun_t 240 2 "$S/06_pipeline/train_pp" "${RUN[@]}" --pp 2 --grad-accum 2 --config tiny \
+        --resume "$d/tp/step-000004" --save "$d/pp" --save-every 2 --out "$d/pp" --dump-params "$d/pp.bin"
+    [ "$status" -eq 0 ]
+    near_base "$d/base" "$d/pp"
+    run t 120 "$GPT" "${RUN[@]}" --config tiny --resume "$d/pp/step-000006" --out "$d/one" \
+        --dump-params "$d/one.bin"
+    [ "$status" -eq 0 ]
+    near_base "$d/base" "$d/one"
+    # the tool's standard file is --dump-params's, and verify says every element is there once
+    run t 60 "$CKPT" convert "$d/z3/step-000008" "$d/conv.bin"
+    [ "$status" -eq 0 ]
+    [ -s "$d/conv.bin.adam_m" ] && [ -s "$d/conv.bin.adam_v" ]
+    run mpirun_t 240 4 "$S/03_zero/train_zero" "${RUN[@]}" --zero 3 --config tiny \
+        --out "$d/z3again" --dump-params "$d/z3.bin"
+    cmp "$d/conv.bin" "$d/z3.bin"
+    run t 60 "$CKPT" verify "$d/z3"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"step-000008: ok (8 steps done, 4 files"* ]]
+    run t 60 "$CKPT" inspect "$d/tp/step-000004"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"states replicated"* && "$output" == *"params: 220544 of 220544 floats saved"* ]]
+}
+
+@test "checkpoint: --keep keeps the newest K, --resume DIR takes the newest" {
+    require_solution 00
+    local d="$BATS_TEST_TMPDIR"
+    run t 120 "$GPT" "${RUN[@]}" --config tiny --save "$d/ck" --save-every 2 --keep 2 --out "$d/a"
+    [ "$status" -eq 0 ]
+    [ "$(ls "$d/ck")" = "$(printf 'step-000006\nstep-000008')" ]
+    run t 120 "$GPT" "${RUN[@]}" --steps 10 --config tiny --resume "$d/ck" --out "$d/b"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"step-000008: 8 steps done, 2 to go"* ]]
+}
+
+@test "checkpoint: missing, truncated, corrupt, foreign or wrong-version checkpoints are one clear error before any work" {
+    require_solution 00
+    local d="$BATS_TEST_TMPDIR" c="$BATS_TEST_TMPDIR/ck/step-000004"
+    run t 120 "$GPT" "${RUN[@]}" --steps 4 --config tiny --save "$d/ck" --out "$d/a"
+    [ "$status" -eq 0 ]
+    bad() {  # bad WHAT EXPECTED ARGS...: exit 2, one error line, no run written
+        local what=$1 expected=$2
+        shift 2
+        rm -rf "$d/r"
+        run t 60 "$GPT" "${RUN[@]}" --config tiny --out "$d/r" "$@"
+        echo "$what: $output"
+        assert_user_error
+        [ "$(printf '%s\n' "$output" | grep -c 'error')" -eq 1 ]
+        [[ "$output" == *"$expected"* ]]
+        [ ! -e "$d/r/metrics.csv" ]
+    }
+    bad missing "no such checkpoint" --resume "$d/nothing"
+    mkdir -p "$d/empty"
+    bad "not a checkpoint" "neither a checkpoint" --resume "$d/empty"
+    bad "another model" "holds another model" --resume "$c" --n-layer 2
+    bad "another seed" "resume with the same seed" --resume "$c" --seed 2
+    bad "more steps done than --steps" "more than --steps 2" --resume "$c" --steps 2 --warmup 1
+    cp -r "$c" "$d/trunc"
+    truncate -s -100 "$d/trunc/rank-00000.ckpt"
+    bad truncated "truncated" --resume "$d/trunc"
+    cp -r "$c" "$d/flip"
+    printf '\x01' | dd of="$d/flip/rank-00000.ckpt" bs=1 seek=5000 conv=notrunc 2> /dev/null
+    bad "flipped byte" "damaged (its checksum does not match)" --resume "$d/flip"
+    cp -r "$c" "$d/ver"
+    sed -i '1s/checkpoint 1/checkpoint 7/' "$d/ver/index.txt"
+    bad "version" "version 7" --resume "$d/ver"
+    cp -r "$c" "$d/idx"
+    sed -i 's/^step 4/step 3/' "$d/idx/index.txt"
+    bad "edited index" "index.txt is damaged" --resume "$d/idx"
+    bad "save into a checkpoint" "is one checkpoint" --save "$c"
+    run t 60 "$GPT" --save-every 2 --steps 1
+    assert_user_error
+    [[ "$output" == *"give --save DIR too"* ]]
+    run t 60 "$CKPT" verify "$d/flip"
+    assert_user_error
+    run t 60 "$CKPT" frobnicate "$c"
+    assert_user_error
+}
+
+@test "checkpoint: a job killed (SIGKILL) while saving leaves every checkpoint it shows loadable" {
+    require_solution 03
+    local d="$BATS_TEST_TMPDIR"
+    # 4 ranks saving every step; killed at several moments of the run
+    for delay in 1.0 1.5 2.0 2.5 3.0; do
+        rm -rf "$d/ck"
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL "$delay" \
+            mpirun -q --oversubscribe -np 4 "$S/03_zero/train_zero" --zero 3 --config tiny \
+            --steps 400 --eval-every 0 --threads 1 --save "$d/ck" --save-every 1 --keep 3 \
+            --out "$d/run" > /dev/null 2>&1 || true
+        pkill -KILL -f "$S/03_zero/train_zero" 2> /dev/null || true
+        sleep 0.2
+        for c in "$d"/ck/step-*; do
+            [ -e "$c" ] || continue
+            run t 60 "$CKPT" verify "$c"
+            [ "$status" -eq 0 ] || { echo "killed after $delay s: $c: $output"; return 1; }
+        done
+        # and --resume DIR's choice, the newest, loads
+        if [ -n "$(ls "$d/ck" 2> /dev/null)" ]; then
+            run t 60 "$CKPT" verify "$d/ck"
+            [ "$status" -eq 0 ] || { echo "killed after $delay s: $d/ck: $output"; return 1; }
+        fi
+        echo "killed after $delay s: $(ls -a "$d/ck" 2> /dev/null | tr '\n' ' ') all loadable"
+    done
+}
