@@ -259,3 +259,24 @@ same_bits() {
     assert_user_error
     [[ "$output" == *"FAKE_GPU_MEMORY_MB expects an integer"* ]]
 }
+
+@test "fake gpu: checkpoints from GPU buffers (ZeRO-3, TP) load on the CPU and back, bit for bit" {
+    cd "$ROOT"
+    local d="$BATS_TEST_TMPDIR" S="$BUILD/solutions"
+    # saved from the pretend GPU's shards at step 2 of 4, resumed on the CPU
+    run mpirun_t 180 2 "$FAKE/train_zero" "${COMMON[@]}" --zero 3 --device cuda --save "$d/g" \
+        --save-every 2 --out "$d/gz" --dump-params "$d/gz/params.bin"
+    [ "$status" -eq 0 ]
+    run mpirun_t 180 2 "$S/03_zero/train_zero" "${COMMON[@]}" --zero 3 --resume "$d/g/step-000002" \
+        --out "$d/cz" --dump-params "$d/cz/params.bin"
+    [ "$status" -eq 0 ]
+    cmp "$d/gz/params.bin" "$d/cz/params.bin"
+    # saved on the CPU, resumed into the pretend GPU's TP shards
+    run mpirun_t 180 2 "$S/04_tensor_parallel/train_tp" "${COMMON[@]}" --tp 2 --save "$d/c" \
+        --save-every 2 --out "$d/ct" --dump-params "$d/ct/params.bin"
+    [ "$status" -eq 0 ]
+    run mpirun_t 180 2 "$FAKE/train_tp" "${COMMON[@]}" --tp 2 --device cuda \
+        --resume "$d/c/step-000002" --out "$d/gt" --dump-params "$d/gt/params.bin"
+    [ "$status" -eq 0 ]
+    cmp "$d/ct/params.bin" "$d/gt/params.bin"
+}
