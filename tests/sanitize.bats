@@ -90,6 +90,22 @@ san_flags() {
     done
 }
 
+@test "sanitize: checkpoints: ZeRO-3 on 3 ranks saves, TP 2 resumes from it, the tool inspects, verifies and converts" {
+    require_solution 03 04
+    local d="$BATS_TEST_TMPDIR"
+    run mpirun_t 120 3 "$SAN/solutions/03_zero/train_zero" "${SHORT[@]}" --zero 3 --batch 6 \
+        --save "$d/ck" --save-every 2 --keep 2 --out "$d/z"
+    no_reports
+    run mpirun_t 120 2 "$SAN/solutions/04_tensor_parallel/train_tp" "${SHORT[@]}" --tp 2 --batch 6 \
+        --resume "$d/ck/step-000002" --out "$d/t"
+    no_reports
+    for cmd in "inspect $d/ck" "verify $d/ck" "convert $d/ck $d/conv.bin"; do
+        # shellcheck disable=SC2086  # cmd is a list
+        run t 60 "$SAN/bin/ckpt" $cmd
+        no_reports
+    done
+}
+
 @test "sanitize: tensor parallelism tp 2 x dp 2 with a padded vocabulary, and tp 4 with the fused cross-entropy" {
     require_solution 04
     for flags in "--tp 2 --vocab 257" "--tp 4 --fused-ce"; do
