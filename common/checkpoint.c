@@ -59,14 +59,18 @@ static void rects_of_range(CkptRects *out, int kind, int tensor, const ShardPiec
 }
 
 void ckpt_rects_of_runs(const TensorInfo *t, int nt, int kind, const CkptRun *runs, int nruns,
-                        const int *writes, CkptRects *out) {
+                        const CkptShare *share, CkptRects *out) {
     for (int i = 0; i < nruns; i++) {
         const size_t a = runs[i].flat, b = runs[i].flat + runs[i].count;
         for (int j = 0; j < nt; j++) {
-            if (writes && !writes[j]) continue;
+            const CkptShare sh = share ? share[j] : (CkptShare){0, 1};
+            if (sh.parts == 0) continue;
             for (int k = 0; k < t[j].npieces; k++) {
                 const ShardPiece *pc = &t[j].piece[k];
-                const size_t p0 = pc->local_offset, p1 = p0 + (size_t)pc->rows * pc->cols;
+                const size_t size = (size_t)pc->rows * pc->cols;
+                /* this rank's part of the piece: [part size / parts, (part + 1) size / parts) */
+                const size_t p0 = pc->local_offset + size * sh.part / sh.parts;
+                const size_t p1 = pc->local_offset + size * (sh.part + 1) / sh.parts;
                 const size_t lo = a > p0 ? a : p0, hi = b < p1 ? b : p1;
                 if (lo < hi) rects_of_range(out, kind, j, pc, lo, hi, runs[i].local + (lo - a));
             }
@@ -205,14 +209,21 @@ const char *ckpt_dir_problem(const char *dir, char *why, size_t n) {
     return NULL;
 }
 
-/* The writer's rule: this rank writes tensor t's elements of kind k unless
- * another rank holding the same copy does (checkpoint.h) */
-static void writes_of(const GPTLayout *l, const TensorInfo *t, int nt, int replicated,
-                      int dp_rank, int *writes) {
+/* The writer's rule (checkpoint.h): of the ranks holding the same copy of
+ * tensor t, each writes a part. Copies on several TP ranks (a replicated
+ * tensor), CP ranks (the whole model) or the last stage (wte's tied copy)
+ * are left to the first TP / CP rank and the first stage; a replicated
+ * kind's copies on the DP ranks are split over them, part dp_rank of dp,
+ * and an expert's over its EDP group (the dp / ep ranks with this
+ * ep_rank: part dp_rank / ep). Sharded kinds (ZeRO) are each rank's own. */
+static void shares_of(const GPTLayout *l, const TensorInfo *t, int nt, int replicated,
+                      int dp_rank, int dp, CkptShare *share) {
     for (int i = 0; i < nt; i++) {
-        const int first_dp = !replicated || (t[i].expert_split ? dp_rank < l->ep : dp_rank == 0);
-        writes[i] = !t[i].tied_copy && (t[i].split || l->tp_rank == 0) && l->cp_rank == 0 &&
-                    first_dp;
+        const int first = !t[i].tied_copy && (t[i].split || l->tp_rank == 0) && l->cp_rank == 0;
+        if (!first) share[i] = (CkptShare){0, 0};
+        else if (!replicated) share[i] = (CkptShare){0, 1};
+        else if (t[i].expert_split) share[i] = (CkptShare){dp_rank / l->ep, dp / l->ep};
+        else share[i] = (CkptShare){dp_rank, dp};
     }
 }
 
@@ -305,20 +316,20 @@ void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed, co
 
     const int nt = gpt_num_tensors(l);
     TensorInfo *t = malloc((size_t)nt * sizeof *t);
-    int *writes = malloc((size_t)nt * sizeof *writes);
-    CHECK(t && writes, "out of memory");
+    CkptShare *share = malloc((size_t)nt * sizeof *share);
+    CHECK(t && share, "out of memory");
     gpt_tensor_table(l, t);
     CkptRects rects = {0};
     for (int kind = 0; kind < CKPT_KINDS; kind++) {
-        writes_of(l, t, nt, held->replicated[kind], who->dp_rank, writes);
-        ckpt_rects_of_runs(t, nt, kind, held->runs[kind], held->nruns[kind], writes, &rects);
+        shares_of(l, t, nt, held->replicated[kind], who->dp_rank, who->dp, share);
+        ckpt_rects_of_runs(t, nt, kind, held->runs[kind], held->nruns[kind], share, &rects);
     }
     snprintf(path, sizeof path, "%s/rank-%05d.ckpt", tmp, rank);
     uint64_t mine[2], *all = malloc(2 * (size_t)size * sizeof *all);
     CHECK(all, "out of memory");
     write_rank_file(path, rank, l, held, &rects, &mine[0], &mine[1]);
     ckpt_rects_free(&rects);
-    free(writes);
+    free(share);
     free(t);
     /* 8-byte words, moved as doubles (bits unchanged) */
     if (world) comm_allgather_untraced(world, mine, all, 2 * (size_t)size, COMM_DOUBLE);

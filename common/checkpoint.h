@@ -29,9 +29,11 @@
  * A rectangle is rows [row0, row0 + rows) and columns [col0, col0 + cols)
  * of one tensor of the standard layout (gpt_tensor_table's global
  * tensors), its floats row-major. Each element of each kind is written by
- * exactly one rank: the ranks that hold copies of it (TP ranks of a
- * replicated tensor, DP ranks of replicated states, CP ranks, EDP ranks of
- * an expert, the last stage's tied copy of wte) leave it to the first.
+ * exactly one rank: the ranks that hold copies of it leave it to the first
+ * (TP ranks of a replicated tensor, CP ranks, the last stage's tied copy
+ * of wte) or share the writing (DP ranks of replicated states, EDP ranks
+ * of an expert: each writes its part of every tensor), so that DDP's
+ * ranks write 12 Phi / dp bytes each, like ZeRO's.
  *
  * Loading intersects: every rank turns what it holds in its own layout
  * into rectangles, and copies each one's overlap with every saved
@@ -91,10 +93,10 @@ void ckpt_rects_push(CkptRects *v, CkptRect r);
 void ckpt_rects_free(CkptRects *v);
 
 /* Who this rank is, for the checkpoint's collective steps and the rule of
- * who writes a copy: world (every rank writes a file), its DP rank */
+ * who writes a copy: world (every rank writes a file), its DP rank of dp */
 typedef struct {
     Comm *world;
-    int dp_rank;
+    int dp_rank, dp;
 } CkptRank;
 
 /* --save's DIR: NULL when it can be written (a directory, made if missing),
@@ -125,15 +127,21 @@ void ckpt_load(const char *ckdir, const GPTLayout *l, const CkptHeld *held);
 
 /* ---- the geometry and the commit ---- */
 
+/* Which part of a tensor's pieces a rank takes: part of parts equal
+ * ranges of each piece's floats (row-major); parts 0: none */
+typedef struct {
+    int part, parts;
+} CkptShare;
+
 /* The rectangles that the runs of one kind cover in a layout's tensors (t,
- * its table of nt; writes: per tensor whether to take it, NULL: all),
+ * its table of nt; share: per tensor the part to take, NULL: all),
  * appended to out: per run and tensor piece, the intersection of the run's
- * flat range with the piece's, cut row-aligned into at most three
+ * flat range with the piece's part, cut row-aligned into at most three
  * rectangles (the rest of a first row, whole rows, the start of a last
  * row); local = where the first float is in the rank's buffer, stride =
  * the piece's columns. */
 void ckpt_rects_of_runs(const TensorInfo *t, int nt, int kind, const CkptRun *runs, int nruns,
-                        const int *writes, CkptRects *out);
+                        const CkptShare *share, CkptRects *out);
 
 /* Reads n floats of row r of saved rectangle j, from its column c0 */
 typedef void (*CkptReadRow)(void *ctx, size_t j, int r, int c0, int n, float *out);

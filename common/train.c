@@ -754,7 +754,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         CHECK(st->held, "these model states can't be checkpointed (ModelStates.held)");
         st->held(st->ctx, &held);
     }
-    const CkptRank who = {par ? par->world : NULL, par ? par->dp->rank : 0};
+    const CkptRank who = {par ? par->world : NULL, par ? par->dp->rank : 0, par ? par->dp->size : 1};
     const int first_step = o->resume[0] ? resume_from(o, layout, &held, is_root) : 0;
     for (int step = first_step; step < o->steps; step++) {
         float val_loss = -1.0f;
@@ -801,7 +801,9 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
             save_checkpoint(o, step + 1, layout, &held, &who, is_root);
     }
     if (is_root) runlog_close(&log);
-    if (pipelined) pipe_report_timeline(&exec, schedule, par->world, o->out_dir, g_program_name);
+    /* the timeline of the last step (none when a resumed run had none to go) */
+    if (pipelined && o->steps > first_step)
+        pipe_report_timeline(&exec, schedule, par->world, o->out_dir, g_program_name);
 
     char path[1024];
     snprintf(path, sizeof path, "%s/memory.csv", o->out_dir);
