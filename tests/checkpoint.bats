@@ -56,11 +56,20 @@ resume_same() {
     resume_same tppp 4 "$S/06_pipeline/train_pp" --pp 2 --tp 2 --grad-accum 2 --config tiny
 }
 
-@test "checkpoint: CP and EP (with TP) resume bit for bit" {
+@test "checkpoint: CP and EP (ep x edp, and with TP) resume bit for bit; EP's checkpoint loads on one device" {
     require_solution 00 02 04 07 08
     resume_same cp 2 "$S/07_context_parallel/train_cp" --cp 2 --cp-algo zigzag --config tiny
     resume_same ep 2 "$S/08_moe/train_moe" --ep 2 --config tiny-moe
+    resume_same epedp 4 "$S/08_moe/train_moe" --ep 2 --config tiny-moe
     resume_same tpep 4 "$S/08_moe/train_moe" --tp 2 --ep 2 --config tiny-moe
+    # the experts, written in parts by their EDP groups, gathered by one device
+    local d="$BATS_TEST_TMPDIR"
+    run t 120 "$GPT" "${RUN[@]}" --config tiny-moe --out "$d/base" --dump-params "$d/base.bin"
+    [ "$status" -eq 0 ]
+    run t 120 "$GPT" "${RUN[@]}" --config tiny-moe --resume "$d/epedp/ck/step-000004" \
+        --out "$d/one" --dump-params "$d/one.bin"
+    [ "$status" -eq 0 ]
+    near_base "$d/base" "$d/one"
 }
 
 # the run's losses and final parameters against the single-device run's
