@@ -12,6 +12,7 @@
  *   mpirun -np 2 train_moe --config tiny-moe --ep 2
  *   mpirun -np 4 train_moe --config tiny-moe --ep 2     (ep 2 x edp 2)
  *   mpirun -np 4 train_moe --config tiny-moe --ep 2 --tp 2
+ *   mpirun -np 2 train_moe --config tiny-moe --ep 2 --ep-overlap   (the extension)
  * Besides the loop's outputs, from rank 0: its EP and TP traffic against
  * the formulas, and the memory against the planner's. */
 #include <stdio.h>
@@ -28,7 +29,7 @@
 #include "train.h"
 
 typedef struct {
-    int ep, tp;
+    int ep, tp, overlap;
 } MoeOptions;
 
 static const ExtraOption g_moe_options[] = {
@@ -38,13 +39,16 @@ static const ExtraOption g_moe_options[] = {
     {"tp", 1, "--tp N               tensor-parallel degree for the attention and the dense "
               "MLPs (lab 04; default 1), the experts whole on every TP rank; divides the heads "
               "and the ranks"},
+    {"ep-overlap", 0, "--ep-overlap         the forward's row exchange as point-to-point messages "
+                      "behind the experts (ep_moe_forward_overlapped, the extension)"},
 };
 enum { N_MOE_OPTIONS = sizeof g_moe_options / sizeof g_moe_options[0] };
 
 static void on_moe_option(void *ctx, int index, const char *arg) {
     MoeOptions *m = ctx;
     if (index == 0) m->ep = cli_int("--ep", arg, 1, 1 << 12);
-    else m->tp = cli_int("--tp", arg, 1, 1 << 12);
+    else if (index == 1) m->tp = cli_int("--tp", arg, 1, 1 << 12);
+    else m->overlap = 1;
 }
 
 /* the loop's GradSync: the lab's averaging once the backward pass is done */
@@ -65,8 +69,11 @@ static void ep_finish(void *ctx, float *grads, size_t n) {
  * (E ints sent) and two all-to-all-v's of rows (dispatch: its A kept rows;
  * return: the R rows its experts received), a backward pass two more (d eo
  * out, d xd back): 4 C (A + R) bytes per pass. A and R depend on the
- * routing; they are at most A_max and R_max (moe.h). */
-static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm *ep, int rows) {
+ * routing; they are at most A_max and R_max (moe.h). Overlapped, the
+ * forward's two all-to-all-v's are 2 (ep - 1) sends and as many receives
+ * (expert_parallel.h), the same rows less the own block's. */
+static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm *ep, int rows,
+                          int overlapped) {
     if (l->ep == 1) {  /* every expert here: the MoE blocks exchange nothing */
         printf("train_moe: ep 1: no EP all-to-alls (%llu calls)\n",
                (unsigned long long)(ep->stats[OP_ALLTOALL].calls + ep->stats[OP_ALLTOALLV].calls));
@@ -81,12 +88,28 @@ static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm 
     moe_shape_set_ep(&s, l->ep);
     const CommOpStats *counts = &ep->stats[OP_ALLTOALL], *moved = &ep->stats[OP_ALLTOALLV];
     const size_t count_calls = blocks * passes, count_bytes = count_calls * c->n_experts * 4;
-    const size_t row_calls = 2 * blocks * (passes + backwards);
-    const size_t row_bound = row_calls / 2 * 4 * (size_t)c->n_embd * (s.A_max + s.R_max);
+    const size_t row_bound = blocks * (passes + backwards) * 4 * (size_t)c->n_embd *
+                             (s.A_max + s.R_max);
     printf("train_moe: EP counts all-to-alls on rank 0, predicted vs measured: %zu calls %zu "
            "bytes vs %llu calls %llu bytes  %s\n", count_calls, count_bytes,
            (unsigned long long)counts->calls, (unsigned long long)counts->bytes,
            counts->calls == count_calls && counts->bytes == count_bytes ? "ok" : "DIFFERENT");
+    if (overlapped) {
+        const size_t row_calls = 2 * blocks * backwards;
+        const size_t messages = 2 * (size_t)(l->ep - 1) * blocks * passes;
+        const CommOpStats *sent = &ep->stats[OP_SEND], *received = &ep->stats[OP_RECV];
+        const unsigned long long bytes = moved->bytes + sent->bytes;
+        printf("train_moe: EP rows on rank 0 (overlapped forward): %zu all-to-all-v's, %zu sends, "
+               "%zu receives, at most %zu bytes (A_max %d + R_max %d rows a pass) vs %llu, %llu, "
+               "%llu, %llu bytes (%.0f per step)  %s\n", row_calls, messages, messages, row_bound,
+               s.A_max, s.R_max, (unsigned long long)moved->calls,
+               (unsigned long long)sent->calls, (unsigned long long)received->calls, bytes,
+               (double)bytes / o->steps,
+               moved->calls == row_calls && sent->calls == messages &&
+               received->calls == messages && bytes <= row_bound ? "ok" : "DIFFERENT");
+        return;
+    }
+    const size_t row_calls = 2 * blocks * (passes + backwards);
     printf("train_moe: EP row all-to-all-v's on rank 0: %zu calls, at most %zu bytes (A_max %d + "
            "R_max %d rows a pass) vs %llu calls %llu bytes (%.0f per step)  %s\n", row_calls,
            row_bound, s.A_max, s.R_max, (unsigned long long)moved->calls,
@@ -97,7 +120,7 @@ static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
-    MoeOptions mo = {1, 1};
+    MoeOptions mo = {1, 1, 0};
     TrainOptions o;
     train_options_parse_with(argc, argv, &o, "08_moe",
                              "Expert-parallel training of a mixture of experts (lab 08): each "
@@ -111,6 +134,9 @@ int main(int argc, char **argv) {
     const char *why = gpt_expert_problem(&o.model, ep);
     if (!why) why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);
+    if (mo.overlap && ep == 1)
+        USER_ERROR("--ep-overlap needs --ep 2 or more (at --ep 1 every expert is local: there is "
+                   "no exchange to overlap)");
     /* ranks = tp x dp; ep must divide dp (mesh.h: a user error) */
     Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = tp, .cp = 1, .dp = 0, .pp = 1, .ep = ep});
     GPTLayout layout = gpt_layout_make(&o.model, tp, mesh->tp_rank);
@@ -119,7 +145,8 @@ int main(int argc, char **argv) {
         layout.tp_ops = &tp_layers;  /* lab 04's (tp_layers.h) */
     }
     layout.tp_group = mesh->tp_group;
-    const ExpertParallelOps lab_ops = {ep_moe_forward, ep_moe_backward};
+    const ExpertParallelOps lab_ops = {mo.overlap ? ep_moe_forward_overlapped : ep_moe_forward,
+                                       ep_moe_backward};
     gpt_layout_set_experts(&layout, ep, mesh->ep_rank);
     layout.ep_group = mesh->ep_group;
     layout.ep_ops = &lab_ops;
@@ -148,7 +175,7 @@ int main(int argc, char **argv) {
     train_run_parallel(&o, &par);
 
     if (world->rank == 0) {
-        print_traffic(&o, &layout, mesh->ep_group, rows);
+        print_traffic(&o, &layout, mesh->ep_group, rows, mo.overlap);
         tp_print_traffic("train_moe", &o, &ml, mesh->tp_group, 0);
         memplan_print_check("train_moe", &o.model, &ml);
     }

@@ -7,7 +7,9 @@
 # the same routing step by step (moe.csv's drops and loads), losses and
 # parameters within float tolerance, every rank the same model; the EP and
 # TP traffic and the memory as the formulas say; a degree that does not
-# divide the experts, the heads or the ranks is one clear error.
+# divide the experts, the heads or the ranks is one clear error. The
+# extension's overlapped forward (--ep-overlap) trains the blocking one's
+# parameters bit for bit, its rows moved as point-to-point messages.
 load helpers
 
 GPT="$BUILD/solutions/00_single_device/train_gpt"
@@ -87,6 +89,53 @@ ep_run() {
     ep_run 2 1 1.25 2
 }
 
+# overlap_run RANKS EP: the extension's overlapped forward (--ep-overlap)
+# against the blocking exchange: the very same parameters (each row's
+# arithmetic is the same), the memory as planned, and on group ep of every
+# rank the forward's rows as 2 (ep - 1) sends and as many receives per MoE
+# block and forward pass (one per peer and direction, empty ones too),
+# only the backward's all-to-all-v's left
+overlap_run() {
+    local np=$1 ep=$2 dir="$BATS_TEST_TMPDIR/overlap-np$1-ep$2"
+    run mpirun_t 180 "$np" "$MOE" "${COMMON[@]}" --ep "$ep" --out "$dir/blocking" \
+        --dump-params "$dir/blocking/params.bin"
+    [ "$status" -eq 0 ]
+    run mpirun_t 180 "$np" "$MOE" "${COMMON[@]}" --ep "$ep" --ep-overlap --out "$dir/overlapped" \
+        --dump-params "$dir/overlapped/params.bin"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    cmp "$dir/blocking/params.bin" "$dir/overlapped/params.bin"
+    [ "$(printf '%s\n' "$output" | grep -c '^train_moe: EP .* ok$')" -eq 2 ]
+    [[ "$output" == *"EP rows on rank 0 (overlapped forward)"* ]]
+    [ "$(printf '%s\n' "$output" | grep -c 'predicted .* measured .* ok$')" -eq 6 ]
+    python3 - "$dir" "$ep" <<'PY'
+import csv, sys
+d, ep = sys.argv[1], int(sys.argv[2])
+def table(run):
+    return {(r["rank"], r["op"]): (int(r["calls"]), int(r["bytes"]))
+            for r in csv.DictReader(open(f"{d}/{run}/comm.csv")) if r["group"] == "ep"}
+blocking, overlapped = table("blocking"), table("overlapped")
+ranks = {rank for rank, _ in blocking}
+for rank in ranks:
+    forwards = blocking[rank, "alltoall"][0]   # one counts' all-to-all per block and pass
+    assert overlapped[rank, "alltoall"] == blocking[rank, "alltoall"], rank
+    assert overlapped[rank, "alltoallv"][0] == blocking[rank, "alltoallv"][0] - 2 * forwards, rank
+    for op in ("send", "recv"):
+        assert overlapped[rank, op][0] == 2 * (ep - 1) * forwards, (rank, op, overlapped[rank, op])
+# every byte sent on group ep is received
+assert sum(overlapped[r, "send"][1] for r in ranks) == sum(overlapped[r, "recv"][1] for r in ranks)
+PY
+    [ "$(tail -n +2 "$dir/overlapped/params_checksum.csv" | cut -d, -f2 | sort -u | wc -l)" -eq 1 ]
+}
+
+@test "ep: --ep-overlap (the extension) gives the blocking exchange's parameters bit for bit, its forward's rows as sends and receives" {
+    require_solution 08
+    cd "$ROOT"
+    overlap_run 2 2
+    overlap_run 4 2
+    overlap_run 4 4
+}
+
 @test "ep: --tp not dividing the heads, or sequence parallelism or recomputation of a mixture of experts, is one clear error" {
     require_solution 04 05 08
     run mpirun_t 60 3 "$MOE" --config tiny-moe --tp 3 --steps 1 --out "$BATS_TEST_TMPDIR/bad"
@@ -113,6 +162,9 @@ ep_run() {
     run mpirun_t 60 2 "$MOE" --config tiny --ep 2 --steps 1 --out "$BATS_TEST_TMPDIR/bad"
     assert_user_error
     [[ "$output" == *"mixture of experts"* ]]
+    run mpirun_t 60 2 "$MOE" --config tiny-moe --ep-overlap --steps 1 --out "$BATS_TEST_TMPDIR/bad"
+    assert_user_error
+    [[ "$output" == *"--ep-overlap needs --ep 2 or more"* ]]
 }
 
 @test "ep: the student's copy stops at the lab's first unwritten function" {
@@ -120,4 +172,8 @@ ep_run() {
         --out "$BATS_TEST_TMPDIR/lab"
     [ "$status" -eq 3 ]
     [[ "$output" == *"ep_moe_forward"* ]]
+    run mpirun_t 60 2 "$BUILD/labs/08_moe/train_moe" --config tiny-moe --ep 2 --ep-overlap \
+        --steps 1 --out "$BATS_TEST_TMPDIR/lab"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"ep_moe_forward_overlapped"* ]]
 }

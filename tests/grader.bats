@@ -127,10 +127,10 @@ PY
 # zigzag chunks swapped on the last rank, dK/dV added to the wrong owner and
 # a ring that passes K and V once too often (only comm sees it), and lab
 # 08's experts' gradients divided by edp's size, a local range that starts
-# at expert j (only where a rank holds two experts or more) and the aux
-# loss's gradient left out, lose points in hidden mode too: every draw of
-# their case reaches them.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic, and expert parallelism's averaging, local range and aux gradient" {
+# at expert j (only where a rank holds two experts or more), the aux
+# loss's gradient left out and its extension's own block never run, lose
+# points in hidden mode too: every draw of their case reaches them.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic, and expert parallelism's averaging, local range, aux gradient and overlapped own block" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
@@ -143,7 +143,7 @@ PY
                 07-zigzag-last-rank-chunks-swapped 07-ring-dkv-to-wrong-owner \
                 07-ring-forward-passes-kv-once-too-often \
                 08-expert-grads-divided-by-edp 08-local-range-offset-by-rank \
-                08-aux-loss-gradient-missing; do
+                08-aux-loss-gradient-missing 08-overlapped-own-block-skipped; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
         labdir=$(basename "$ROOT"/solutions/"$lab"_*)

@@ -154,9 +154,9 @@ san_flags() {
     done
 }
 
-@test "sanitize: lab 08, train_moe at ep 2, and tp 2 x ep 2 dropless" {
+@test "sanitize: lab 08, train_moe at ep 2, tp 2 x ep 2 dropless, and the overlapped exchange at ep 4" {
     require_solution 08
-    for case in "2 --ep 2" "4 --ep 2 --tp 2 --capacity-factor 0"; do
+    for case in "2 --ep 2" "4 --ep 2 --tp 2 --capacity-factor 0" "4 --ep 4 --ep-overlap"; do
         read -r np flags <<<"$case"
         # shellcheck disable=SC2086  # flags is a list
         run mpirun_t 120 "$np" "$SAN/solutions/08_moe/train_moe" "${SHORT[@]}" --config tiny-moe \

@@ -3,6 +3,7 @@
 
 #include "check.h"
 #include "comm.h"
+#include "device.h"
 #include "kernels.h"
 
 /* SOLUTION ONLY BEGIN */
@@ -51,6 +52,62 @@ void ep_moe_forward(const GPTLayout *l, float *y, MoEActs *a, const MoEParams *p
                             a->peer_counts + s * El, El, p, (int)C);
     /* back to their sources, arriving in xd's order */
     comm_alltoallv(l->ep_group, a->eor, rc, ro, a->eo, sc, so, COMM_FLOAT);
+    moe_combine(y, a, a->eo);
+    /* END SOLUTION */
+}
+
+void ep_moe_forward_overlapped(const GPTLayout *l, float *y, MoEActs *a, const MoEParams *p,
+                               const float *x) {
+    /* BEGIN SOLUTION */
+    /* a dispatched block and a returned one between the same two ranks
+     * never pair up wrong */
+    enum { TAG_DISPATCH = 1, TAG_RETURN = 2 };
+    Comm *g = l->ep_group;
+    const int ep = l->ep, El = gpt_local_experts(l), me = g->rank;
+    const size_t C = (size_t)a->shape.C;
+    moe_route(a, x, p->wr);
+    moe_dispatch(a->xd, a, x);
+    comm_alltoall(g, a->route.counts, a->peer_counts, (size_t)El, COMM_INT32);
+    size_t sc[ep], so[ep], rc[ep], ro[ep];
+    row_tables(l, a, C, sc, so, rc, ro);
+    /* every peer's block, empty ones too: the calls do not depend on the
+     * routing */
+    CommRequest rows_in[ep], rows_out[ep], back_in[ep], back_out[ep];
+    comm_batch_begin();
+    for (int j = 0; j < ep; j++) {
+        if (j == me) continue;
+        comm_irecv(g, a->xr + ro[j], rc[j], COMM_FLOAT, j, TAG_DISPATCH, &rows_in[j]);
+        comm_isend(g, a->xd + so[j], sc[j], COMM_FLOAT, j, TAG_DISPATCH, &rows_out[j]);
+    }
+    comm_batch_end();
+    /* the own block travels no wire but the backward reads it from xr */
+    device_copy(a->xr + ro[me], a->xd + so[me], rc[me] * sizeof(float));
+    /* step i runs source me - i's block (its own at i = 0) and returns its
+     * outputs while the outputs of rank me + i, which ran this rank's block
+     * at its step i, come in: each send meets its receive in the same step
+     * on both sides, which NCCL's in-order streams need */
+    for (int i = 0; i < ep; i++) {
+        const int s = (me - i + ep) % ep, t = (me + i) % ep;
+        if (i > 0) comm_wait(&rows_in[s]);
+        moe_experts_forward(a->eor + ro[s], a->h + 4 * ro[s], a->act + 4 * ro[s], a->xr + ro[s],
+                            a->peer_counts + s * El, El, p, (int)C);
+        if (i == 0) {
+            device_copy(a->eo + so[me], a->eor + ro[me], sc[me] * sizeof(float));
+            continue;
+        }
+        comm_batch_begin();
+        comm_isend(g, a->eor + ro[s], rc[s], COMM_FLOAT, s, TAG_RETURN, &back_out[s]);
+        comm_irecv(g, a->eo + so[t], sc[t], COMM_FLOAT, t, TAG_RETURN, &back_in[t]);
+        comm_batch_end();
+    }
+    /* a send's buffer is not free before its wait, and the backward reuses
+     * them */
+    for (int j = 0; j < ep; j++) {
+        if (j == me) continue;
+        comm_wait(&rows_out[j]);
+        comm_wait(&back_out[j]);
+        comm_wait(&back_in[j]);
+    }
     moe_combine(y, a, a->eo);
     /* END SOLUTION */
 }

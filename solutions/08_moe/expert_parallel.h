@@ -42,6 +42,17 @@ typedef struct Comm Comm;
 
 /* y (N, C) = the MoE layer on x (N, C), the experts on their owners */
 void ep_moe_forward(const GPTLayout *l, float *y, MoEActs *a, const MoEParams *p, const float *x);
+/* The extension: the same layer, the rows' exchange as point-to-point
+ * messages on l->ep_group that overlap the experts (README, "Extension").
+ * After the counts' all-to-all, per peer j != ep_rank, each sent even when
+ * empty: the dispatch, xd's block for j out and j's block into xr, posted
+ * together (tag 1); the own block runs first, then at step i = 1 .. ep-1
+ * source ep_rank - i's block (mod ep) as it arrives, its outputs sent back
+ * (tag 2) in one batch with the receive of rank ep_rank + i's outputs for
+ * this rank's rows into eo. Per call: 2 (ep - 1) sends and as many
+ * receives on group ep, the all-to-all-v's' rows less the own block's */
+void ep_moe_forward_overlapped(const GPTLayout *l, float *y, MoEActs *a, const MoEParams *p,
+                               const float *x);
 /* dx += , g += from dy (N, C) (model.h ExpertParallelOps) */
 void ep_moe_backward(const GPTLayout *l, float *dx, const MoEParams *g, const float *dy,
                      MoEActs *a, const MoEScratch *sc, const MoEParams *p, const float *x,
