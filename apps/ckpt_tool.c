@@ -65,24 +65,10 @@ static void inspect(const char *path) {
     ckpt_index_free(&ix);
 }
 
-static void verify(const char *path) {
-    char dir[1100], why[1400];
-    CkptIndex ix;
-    open_index(path, dir, sizeof dir, &ix);
-    int step;
-    if (ckpt_verify(dir, &ix.cfg, ix.seed, &step, why, sizeof why)) USER_ERROR("%s", why);
-    /* every element of every kind present once: load it whole */
-    const size_t n = gpt_num_params(&ix.cfg);
-    float *all = malloc(n * sizeof(float));
-    CHECK(all, "out of memory");
-    for (int k = 0; k < CKPT_KINDS; k++) ckpt_load_standard(dir, &ix.cfg, k, all);
-    free(all);
-    printf("%s: ok (%d steps done, %d files, every parameter and moment present once)\n", dir,
-           step, ix.nfiles);
-    ckpt_index_free(&ix);
-}
-
-static void convert(const char *path, const char *out) {
+/* verify (out NULL), or convert into out: every check --resume makes, then
+ * each kind loaded whole into the standard layout (every element present
+ * once, or one error), and written to out's files */
+static void load_whole(const char *path, const char *out) {
     char dir[1100], why[1400], name[1200];
     CkptIndex ix;
     open_index(path, dir, sizeof dir, &ix);
@@ -92,10 +78,11 @@ static void convert(const char *path, const char *out) {
     float *all = malloc(n * sizeof(float));
     CHECK(all, "out of memory");
     for (int k = 0; k < CKPT_KINDS; k++) {
-        if (k == CKPT_PARAMS) snprintf(name, sizeof name, "%s", out);
-        else snprintf(name, sizeof name, "%s.%s", out, ckpt_kind_name(k));
-        if (output_file_problem(name, why, sizeof why)) USER_ERROR("%s", why);
+        if (k == CKPT_PARAMS) snprintf(name, sizeof name, "%s", out ? out : "");
+        else snprintf(name, sizeof name, "%s.%s", out ? out : "", ckpt_kind_name(k));
+        if (out && output_file_problem(name, why, sizeof why)) USER_ERROR("%s", why);
         ckpt_load_standard(dir, &ix.cfg, k, all);
+        if (!out) continue;
         AtomicFile af;
         FILE *f = atomic_open(&af, name);
         IO_CHECK(fwrite(all, sizeof(float), n, f) == n, "writing %s", name);
@@ -103,6 +90,9 @@ static void convert(const char *path, const char *out) {
         printf("wrote %s (%s, %zu floats)\n", name, ckpt_kind_name(k), n);
     }
     free(all);
+    if (!out)
+        printf("%s: ok (%d steps done, %d files, every parameter and moment present once)\n", dir,
+               step, ix.nfiles);
     ckpt_index_free(&ix);
 }
 
@@ -113,8 +103,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc == 3 && !strcmp(argv[1], "inspect")) inspect(argv[2]);
-    else if (argc == 3 && !strcmp(argv[1], "verify")) verify(argv[2]);
-    else if (argc == 4 && !strcmp(argv[1], "convert")) convert(argv[2], argv[3]);
+    else if (argc == 3 && !strcmp(argv[1], "verify")) load_whole(argv[2], NULL);
+    else if (argc == 4 && !strcmp(argv[1], "convert")) load_whole(argv[2], argv[3]);
     else USER_ERROR("%s", "expected inspect PATH, verify PATH or convert PATH OUT (--help)");
     return 0;
 }
