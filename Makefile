@@ -66,6 +66,11 @@ LAB07_BINS := $(foreach v,$(call copies_of,07_context_parallel),$(BUILD)/$(v)/07
 
 LAB08_BINS := $(foreach v,$(call copies_of,08_moe),$(BUILD)/$(v)/08_moe/train_moe)
 
+# lab 09: four of the trainers again, linking that copy's checkpoint_shards.o
+# (every other program links lab 09 through build/earlier/, below)
+LAB09_PROGS := train_gpt train_zero train_tp train_pp
+LAB09_BINS := $(foreach v,$(call copies_of,09_checkpoint),$(LAB09_PROGS:%=$(BUILD)/$(v)/09_checkpoint/%))
+
 # Earlier labs' objects that later labs and the tests link.
 EARLIER_OBJ := $(BUILD)/earlier/00_single_device/backprop.o
 EARLIER_DDP := $(BUILD)/earlier/02_ddp/ddp.o
@@ -73,6 +78,10 @@ EARLIER_TP := $(BUILD)/earlier/04_tensor_parallel/tensor_parallel.o
 EARLIER_ZERO := $(BUILD)/earlier/03_zero/zero.o
 EARLIER_SCHED := $(BUILD)/earlier/06_pipeline/schedules.o
 EARLIER_CP := $(BUILD)/earlier/07_context_parallel/ring_attention.o $(BUILD)/earlier/07_context_parallel/ulysses.o
+EARLIER_PIPE := $(BUILD)/earlier/06_pipeline/pipeline.o
+# checkpoints (common/checkpoint.c calls lab 09's functions): every program
+# that links the library links them too
+EARLIER_CKPT := $(BUILD)/earlier/09_checkpoint/checkpoint_shards.o
 
 # ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has
 # nvcc but no GPU), `make cuda-tests` links the GPU tests (they skip, exit
@@ -133,7 +142,7 @@ DEMO_RANKS ?= 2
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(TEST_BINS) $(LAB_TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(LAB09_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(TEST_BINS) $(LAB_TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -196,9 +205,9 @@ $(BUILD)/bin/%: $(BUILD)/datasets/%.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 00: the apps link the student's (or the solution's) backprop.o
-$(BUILD)/%/00_single_device/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/%/00_single_device/backprop.o $(LIBCOMMON)
+$(BUILD)/%/00_single_device/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/%/00_single_device/backprop.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/00_single_device/gradcheck: $(BUILD)/apps/gradcheck.o $(BUILD)/%/00_single_device/backprop.o $(LIBCOMMON)
+$(BUILD)/%/00_single_device/gradcheck: $(BUILD)/apps/gradcheck.o $(BUILD)/%/00_single_device/backprop.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 01: the programs link the student's (or the solution's) collectives.o;
@@ -214,18 +223,18 @@ $(BUILD)/%/01_collectives/bench_collectives: $(BUILD)/apps/bench_collectives.o $
 $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o: CPPFLAGS += -I$(call copy_of,02_ddp)/02_ddp
 # (and, like every later lab, lab 00 through build/earlier/: its solution when
 # here, so that a student stuck on one lab can still do the next)
-$(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/02_ddp/ddp.o $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/02_ddp/ddp.o $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 03: train_zero links the student's (or the solution's) zero.o
 $(BUILD)/apps/train_zero.o: CPPFLAGS += -I$(call copy_of,03_zero)/03_zero
-$(BUILD)/%/03_zero/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/03_zero/zero.o $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/03_zero/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/03_zero/zero.o $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 04: train_tp links the student's (or the solution's) tensor_parallel.o,
 # and lab 02's DDP through build/earlier/ for the data-parallel groups
 $(BUILD)/apps/train_tp.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/%/04_tensor_parallel/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/04_tensor_parallel/tensor_parallel.o $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/04_tensor_parallel/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/04_tensor_parallel/tensor_parallel.o $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 05: train_tp and train_zero built again WITH_LAB05 (--sp, --recompute),
@@ -237,9 +246,9 @@ LAB05_INC := -I$(call copy_of,05_activation_memory)/05_activation_memory \
 $(BUILD)/apps/%_lab05.o: apps/%.c $(BUILD)/flavor
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -DWITH_LAB05 $(LAB05_INC) $(CFLAGS) -c $< -o $@
-$(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 06: pipeline_schedule links the student's (or the solution's)
@@ -251,7 +260,7 @@ $(BUILD)/%/06_pipeline/pipeline_schedule: $(BUILD)/apps/pipeline_schedule.o $(BU
 # train_pp links that copy's schedules.o and pipeline.o, lab 04's layers and
 # lab 02's DDP through build/earlier/
 $(BUILD)/apps/train_pp.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/%/06_pipeline/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/06_pipeline/pipeline.o $(BUILD)/%/06_pipeline/schedules.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/06_pipeline/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/06_pipeline/pipeline.o $(BUILD)/%/06_pipeline/schedules.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 04's layers for the programs that split their blocks inside another
@@ -261,13 +270,25 @@ $(BUILD)/apps/tp_layers.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_t
 # lab 07: train_cp links that copy's ring_attention.o and ulysses.o, lab
 # 04's layers and lab 02's DDP through build/earlier/
 $(BUILD)/apps/train_cp.o: CPPFLAGS += -I$(call copy_of,07_context_parallel)/07_context_parallel -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/07_context_parallel/ring_attention.o $(BUILD)/%/07_context_parallel/ulysses.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/07_context_parallel/ring_attention.o $(BUILD)/%/07_context_parallel/ulysses.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+
+# lab 09: the library's checkpoints (common/checkpoint.c, and train.c's
+# --resume) call lab 09's functions, declared in its header
+$(BUILD)/common/checkpoint.o $(BUILD)/common/train.o $(BUILD)/tests/c/lab09/%.o: CPPFLAGS += -I$(call copy_of,09_checkpoint)/09_checkpoint
+$(BUILD)/%/09_checkpoint/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_OBJ) $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+$(BUILD)/%/09_checkpoint/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+$(BUILD)/%/09_checkpoint/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+$(BUILD)/%/09_checkpoint/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 08: train_moe links that copy's expert_parallel.o, and lab 04's layers
 # through build/earlier/ for the dense parts under --tp
 $(BUILD)/apps/train_moe.o: CPPFLAGS += -I$(call copy_of,08_moe)/08_moe
-$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_TP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_TP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
@@ -278,7 +299,9 @@ $(BUILD)/earlier/04_tensor_parallel/tensor_parallel.o: $(BUILD)/$(call copy_of,0
 $(BUILD)/earlier/06_pipeline/schedules.o: $(BUILD)/$(call copy_of,06_pipeline)/06_pipeline/schedules.o
 $(BUILD)/earlier/07_context_parallel/ring_attention.o: $(BUILD)/$(call copy_of,07_context_parallel)/07_context_parallel/ring_attention.o
 $(BUILD)/earlier/07_context_parallel/ulysses.o: $(BUILD)/$(call copy_of,07_context_parallel)/07_context_parallel/ulysses.o
-$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_SCHED) $(EARLIER_CP):
+$(BUILD)/earlier/06_pipeline/pipeline.o: $(BUILD)/$(call copy_of,06_pipeline)/06_pipeline/pipeline.o
+$(BUILD)/earlier/09_checkpoint/checkpoint_shards.o: $(BUILD)/$(call copy_of,09_checkpoint)/09_checkpoint/checkpoint_shards.o
+$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_PIPE) $(EARLIER_CKPT):
 	@mkdir -p $(@D)
 	cp $< $@
 
@@ -288,12 +311,12 @@ $(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # the checkpoint tool (common/checkpoint.h): inspect, verify, convert
-$(BUILD)/bin/ckpt: $(BUILD)/apps/ckpt_tool.o $(LIBCOMMON)
+$(BUILD)/bin/ckpt: $(BUILD)/apps/ckpt_tool.o $(EARLIER_CKPT) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # C unit tests link lab 00 through build/earlier/ (they test the library, not the student)
-$(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
@@ -308,7 +331,7 @@ $(BUILD)/tests/lab06/test_schedules: $(BUILD)/tests/c/lab06/test_schedules.o $(E
 # attention of the whole sequence, and a finite-difference check of the ring
 # (tests/c/lab07/: it links lab 07, and lab 00 for the reference)
 $(BUILD)/tests/c/lab07/%.o: CPPFLAGS += -Itests/c -I$(call copy_of,07_context_parallel)/07_context_parallel
-$(BUILD)/tests/lab07/test_ring_attention: $(BUILD)/tests/c/lab07/test_ring_attention.o $(EARLIER_CP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/tests/lab07/test_ring_attention: $(BUILD)/tests/c/lab07/test_ring_attention.o $(EARLIER_CP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
@@ -338,7 +361,7 @@ $(BUILD)/fake_gpu/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(
 $(BUILD)/fake_gpu/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/08_moe/expert_parallel.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
 $(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o $(BUILD)/solutions/00_single_device/backprop.o
-$(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(LIBCOMMON)
+$(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(BUILD)/solutions/09_checkpoint/checkpoint_shards.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(FAKE_GPU_LDFLAGS) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
 
@@ -498,7 +521,7 @@ $(CUDA_LIB): $(filter $(BUILD)/cuda/common/%,$(CUDA_OBJ))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(CUDA_LDLIBS) $(LDLIBS) -o $@
 
 clean:

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "comm.h"
 #include "device.h"
+#include "checkpoint_shards.h"
 #include "fileio.h"
 
 #define CKPT_VERSION 1
@@ -37,90 +38,13 @@ void ckpt_rects_free(CkptRects *v) {
     memset(v, 0, sizeof *v);
 }
 
-/* ---- the geometry: runs of a flat buffer <-> rectangles of tensors ------- */
-
-/* The part [lo, hi) of piece pc (its floats row-major from its
- * local_offset) as at most three rectangles, row-aligned: the rest of the
- * first row, the whole rows, the start of the last row. at: where flat
- * element lo is in the rank's buffer. */
-static void rects_of_range(CkptRects *out, int kind, int tensor, const ShardPiece *pc, size_t lo,
-                           size_t hi, size_t at) {
-    const size_t cols = (size_t)pc->cols;
-    while (lo < hi) {
-        const size_t k = lo - pc->local_offset, r = k / cols, c = k % cols;
-        size_t rows = 1, width = cols - c;
-        if (c == 0 && hi - lo >= cols) rows = (hi - lo) / cols, width = cols;
-        else if (width > hi - lo) width = hi - lo;
-        ckpt_rects_push(out, (CkptRect){kind, tensor, pc->row0 + (int)r, (int)rows,
-                                        pc->col0 + (int)c, (int)width, at, cols});
-        lo += rows * width;
-        at += rows * width;
-    }
-}
-
-void ckpt_rects_of_runs(const TensorInfo *t, int nt, int kind, const CkptRun *runs, int nruns,
-                        const CkptShare *share, CkptRects *out) {
-    for (int i = 0; i < nruns; i++) {
-        const size_t a = runs[i].flat, b = runs[i].flat + runs[i].count;
-        for (int j = 0; j < nt; j++) {
-            const CkptShare sh = share ? share[j] : (CkptShare){0, 1};
-            if (sh.parts == 0) continue;
-            for (int k = 0; k < t[j].npieces; k++) {
-                const ShardPiece *pc = &t[j].piece[k];
-                const size_t size = (size_t)pc->rows * pc->cols;
-                /* this rank's part of the piece: [part size / parts, (part + 1) size / parts) */
-                const size_t p0 = pc->local_offset + size * sh.part / sh.parts;
-                const size_t p1 = pc->local_offset + size * (sh.part + 1) / sh.parts;
-                const size_t lo = a > p0 ? a : p0, hi = b < p1 ? b : p1;
-                if (lo < hi) rects_of_range(out, kind, j, pc, lo, hi, runs[i].local + (lo - a));
-            }
-        }
-    }
-}
-
-size_t ckpt_reshard(const CkptRects *want, const CkptRects *saved, CkptReadRow read, void *ctx,
-                    float *dest) {
-    size_t copied = 0;
-    for (size_t i = 0; i < want->n; i++) {
-        const CkptRect *w = &want->r[i];
-        for (size_t j = 0; j < saved->n; j++) {
-            const CkptRect *s = &saved->r[j];
-            if (s->kind != w->kind || s->tensor != w->tensor) continue;
-            const int r0 = w->row0 > s->row0 ? w->row0 : s->row0;
-            const int r1 = w->row0 + w->rows < s->row0 + s->rows ? w->row0 + w->rows
-                                                                   : s->row0 + s->rows;
-            const int c0 = w->col0 > s->col0 ? w->col0 : s->col0;
-            const int c1 = w->col0 + w->cols < s->col0 + s->cols ? w->col0 + w->cols
-                                                                   : s->col0 + s->cols;
-            if (r0 >= r1 || c0 >= c1) continue;
-            for (int r = r0; r < r1; r++)
-                read(ctx, j, r - s->row0, c0 - s->col0, c1 - c0,
-                     dest + w->local + (size_t)(r - w->row0) * w->stride + (size_t)(c0 - w->col0));
-            copied += (size_t)(r1 - r0) * (size_t)(c1 - c0);
-        }
-    }
-    return copied;
-}
-
 /* ---- files ---------------------------------------------------------------- */
 
-static void fsync_path(const char *path) {
+void ckpt_fsync_path(const char *path) {
     int fd = open(path, O_RDONLY);
     IO_CHECK(fd >= 0, "opening %s to flush it", path);
     IO_CHECK(fsync(fd) == 0, "flushing %s to disk", path);
     close(fd);
-}
-
-void ckpt_commit(const char *tmp_dir, const char *final_dir) {
-    /* the files are flushed by their writers; the directory's entries now,
-     * then one rename makes the whole checkpoint appear at once */
-    fsync_path(tmp_dir);
-    IO_CHECK(rename(tmp_dir, final_dir) == 0, "renaming %s to %s", tmp_dir, final_dir);
-    char parent[1100];
-    snprintf(parent, sizeof parent, "%s", final_dir);
-    char *slash = strrchr(parent, '/');
-    if (slash) *slash = '\0';
-    fsync_path(slash ? parent : ".");
 }
 
 /* rm -r of a checkpoint directory the kit made (files only inside) */
@@ -209,25 +133,7 @@ const char *ckpt_dir_problem(const char *dir, char *why, size_t n) {
     return NULL;
 }
 
-/* The writer's rule (checkpoint.h): of the ranks holding the same copy of
- * tensor t, each writes a part. Copies on several TP ranks (a replicated
- * tensor), CP ranks (the whole model) or the last stage (wte's tied copy)
- * are left to the first TP / CP rank and the first stage; a replicated
- * kind's copies on the DP ranks are split over them, part dp_rank of dp,
- * and an expert's over its EDP group (the dp / ep ranks with this
- * ep_rank: part dp_rank / ep). Sharded kinds (ZeRO) are each rank's own. */
-static void shares_of(const GPTLayout *l, const TensorInfo *t, int nt, int replicated,
-                      int dp_rank, int dp, CkptShare *share) {
-    for (int i = 0; i < nt; i++) {
-        const int first = !t[i].tied_copy && (t[i].split || l->tp_rank == 0) && l->cp_rank == 0;
-        if (!first) share[i] = (CkptShare){0, 0};
-        else if (!replicated) share[i] = (CkptShare){0, 1};
-        else if (t[i].expert_split) share[i] = (CkptShare){dp_rank / l->ep, dp / l->ep};
-        else share[i] = (CkptShare){dp_rank, dp};
-    }
-}
-
-static size_t buffer_floats(const CkptHeld *h, int kind) {
+size_t ckpt_held_floats(const CkptHeld *h, int kind) {
     size_t n = 0;
     for (int i = 0; i < h->nruns[kind]; i++) {
         const size_t end = h->runs[kind][i].local + h->runs[kind][i].count;
@@ -272,7 +178,7 @@ static void write_rank_file(const char *path, int rank, const GPTLayout *l, cons
     PUT(&hd, sizeof hd);
     PUT(fr, rects->n * sizeof *fr);
     for (int kind = 0; kind < CKPT_KINDS; kind++) {
-        const size_t n = buffer_floats(h, kind);
+        const size_t n = ckpt_held_floats(h, kind);
         float *host = malloc((n ? n : 1) * sizeof(float));
         CHECK(host, "out of memory for saving %s", ckpt_kind_name(kind));
         if (n) device_copy(host, h->buf[kind], n * sizeof(float));
@@ -314,23 +220,13 @@ void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed, co
     }
     if (world) comm_barrier(world);
 
-    const int nt = gpt_num_tensors(l);
-    TensorInfo *t = malloc((size_t)nt * sizeof *t);
-    CkptShare *share = malloc((size_t)nt * sizeof *share);
-    CHECK(t && share, "out of memory");
-    gpt_tensor_table(l, t);
     CkptRects rects = {0};
-    for (int kind = 0; kind < CKPT_KINDS; kind++) {
-        shares_of(l, t, nt, held->replicated[kind], who->dp_rank, who->dp, share);
-        ckpt_rects_of_runs(t, nt, kind, held->runs[kind], held->nruns[kind], share, &rects);
-    }
+    ckpt_shard_rects(l, held, who->dp_rank, who->dp, &rects);  /* the lab's */
     snprintf(path, sizeof path, "%s/rank-%05d.ckpt", tmp, rank);
     uint64_t mine[2], *all = malloc(2 * (size_t)size * sizeof *all);
     CHECK(all, "out of memory");
     write_rank_file(path, rank, l, held, &rects, &mine[0], &mine[1]);
     ckpt_rects_free(&rects);
-    free(share);
-    free(t);
     /* 8-byte words, moved as doubles (bits unchanged) */
     if (world) comm_allgather_untraced(world, mine, all, 2 * (size_t)size, COMM_DOUBLE);
     else memcpy(all, mine, sizeof mine);
@@ -359,13 +255,9 @@ void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed, co
                 (unsigned long long)all[2 * r + 1]);
         ADD("checksum %016llx\n", (unsigned long long)fnv1a64_update(FNV1A64_INIT, text, len));
 #undef ADD
-        snprintf(path, sizeof path, "%s/index.txt", tmp);
-        FILE *f = fopen(path, "w");
-        IO_CHECK(f && fwrite(text, 1, len, f) == len, "writing %s", path);
-        IO_CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0 && fclose(f) == 0, "flushing %s", path);
         struct stat st;
         if (stat(final_dir, &st) == 0) remove_checkpoint_dir(final_dir);  /* the same step again */
-        ckpt_commit(tmp, final_dir);
+        ckpt_commit(tmp, final_dir, text, len);  /* the lab's */
         prune(dir, keep);
     }
     free(all);
@@ -560,87 +452,63 @@ int ckpt_verify(const char *ckdir, const GPTConfig *cfg, unsigned long long seed
     return bad ? -1 : 0;
 }
 
-typedef struct {
-    FILE **files;
-    const char *ckdir;
-    const CkptIndex *ix;
-    const int *file_of;      /* per saved rectangle */
-    const size_t *data0;     /* per file: where its data start, bytes */
-    const CkptRects *saved;
-} Reader;
-
-static void read_saved_row(void *ctx, size_t j, int r, int c0, int n, float *out) {
-    const Reader *rd = ctx;
-    const CkptRect *s = &rd->saved->r[j];
-    const int fi = rd->file_of[j];
-    const long pos = (long)(rd->data0[fi] +
-                            (s->local + (size_t)r * s->cols + (size_t)c0) * sizeof(float));
-    IO_CHECK(fseek(rd->files[fi], pos, SEEK_SET) == 0 &&
-                 fread(out, sizeof(float), (size_t)n, rd->files[fi]) == (size_t)n,
-             "reading %s/%s", rd->ckdir, rd->ix->files[fi].name);
-}
-
-/* Every saved rectangle of the checkpoint, with its file */
-static void open_saved(const char *ckdir, const CkptIndex *ix, CkptRects *saved, int **file_of,
-                       size_t *data0, FILE **files) {
-    char why[1400], path[1200];
-    size_t cap = 0;
-    *file_of = NULL;
-    for (int i = 0; i < ix->nfiles; i++) {
-        const size_t before = saved->n;
-        if (ckpt_file_rects(ckdir, &ix->files[i], saved, why, sizeof why)) USER_ERROR("%s", why);
-        if (saved->n > cap) {
-            cap = saved->cap;
-            *file_of = realloc(*file_of, cap * sizeof **file_of);
-            CHECK(*file_of, "out of memory");
-        }
-        for (size_t j = before; j < saved->n; j++) (*file_of)[j] = i;
-        data0[i] = sizeof(FileHeader) + (saved->n - before) * sizeof(FileRect);
-        snprintf(path, sizeof path, "%s/%s", ckdir, ix->files[i].name);
-        files[i] = fopen(path, "rb");
-        IO_CHECK(files[i], "opening %s", path);
-    }
-}
-
-void ckpt_load(const char *ckdir, const GPTLayout *l, const CkptHeld *held) {
-    char why[1400];
+struct CkptSaved {
+    char dir[1100];
     CkptIndex ix;
-    if (ckpt_index_read(ckdir, &ix, why, sizeof why)) USER_ERROR("%s", why);
-    CkptRects saved = {0};
-    int *file_of;
-    size_t *data0 = calloc((size_t)ix.nfiles, sizeof *data0);
-    FILE **files = calloc((size_t)ix.nfiles, sizeof *files);
-    CHECK(data0 && files, "out of memory");
-    open_saved(ckdir, &ix, &saved, &file_of, data0, files);
-    Reader rd = {files, ckdir, &ix, file_of, data0, &saved};
+    CkptRects rects;
+    int *file_of;   /* per rectangle: its file */
+    size_t *data0;  /* per file: the byte where its data start */
+    FILE **files;
+};
 
-    const int nt = gpt_num_tensors(l);
-    TensorInfo *t = malloc((size_t)nt * sizeof *t);
-    CHECK(t, "out of memory");
-    gpt_tensor_table(l, t);
-    for (int kind = 0; kind < CKPT_KINDS; kind++) {
-        CkptRects want = {0};
-        ckpt_rects_of_runs(t, nt, kind, held->runs[kind], held->nruns[kind], NULL, &want);
-        size_t need = 0;
-        for (size_t i = 0; i < want.n; i++) need += (size_t)want.r[i].rows * want.r[i].cols;
-        const size_t n = buffer_floats(held, kind);
-        float *host = calloc(n ? n : 1, sizeof(float));  /* padding stays 0 */
-        CHECK(host, "out of memory for loading %s", ckpt_kind_name(kind));
-        const size_t got = ckpt_reshard(&want, &saved, read_saved_row, &rd, host);
-        if (got != need)
-            USER_ERROR("%s: the checkpoint covers %zu of the %zu %s floats this rank holds (saved "
-                       "by %s)", ckdir, got, need, ckpt_kind_name(kind), ix.saved_by);
-        if (n) device_copy(held->buf[kind], host, n * sizeof(float));
-        free(host);
-        ckpt_rects_free(&want);
+CkptSaved *ckpt_saved_open(const char *ckdir) {
+    char why[1400], path[1200];
+    CkptSaved *s = calloc(1, sizeof *s);
+    CHECK(s, "out of memory");
+    snprintf(s->dir, sizeof s->dir, "%s", ckdir);
+    if (ckpt_index_read(ckdir, &s->ix, why, sizeof why)) USER_ERROR("%s", why);
+    s->data0 = calloc((size_t)s->ix.nfiles, sizeof *s->data0);
+    s->files = calloc((size_t)s->ix.nfiles, sizeof *s->files);
+    CHECK(s->data0 && s->files, "out of memory");
+    for (int i = 0; i < s->ix.nfiles; i++) {
+        const size_t before = s->rects.n;
+        if (ckpt_file_rects(ckdir, &s->ix.files[i], &s->rects, why, sizeof why))
+            USER_ERROR("%s", why);
+        s->file_of = realloc(s->file_of, (s->rects.n ? s->rects.n : 1) * sizeof *s->file_of);
+        CHECK(s->file_of, "out of memory");
+        for (size_t j = before; j < s->rects.n; j++) s->file_of[j] = i;
+        s->data0[i] = sizeof(FileHeader) + (s->rects.n - before) * sizeof(FileRect);
+        snprintf(path, sizeof path, "%s/%s", ckdir, s->ix.files[i].name);
+        s->files[i] = fopen(path, "rb");
+        IO_CHECK(s->files[i], "opening %s", path);
     }
-    free(t);
-    for (int i = 0; i < ix.nfiles; i++) fclose(files[i]);
-    free(files);
-    free(data0);
-    free(file_of);
-    ckpt_rects_free(&saved);
-    ckpt_index_free(&ix);
+    return s;
+}
+
+const CkptRects *ckpt_saved_rects(const CkptSaved *s) { return &s->rects; }
+int ckpt_saved_step(const CkptSaved *s) { return s->ix.step; }
+const char *ckpt_saved_by(const CkptSaved *s) { return s->ix.saved_by; }
+
+void ckpt_saved_read_row(void *ctx, size_t j, int r, int c0, int n, float *out) {
+    const CkptSaved *s = ctx;
+    const CkptRect *x = &s->rects.r[j];
+    const int fi = s->file_of[j];
+    const long pos = (long)(s->data0[fi] + (x->local + (size_t)r * x->cols + (size_t)c0) *
+                                               sizeof(float));
+    IO_CHECK(fseek(s->files[fi], pos, SEEK_SET) == 0 &&
+                 fread(out, sizeof(float), (size_t)n, s->files[fi]) == (size_t)n,
+             "reading %s/%s", s->dir, s->ix.files[fi].name);
+}
+
+void ckpt_saved_close(CkptSaved *s) {
+    for (int i = 0; i < s->ix.nfiles; i++)
+        if (s->files[i]) fclose(s->files[i]);
+    free(s->files);
+    free(s->data0);
+    free(s->file_of);
+    ckpt_rects_free(&s->rects);
+    ckpt_index_free(&s->ix);
+    free(s);
 }
 
 void ckpt_load_standard(const char *ckdir, const GPTConfig *cfg, int kind, float *out) {

@@ -46,9 +46,10 @@
  * differs from the index's, is refused. The newest --keep checkpoints
  * are kept, older ones removed after the new one is in place.
  *
- * The lab's functions (labs/09_checkpoint/checkpoint_shards.h) do the
- * geometry and the commit; this module does the formats, the checks and
- * the collective steps around them. */
+ * Lab 09's functions (labs/09_checkpoint/checkpoint_shards.h: the
+ * geometry, what a rank writes, the resharding load, the atomic commit)
+ * do the ideas; this module does the formats, the checks and the
+ * collective steps around them, calling them. */
 #ifndef CHECKPOINT_H
 #define CHECKPOINT_H
 
@@ -120,12 +121,7 @@ int ckpt_resolve(const char *path, char *out, size_t n, char *why, size_t whylen
 int ckpt_verify(const char *ckdir, const GPTConfig *cfg, unsigned long long seed, int *step,
                 char *why, size_t whylen);
 
-/* Load what this rank holds (held's buffers) from a verified checkpoint,
- * resharding from whatever layout saved it. Dies with a clear message if an
- * element is not covered. */
-void ckpt_load(const char *ckdir, const GPTLayout *l, const CkptHeld *held);
-
-/* ---- the geometry and the commit ---- */
+/* ---- for the lab's geometry and loading (labs/09_checkpoint) ---- */
 
 /* Which part of a tensor's pieces a rank takes: part of parts equal
  * ranges of each piece's floats (row-major); parts 0: none */
@@ -133,27 +129,25 @@ typedef struct {
     int part, parts;
 } CkptShare;
 
-/* The rectangles that the runs of one kind cover in a layout's tensors (t,
- * its table of nt; share: per tensor the part to take, NULL: all),
- * appended to out: per run and tensor piece, the intersection of the run's
- * flat range with the piece's part, cut row-aligned into at most three
- * rectangles (the rest of a first row, whole rows, the start of a last
- * row); local = where the first float is in the rank's buffer, stride =
- * the piece's columns. */
-void ckpt_rects_of_runs(const TensorInfo *t, int nt, int kind, const CkptRun *runs, int nruns,
-                        const CkptShare *share, CkptRects *out);
-
 /* Reads n floats of row r of saved rectangle j, from its column c0 */
 typedef void (*CkptReadRow)(void *ctx, size_t j, int r, int c0, int n, float *out);
-/* For each wanted rectangle, copy its overlap with every saved rectangle of
- * the same kind and tensor into dest (the rank's buffer, host memory, at
- * the wanted rectangle's local and stride); returns the floats copied. */
-size_t ckpt_reshard(const CkptRects *want, const CkptRects *saved, CkptReadRow read, void *ctx,
-                    float *dest);
 
-/* Make the checkpoint written (and flushed) in tmp_dir appear as final_dir
- * at once: flush the directory, rename it, flush its parent. */
-void ckpt_commit(const char *tmp_dir, const char *final_dir);
+/* A checkpoint's saved rectangles (every rank file's, local = the offset
+ * in its file's data), opened for reading; ckpt_saved_read_row is a
+ * CkptReadRow on it. Open dies with one clear error on a bad file. */
+typedef struct CkptSaved CkptSaved;
+CkptSaved *ckpt_saved_open(const char *ckdir);
+const CkptRects *ckpt_saved_rects(const CkptSaved *s);
+int ckpt_saved_step(const CkptSaved *s);
+const char *ckpt_saved_by(const CkptSaved *s);  /* the index's saved_by line */
+void ckpt_saved_read_row(void *s, size_t j, int r, int c0, int n, float *out);
+void ckpt_saved_close(CkptSaved *s);
+
+/* Floats of a held kind's buffer: the end of its furthest run */
+size_t ckpt_held_floats(const CkptHeld *h, int kind);
+
+/* fsync a file or a directory (dies with the path on failure) */
+void ckpt_fsync_path(const char *path);
 
 /* ---- for the tool (apps/ckpt_tool.c) and the tests ---- */
 
