@@ -68,7 +68,7 @@ LAB08_BINS := $(foreach v,$(call copies_of,08_moe),$(BUILD)/$(v)/08_moe/train_mo
 
 # lab 09: four of the trainers again, linking that copy's checkpoint_shards.o
 # (every other program links lab 09 through build/earlier/, below)
-LAB09_PROGS := train_gpt train_zero train_tp train_pp
+LAB09_PROGS := check_ckpt train_gpt train_zero train_tp train_pp
 LAB09_BINS := $(foreach v,$(call copies_of,09_checkpoint),$(LAB09_PROGS:%=$(BUILD)/$(v)/09_checkpoint/%))
 
 # Earlier labs' objects that later labs and the tests link.
@@ -275,7 +275,10 @@ $(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/
 
 # lab 09: the library's checkpoints (common/checkpoint.c, and train.c's
 # --resume) call lab 09's functions, declared in its header
-$(BUILD)/common/checkpoint.o $(BUILD)/common/train.o $(BUILD)/tests/c/lab09/%.o: CPPFLAGS += -I$(call copy_of,09_checkpoint)/09_checkpoint
+$(BUILD)/common/checkpoint.o $(BUILD)/common/train.o $(BUILD)/apps/check_ckpt.o: CPPFLAGS += -I$(call copy_of,09_checkpoint)/09_checkpoint
+# check_ckpt: the lab's geometry over simulated layouts and its commit
+$(BUILD)/%/09_checkpoint/check_ckpt: $(BUILD)/apps/check_ckpt.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
 $(BUILD)/%/09_checkpoint/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 $(BUILD)/%/09_checkpoint/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(LIBCOMMON)

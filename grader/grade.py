@@ -12,7 +12,11 @@ A case kind says what passing means:
     check   the program exits 0 (it checks itself: gradcheck, check_collectives)
     train   it trains, and its metrics/memory/comm/params_checksum files match
             the reference (points split evenly over the listed checks; the
-            other checks score only when the losses match)
+            other checks score only when the losses match). A train case
+            may first run another command in the same directory, [case.before]
+            (a program, its ranks and arguments: a checkpoint saved by one
+            layout, which the case's run resumes in another); the hidden
+            flags drawn for the case apply to it too.
     bench   it completes and writes the listed CSV files, well-formed, with
             positive numbers in the listed columns
 Every failure scores zero for that case (or check) with a one-line reason,
@@ -75,6 +79,15 @@ class Case:
     outputs: dict = field(default_factory=dict)      # bench: file -> numeric columns
     hidden: Hidden = field(default_factory=Hidden)   # for --hidden
     extension: bool = False   # a lab's graded extension: scored apart from the core
+    before: "Before" = None   # train: a run first, in the same directory
+
+
+@dataclass
+class Before:
+    """A command a case runs first, in the same directory ({out})."""
+    program: str
+    ranks: int
+    args: list
 
 
 @dataclass
@@ -93,6 +106,7 @@ class Draw:
     ranks: int
     args: list
     label: str = ""
+    flags: dict = field(default_factory=dict)   # the hidden flags drawn, for Before too
 
 
 def parse_hidden(name, table):
@@ -138,6 +152,13 @@ def load_lab(path):
                         checks=list(c.get("checks", [])), outputs=dict(c.get("outputs", {})),
                         hidden=parse_hidden(c["name"], c.get("hidden", {})),
                         extension=bool(c.get("extension", False)))
+            if "before" in c:
+                b = c["before"]
+                case.before = Before(str(b["program"]), int(b.get("ranks", 1)),
+                                     [str(a) for a in b.get("args", [])])
+                if case.kind != "train" or case.before.program not in doc["programs"]:
+                    raise ManifestError(f"case {case.name}: before needs a train case and a "
+                                        "program of the lab's")
             if case.kind not in KINDS:
                 raise ManifestError(f"case {case.name}: kind must be one of {', '.join(KINDS)}")
             if case.program not in doc["programs"]:
@@ -205,12 +226,35 @@ def draw_case(case, rng):
     for flag in sorted(chosen):
         args = set_flag(args, flag, chosen[flag])
         shown += [flag, chosen[flag]]
-    return Draw(ranks, args, "[" + " ".join(shown) + "]")
+    return Draw(ranks, args, "[" + " ".join(shown) + "]", chosen)
 
 
-def case_argv(case, draw, programs, out_dir):
-    argv = [programs[case.program]] + [a.replace("{out}", out_dir) for a in draw.args]
-    return runner.mpirun_argv(draw.ranks, argv) if draw.ranks > 1 else argv
+def case_argvs(case, draw, programs, out_dir):
+    """The commands of a case's run, in order: its before run's (with the
+    drawn flags), then its own."""
+    def argv(program, ranks, args):
+        a = [programs[program]] + [x.replace("{out}", out_dir) for x in args]
+        return runner.mpirun_argv(ranks, a) if ranks > 1 else a
+    cmds = []
+    if case.before:
+        args = case.before.args
+        for flag in sorted(draw.flags):
+            args = set_flag(args, flag, draw.flags[flag])
+        cmds.append(argv(case.before.program, case.before.ranks, args))
+    return cmds + [argv(case.program, draw.ranks, draw.args)]
+
+
+def run_all(argvs, timeout, run):
+    """run(argv) for each argv in turn until one fails: that one's result
+    (its output after the earlier ones'), or the last's; seconds summed."""
+    outputs, seconds = [], 0.0
+    for i, argv in enumerate(argvs):
+        res = run(argv)
+        seconds += res.seconds
+        outputs.append(res.output)
+        if res.failure(timeout) or i == len(argvs) - 1:
+            return runner.RunResult(res.status, res.timed_out, seconds,
+                                    "\n".join(outputs)[-runner.OUTPUT_KEEP:])
 
 
 def slug(name):
@@ -320,7 +364,8 @@ class Student:
         fresh_dir(report_dir)
         env = runner.watchdog_env(case.timeout)
         if not self.iso.on:
-            res = runner.run(case_argv(case, draw, programs, report_dir), case.timeout, env=env)
+            res = run_all(case_argvs(case, draw, programs, report_dir), case.timeout,
+                          lambda a: runner.run(a, case.timeout, env=env))
         else:
             uid = self.iso.new_uid()
             home = self.iso.new_dir(slug(case.name), uid)
@@ -328,10 +373,10 @@ class Student:
             os.mkdir(run_dir, 0o700)
             os.chown(run_dir, uid, uid)
             try:
-                res = runner.run(self.iso.command(case_argv(case, draw, programs, run_dir), uid,
-                                                  self.kit),
-                                 case.timeout, cwd=self.iso.base, env=env,
-                                 base_env=self.iso.env({}, home))
+                res = run_all(case_argvs(case, draw, programs, run_dir), case.timeout,
+                              lambda a: runner.run(self.iso.command(a, uid, self.kit),
+                                                   case.timeout, cwd=self.iso.base, env=env,
+                                                   base_env=self.iso.env({}, home)))
             finally:
                 self.iso.after(uid)
             sandbox.copy_outputs(run_dir, report_dir)
@@ -456,8 +501,8 @@ def solution_runs(args, lab, draws):
                 continue
             run_dir = os.path.join(private, f"case{i}")
             os.mkdir(run_dir)
-            res = runner.run(case_argv(c, draw, programs, run_dir), c.timeout,
-                             env=runner.watchdog_env(c.timeout))
+            res = run_all(case_argvs(c, draw, programs, run_dir), c.timeout,
+                          lambda a: runner.run(a, c.timeout, env=runner.watchdog_env(c.timeout)))
             failure = res.failure(c.timeout)
             if failure:
                 raise ManifestError(f"the solution failed case {lab.name}/{c.name} "

@@ -14,7 +14,7 @@ total_of() { sed -n 's/^total: //p' "$1"; }
 case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
-    require_solution 00 01 02 03 04 05 06 07 08
+    require_solution 00 01 02 03 04 05 06 07 08 09
     run t 900 $GRADE --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -25,7 +25,7 @@ case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 }
 
 @test "grader: untouched skeletons score zero, each case saying not implemented" {
-    require_untouched 00 01 02 03 04 05 06 07 08
+    require_untouched 00 01 02 03 04 05 06 07 08 09
     run t 900 $GRADE --src "$ROOT/labs" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -453,6 +453,20 @@ for c, d, v in draws("08_moe"):
     ep_seen["caps"].add(cf)
 assert ep_seen["meshes"] == {(1, 2, 1), (1, 2, 2), (1, 4, 1), (1, 4, 2), (2, 2, 1)}, ep_seen
 assert len(ep_seen["ek"]) == 4 and len(ep_seen["caps"]) == 4, ep_seen
+# lab 09: a resumed case's first command (the layout that saves) gets the
+# same drawn flags as its own (seed and shape: the checkpoint must be of
+# the model the second command builds), layers even (PP 2), heads even (TP 2)
+ck_seen = set()
+for c, d, v in draws("09_checkpoint"):
+    if c.kind != "train":
+        continue
+    argvs = grade.case_argvs(c, d, {p: p for p in ("train_gpt", "train_zero", "train_tp", "train_pp")}, "/o")
+    assert len(argvs) == 2 and "--save" in argvs[0] and "--resume" in argvs[1], (c.name, argvs)
+    for flag in ("--seed", "--n-layer", "--n-head", "--n-embd"):
+        assert grade.flag_value(argvs[0], flag) == grade.flag_value(argvs[1], flag) == v(flag), (c.name, flag, argvs)
+    assert int(v("--n-layer")) % 2 == 0 and int(v("--n-head")) % 2 == 0, (c.name, d.label)
+    ck_seen.add((c.name, v("--seed"), v("--n-layer"), v("--n-head")))
+assert len(ck_seen) > 20, ck_seen
 # a training case on several ranks must check that the ranks agree
 import os, tempfile
 bad = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
@@ -516,7 +530,7 @@ PY
 }
 
 @test "grader: regenerating the references reproduces the committed ones" {
-    require_solution 00 01 02 03 04 05 06 07 08
+    require_solution 00 01 02 03 04 05 06 07 08 09
     run t 600 $GRADE --make-references --reference-out "$BATS_TEST_TMPDIR/ref" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
