@@ -37,7 +37,7 @@ resume_same() {
 }
 
 @test "checkpoint: one device, DDP and ZeRO-1/2/3 resume bit for bit" {
-    require_solution 00 02 03
+    require_solution 00 02 03 09
     resume_same one 1 "$GPT" --config tiny
     resume_same ddp 2 "$S/02_ddp/train_ddp" --config tiny
     resume_same zero1 2 "$S/03_zero/train_zero" --zero 1 --config tiny
@@ -46,7 +46,7 @@ resume_same() {
 }
 
 @test "checkpoint: TP, TP + SP, ZeRO-3 with recomputation, and PP with every schedule resume bit for bit" {
-    require_solution 00 02 03 04 05 06
+    require_solution 00 02 03 04 05 06 09
     resume_same tp 4 "$S/04_tensor_parallel/train_tp" --tp 2 --config tiny
     resume_same tpsp 2 "$S/05_activation_memory/train_tp" --tp 2 --sp --config tiny
     resume_same zero3rc 2 "$S/05_activation_memory/train_zero" --zero 3 --recompute full --config tiny
@@ -57,7 +57,7 @@ resume_same() {
 }
 
 @test "checkpoint: CP and EP (ep x edp, and with TP) resume bit for bit; EP's checkpoint loads on one device" {
-    require_solution 00 02 04 07 08
+    require_solution 00 02 04 07 08 09
     resume_same cp 2 "$S/07_context_parallel/train_cp" --cp 2 --cp-algo zigzag --config tiny
     resume_same ep 2 "$S/08_moe/train_moe" --ep 2 --config tiny-moe
     resume_same epedp 4 "$S/08_moe/train_moe" --ep 2 --config tiny-moe
@@ -89,7 +89,7 @@ PY
 }
 
 @test "checkpoint: ZeRO-3 on 4 ranks -> TP 2 x DP 2 -> PP 2 -> one device reshards on load and follows the single-device run" {
-    require_solution 00 02 03 04 06
+    require_solution 00 02 03 04 06 09
     local d="$BATS_TEST_TMPDIR"
     run t 120 "$GPT" "${RUN[@]}" --config tiny --out "$d/base" --dump-params "$d/base.bin"
     [ "$status" -eq 0 ]
@@ -126,7 +126,7 @@ PY
 }
 
 @test "checkpoint: --keep keeps the newest K, --resume DIR takes the newest" {
-    require_solution 00
+    require_solution 00 09
     local d="$BATS_TEST_TMPDIR"
     run t 120 "$GPT" "${RUN[@]}" --config tiny --save "$d/ck" --save-every 2 --keep 2 --out "$d/a"
     [ "$status" -eq 0 ]
@@ -137,7 +137,7 @@ PY
 }
 
 @test "checkpoint: missing, truncated, corrupt, foreign or wrong-version checkpoints are one clear error before any work" {
-    require_solution 00
+    require_solution 00 09
     local d="$BATS_TEST_TMPDIR" c="$BATS_TEST_TMPDIR/ck/step-000004"
     run t 120 "$GPT" "${RUN[@]}" --steps 4 --config tiny --save "$d/ck" --out "$d/a"
     [ "$status" -eq 0 ]
@@ -181,7 +181,7 @@ PY
 }
 
 @test "checkpoint: a job killed (SIGKILL) while saving leaves every checkpoint it shows loadable" {
-    require_solution 03
+    require_solution 03 09
     local d="$BATS_TEST_TMPDIR"
     # 4 ranks saving every step; killed at several moments of the run
     for delay in 1.0 1.5 2.0 2.5 3.0; do
@@ -204,4 +204,19 @@ PY
         fi
         echo "killed after $delay s: $(ls -a "$d/ck" 2> /dev/null | tr '\n' ' ') all loadable"
     done
+}
+
+@test "checkpoint: lab 09's check_ckpt passes on the solution; the student's copy stops at its first unwritten function" {
+    require_solution 09
+    run t 120 "$S/09_checkpoint/check_ckpt"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "$output" | grep -c 'saves every element once')" -eq 8 ]
+    [[ "$output" == *"commit: whole or nothing"* && "$output" == *"check_ckpt: ok"* ]]
+    if untouched 09; then
+        run t 60 "$BUILD/labs/09_checkpoint/train_gpt" --config tiny --steps 2 --threads 1 \
+            --save "$BATS_TEST_TMPDIR/ck" --out "$BATS_TEST_TMPDIR/r"
+        [ "$status" -eq 3 ]
+        [[ "$output" == *"not implemented: ckpt_shard_rects"* ]]
+    fi
 }

@@ -91,7 +91,7 @@ san_flags() {
 }
 
 @test "sanitize: checkpoints: ZeRO-3 on 3 ranks saves, TP 2 resumes from it, the tool inspects, verifies and converts" {
-    require_solution 03 04
+    require_solution 03 04 09
     local d="$BATS_TEST_TMPDIR"
     run mpirun_t 120 3 "$SAN/solutions/03_zero/train_zero" "${SHORT[@]}" --zero 3 --batch 6 \
         --save "$d/ck" --save-every 2 --keep 2 --out "$d/z"
