@@ -162,7 +162,7 @@ help:
 	@echo "make bench-tp   lab 04: memory per rank vs the planner, TP all-reduce bytes per step, step times (tp 1, 2, 4)"
 	@echo "make bench-pp   lab 06: pipeline bubble measured vs simulated vs formula per schedule and m, activations per stage vs the planner, measured and simulated Gantt charts"
 	@echo "make bench-cp   lab 07: attention pairs and busy time per rank (ring, zigzag, striped, Ulysses), CP bytes per step vs the formula, memory per rank and the longest sequence within a budget vs the planner, the ring's overlap timeline"
-	@echo "make bench-ckpt checkpoints: bytes per rank (every element once), save and load time vs the disk, Young/Daly's interval"
+	@echo "make bench-ckpt lab 09: checkpoints: bytes per rank (every element once), save and load time vs the disk, Young/Daly's interval"
 	@echo "make bench-moe  lab 08 (one device so far): the router's balance with and without the aux loss (chart), parameters and step time vs experts"
 	@echo "make bench-act  lab 05: activations per rank vs the planner (tp 1, 2, 4; SP; recompute), recompute step times and FLOPs, activations vs seq"
 	@echo "make deps       check and install the Debian packages the kit needs"
@@ -450,7 +450,7 @@ test-gpu: deps
 	bash tests/run.sh tests/gpu.bats
 
 # Each lab's benchmark (bench: lab 00, bench-collectives: 01, bench-ddp: 02,
-# bench-zero: 03, bench-tp: 04, bench-act: 05, bench-pp: 06, bench-cp: 07, bench-moe: 08) runs the solution's program in the instructor's tree and
+# bench-zero: 03, bench-tp: 04, bench-act: 05, bench-pp: 06, bench-cp: 07, bench-moe: 08, bench-ckpt: 09) runs the solution's program in the instructor's tree and
 # the student's (build/labs/) in a handout; BENCH_COPY=labs or
 # BENCH_COPY=solutions chooses (bench/common.sh).
 bench-collectives:

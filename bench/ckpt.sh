@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# bench/ckpt.sh (`make bench-ckpt`): checkpoints (common/checkpoint.h),
-# measured, for config medium (7.3 M parameters) on 4 ranks:
+# bench/ckpt.sh (`make bench-ckpt`): lab 09's checkpoints (common/checkpoint.h
+# and the lab's checkpoint_shards.c), measured, for config medium (7.3 M
+# parameters) on 4 ranks, with lab 09's trainers (the student's copy in a
+# handout; DDP's train_ddp links the lab through build/earlier/):
 #   1. the bytes each rank writes against the ideal: every parameter and
 #      both AdamW moments written exactly once over all ranks, so the data
 #      of the rank files add up to 12 Phi bytes (checked), split over the
@@ -44,11 +46,10 @@ PHI=$(awk '$1 == "|" && $2 == "medium" { gsub(",", "", $12); print $12 }' README
 printf '\n%-14s %5s %12s %12s %12s %9s %9s %8s %8s\n' layout ranks "bytes/rank" "max rank" \
     "12 Phi/N" "save s" "load s" "save MB/s" "load MB/s"
 SAVE_COSTS=()
-# layout NAME RANKS LAB PROG ARGS...: save at the end of one step, load it back
+# layout NAME RANKS PROGRAM ARGS...: save at the end of one step, load it back
 layout() {
-    local name=$1 np=$2 prog
-    prog=$(earlier_program "$3" "$4")
-    shift 4
+    local name=$1 np=$2 prog=$3
+    shift 3
     [ -x "$prog" ] || die "$prog not built (make all)"
     local d="$OUT/$name"
     rm -rf "$d.ck"
@@ -71,12 +72,16 @@ layout() {
     SAVE_COSTS+=("$save")
 }
 
-layout one-device 1 00_single_device train_gpt
-layout ddp-4 4 02_ddp train_ddp
-layout zero1-4 4 03_zero train_zero --zero 1
-layout zero3-4 4 03_zero train_zero --zero 3
-layout tp2xdp2 4 04_tensor_parallel train_tp --tp 2
-layout pp2xdp2 4 06_pipeline train_pp --pp 2 --grad-accum 2
+GPT=$(bench_program 09_checkpoint train_gpt)
+ZERO=$(bench_program 09_checkpoint train_zero)
+TP=$(bench_program 09_checkpoint train_tp)
+PP=$(bench_program 09_checkpoint train_pp)
+layout one-device 1 "$GPT"
+layout ddp-4 4 "$(earlier_program 02_ddp train_ddp)"
+layout zero1-4 4 "$ZERO" --zero 1
+layout zero3-4 4 "$ZERO" --zero 3
+layout tp2xdp2 4 "$TP" --tp 2
+layout pp2xdp2 4 "$PP" --pp 2 --grad-accum 2
 echo "(every layout's rank files hold 12 Phi = $((12 * PHI)) data bytes: each parameter and moment once)"
 
 C=$(printf '%s\n' "${SAVE_COSTS[@]}" | middle_value)

@@ -220,3 +220,15 @@ PY
         [[ "$output" == *"not implemented: ckpt_shard_rects"* ]]
     fi
 }
+
+@test "checkpoint: bench-ckpt prints bytes per rank (12 Phi in all, every layout), save and load times, and Young/Daly's interval" {
+    require_solution 00 02 03 04 06 09
+    cd "$ROOT"
+    run t 600 env BENCH_OUT="$BATS_TEST_TMPDIR/bench" bash bench/ckpt.sh
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"MB/s sequential write"* ]]
+    [ "$(printf '%s\n' "$output" | grep -cE '^(one-device|ddp-4|zero1-4|zero3-4|tp2xdp2|pp2xdp2) ')" -eq 6 ]
+    [[ "$output" == *"rank files hold 12 Phi = 87542784 data bytes"* ]]
+    [ "$(printf '%s\n' "$output" | grep -cE '^1 (hour|day|week) ')" -eq 3 ]
+}
