@@ -431,7 +431,7 @@ gpu-build:
 # unit tests. tests/sanitize.bats runs them.
 SANITIZE_BUILD := $(BUILD)/sanitize
 # (the outer make passes BUILD=$(SANITIZE_BUILD) and SANITIZE=1 to the inner one)
-SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS)) \
+SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(LAB09_BINS)) \
 	$(DATASET_BINS) $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(TEST_BINS) $(LAB_TEST_BINS)
 ifeq ($(SANITIZE),1)
 sanitize: $(SANITIZE_BINS)

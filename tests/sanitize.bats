@@ -90,7 +90,7 @@ san_flags() {
     done
 }
 
-@test "sanitize: checkpoints: ZeRO-3 on 3 ranks saves, TP 2 resumes from it, the tool inspects, verifies and converts" {
+@test "sanitize: checkpoints: ZeRO-3 on 3 ranks saves, TP 2 resumes from it, check_ckpt, the tool inspects, verifies and converts" {
     require_solution 03 04 09
     local d="$BATS_TEST_TMPDIR"
     run mpirun_t 120 3 "$SAN/solutions/03_zero/train_zero" "${SHORT[@]}" --zero 3 --batch 6 \
@@ -98,6 +98,8 @@ san_flags() {
     no_reports
     run mpirun_t 120 2 "$SAN/solutions/04_tensor_parallel/train_tp" "${SHORT[@]}" --tp 2 --batch 6 \
         --resume "$d/ck/step-000002" --out "$d/t"
+    no_reports
+    run t 120 "$SAN/solutions/09_checkpoint/check_ckpt"
     no_reports
     for cmd in "inspect $d/ck" "verify $d/ck" "convert $d/ck $d/conv.bin"; do
         # shellcheck disable=SC2086  # cmd is a list
