@@ -18,7 +18,7 @@ void tp_print_traffic(const char *program, const TrainOptions *o, const MemLayou
     memplan_tp_comm(&o->model, ml, &fwd, &bwd);
     fwd.allreduce.calls -= fused_ce;  /* the same bytes in one all-reduce fewer */
     const CommCount step = memplan_tp_step_comm(&o->model, ml);
-    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
+    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * train_steps_run(o);
     const struct {
         CommOp op;
         const char *name;
@@ -35,9 +35,9 @@ void tp_print_traffic(const char *program, const TrainOptions *o, const MemLayou
     double wire = 0;
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         size_t calls = ops[i].f.calls * passes + ops[i].b.calls * backwards +
-                       ops[i].per_step.calls * o->steps;
+                       ops[i].per_step.calls * train_steps_run(o);
         size_t bytes = ops[i].f.bytes * passes + ops[i].b.bytes * backwards +
-                       ops[i].per_step.bytes * o->steps;
+                       ops[i].per_step.bytes * train_steps_run(o);
         const CommOpStats *s = &tp->stats[ops[i].op];
         wire += ops[i].wire * (double)s->bytes;
         if (calls == 0 && s->calls == 0) continue;

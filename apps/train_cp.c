@@ -80,7 +80,7 @@ static void timed_backward(const GPTLayout *l, float *dqkv, float *scratch, cons
 static void print_traffic(const TrainOptions *o, const MemLayout *ml, const Comm *cp) {
     CpTraffic fwd, bwd;
     memplan_cp_comm(&o->model, ml, &fwd, &bwd);
-    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
+    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * train_steps_run(o);
     const struct {
         CommOp op;
         const char *name;
@@ -106,7 +106,7 @@ static void print_traffic(const TrainOptions *o, const MemLayout *ml, const Comm
                bytes, (unsigned long long)s->calls, (unsigned long long)s->bytes,
                s->calls == calls && s->bytes == bytes ? "ok" : "DIFFERENT");
     }
-    printf("train_cp: CP traffic leaving each rank per step: %.0f bytes\n", wire / o->steps);
+    printf("train_cp: CP traffic leaving each rank per step: %.0f bytes\n", wire / train_steps_run(o));
 }
 
 int main(int argc, char **argv) {

@@ -80,7 +80,7 @@ static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm 
         return;
     }
     const size_t blocks = (size_t)gpt_num_moe_blocks(&o->model);
-    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * o->steps;
+    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * train_steps_run(o);
     MoEShape s;
     const GPTConfig *c = &o->model;
     moe_shape_init(&s, rows * o->seq, o->seq, c->n_embd, c->n_experts, c->top_k,
@@ -104,7 +104,7 @@ static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm 
                "%llu, %llu bytes (%.0f per step)  %s\n", row_calls, messages, messages, row_bound,
                s.A_max, s.R_max, (unsigned long long)moved->calls,
                (unsigned long long)sent->calls, (unsigned long long)received->calls, bytes,
-               (double)bytes / o->steps,
+               (double)bytes / train_steps_run(o),
                moved->calls == row_calls && sent->calls == messages &&
                received->calls == messages && bytes <= row_bound ? "ok" : "DIFFERENT");
         return;
@@ -113,7 +113,7 @@ static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm 
     printf("train_moe: EP row all-to-all-v's on rank 0: %zu calls, at most %zu bytes (A_max %d + "
            "R_max %d rows a pass) vs %llu calls %llu bytes (%.0f per step)  %s\n", row_calls,
            row_bound, s.A_max, s.R_max, (unsigned long long)moved->calls,
-           (unsigned long long)moved->bytes, (double)moved->bytes / o->steps,
+           (unsigned long long)moved->bytes, (double)moved->bytes / train_steps_run(o),
            moved->calls == row_calls && moved->bytes <= row_bound ? "ok" : "DIFFERENT");
 }
 

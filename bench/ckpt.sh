@@ -5,9 +5,10 @@
 # handout; DDP's train_ddp links the lab through build/earlier/):
 #   1. the bytes each rank writes against the ideal: every parameter and
 #      both AdamW moments written exactly once over all ranks, so the data
-#      of the rank files add up to 12 Phi bytes (checked), split over the
-#      ranks that hold distinct shards (ZeRO: 12 Phi / N each; DDP: rank 0
-#      alone; TP: about 12 Phi / tp on the first DP rank of each TP rank);
+#      of the rank files add up to 12 Phi bytes (checked), split evenly
+#      where the ranks hold copies or shards alike (DDP and ZeRO: 12 Phi / N
+#      each), a little over where they do not (TP: the replicated tensors
+#      on the first TP rank; PP: the embeddings on the first stage);
 #   2. the time to save (written, flushed, renamed) and to load (verified,
 #      read, resharded), and the bandwidth against this disk's sequential
 #      write speed (dd with fdatasync);

@@ -271,10 +271,14 @@ int train_evaluates_at(const TrainOptions *o, int step) {
     return step == o->steps - 1 || (o->eval_every > 0 && step % o->eval_every == 0);
 }
 
+static int g_first_step;  /* the run's: 0, or the resumed checkpoint's steps done */
+
+int train_steps_run(const TrainOptions *o) { return o->steps - g_first_step; }
+
 size_t train_forward_passes(const TrainOptions *o) {
     size_t evals = 0;
-    for (int s = 0; s < o->steps; s++) evals += train_evaluates_at(o, s);
-    return (size_t)o->grad_accum * ((size_t)o->steps + evals * o->eval_batches);
+    for (int s = g_first_step; s < o->steps; s++) evals += train_evaluates_at(o, s);
+    return (size_t)o->grad_accum * ((size_t)train_steps_run(o) + evals * o->eval_batches);
 }
 
 float grad_clip_factor(double norm, double max_norm) {
@@ -752,6 +756,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     }
     const CkptRank who = {par ? par->world : NULL, par ? par->dp->rank : 0, par ? par->dp->size : 1};
     const int first_step = o->resume[0] ? resume_from(o, layout, &held, is_root) : 0;
+    g_first_step = first_step;
     for (int step = first_step; step < o->steps; step++) {
         float val_loss = -1.0f;
         if (train_evaluates_at(o, step))

@@ -63,8 +63,12 @@ float lr_at_step(const TrainOptions *o, int step);
  * eval_every steps (none but the last when 0) and at the last step. */
 int train_evaluates_at(const TrainOptions *o, int step);
 
-/* Forward passes in the run: --grad-accum per step, and as many per
- * held-out batch at each evaluation (the planners' traffic per run). */
+/* The steps this run trains: --steps, less those a --resume checkpoint had
+ * done (known once train_run_parallel has loaded it). */
+int train_steps_run(const TrainOptions *o);
+/* Forward passes in the run (from its first step): --grad-accum per step,
+ * and as many per held-out batch at each evaluation (the planners' traffic
+ * per run). */
 size_t train_forward_passes(const TrainOptions *o);
 
 /* Clip to max_norm given the global norm: returns the factor applied
