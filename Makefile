@@ -12,10 +12,11 @@ BLAS_LIB := /usr/lib/$(ARCH)/openblas-openmp
 
 # -fno-math-errno: no libm function here sets errno for us to read, and
 # without it sqrtf is a call that keeps loops (AdamW's) from vectorizing;
-# it changes no result.
-CFLAGS := -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -Wall -Wextra -MMD -MP
+# it changes no result. -pthread: --save-async's checkpoint writer thread
+# (common/checkpoint.h).
+CFLAGS := -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -pthread -Wall -Wextra -MMD -MP
 CPPFLAGS := -Icommon -I$(BUILD)/gen -I$(BLAS_INC)
-LDLIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -lm -fopenmp
+LDLIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -lm -fopenmp -pthread
 
 COMMON_SRC := $(wildcard common/*.c)
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/%.o)

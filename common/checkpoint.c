@@ -153,51 +153,75 @@ typedef struct {
     uint64_t offset;  /* floats into the data */
 } FileRect;
 
-/* Write this rank's file; returns its bytes and checksum */
-static void write_rank_file(const char *path, int rank, const GPTLayout *l, const CkptHeld *h,
-                            const CkptRects *rects, uint64_t *bytes, uint64_t *sum) {
-    FILE *f = fopen(path, "wb");
-    IO_CHECK(f, "creating %s", path);
-    FileHeader hd = {{0}, CKPT_VERSION, (uint32_t)rank, rects->n, 0};
-    memcpy(hd.magic, g_file_magic, sizeof hd.magic);
-    FileRect *fr = calloc(rects->n ? rects->n : 1, sizeof *fr);
-    CHECK(fr, "out of memory");
-    uint64_t off = 0;
+size_t ckpt_rects_floats(const CkptRects *rects) {
+    size_t n = 0;
+    for (size_t i = 0; i < rects->n; i++) n += (size_t)rects->r[i].rows * rects->r[i].cols;
+    return n;
+}
+
+void ckpt_gather_rects(const CkptHeld *held, const CkptRects *rects, float *out) {
+    /* where each rectangle starts in out: after all before it */
+    size_t *at = malloc((rects->n ? rects->n : 1) * sizeof *at), n = 0;
+    CHECK(at, "out of memory");
     for (size_t i = 0; i < rects->n; i++) {
-        const CkptRect *r = &rects->r[i];
-        fr[i] = (FileRect){r->kind, r->tensor, r->row0, r->rows, r->col0, r->cols, off};
-        off += (uint64_t)r->rows * r->cols;
+        at[i] = n;
+        n += (size_t)rects->r[i].rows * rects->r[i].cols;
     }
-    hd.data_bytes = off * sizeof(float);
-    uint64_t h64 = FNV1A64_INIT;
-#define PUT(ptr, size)                                                        \
-    do {                                                                      \
-        IO_CHECK(fwrite(ptr, 1, size, f) == (size_t)(size), "writing %s", path); \
-        h64 = fnv1a64_update(h64, ptr, size);                                 \
-    } while (0)
-    PUT(&hd, sizeof hd);
-    PUT(fr, rects->n * sizeof *fr);
+    /* a kind at a time through one host copy of its buffer (which may be
+     * device memory: one copy, not one per row) */
     for (int kind = 0; kind < CKPT_KINDS; kind++) {
-        const size_t n = ckpt_held_floats(h, kind);
-        float *host = malloc((n ? n : 1) * sizeof(float));
+        const size_t floats = ckpt_held_floats(held, kind);
+        if (!floats) continue;
+        float *host = malloc(floats * sizeof(float));
         CHECK(host, "out of memory for saving %s", ckpt_kind_name(kind));
-        if (n) device_copy(host, h->buf[kind], n * sizeof(float));
+        device_copy(host, held->buf[kind], floats * sizeof(float));
         for (size_t i = 0; i < rects->n; i++) {
             const CkptRect *r = &rects->r[i];
             if (r->kind != kind) continue;
             for (int row = 0; row < r->rows; row++)
-                PUT(host + r->local + (size_t)row * r->stride, (size_t)r->cols * sizeof(float));
+                memcpy(out + at[i] + (size_t)row * r->cols, host + r->local + (size_t)row * r->stride,
+                       (size_t)r->cols * sizeof(float));
         }
         free(host);
     }
+    free(at);
+}
+
+/* The errno of a failed call (EIO if it left none) */
+static int failure(void) { return errno ? errno : EIO; }
+
+int ckpt_write_rank_file(const char *path, int rank, const CkptRects *rects, const float *data,
+                         uint64_t *bytes, uint64_t *sum, char *why, size_t wl) {
+    FileHeader hd = {{0}, CKPT_VERSION, (uint32_t)rank, rects->n,
+                     ckpt_rects_floats(rects) * sizeof(float)};
+    memcpy(hd.magic, g_file_magic, sizeof hd.magic);
+    snprintf(why, wl, "writing %s", path);
+    errno = 0;
+    FILE *f = fopen(path, "wb");
+    if (!f) return failure();
+    uint64_t h64 = FNV1A64_INIT, off = 0;
+    int err = 0;  /* the first failure's errno */
+#define PUT(ptr, size)                                                                  \
+    do {                                                                                \
+        if (!err && fwrite(ptr, 1, size, f) != (size_t)(size)) err = failure();         \
+        h64 = fnv1a64_update(h64, ptr, size);                                           \
+    } while (0)
+    PUT(&hd, sizeof hd);
+    for (size_t i = 0; i < rects->n; i++) {  /* offsets in the data's order: data's own */
+        const CkptRect *r = &rects->r[i];
+        const FileRect fr = {r->kind, r->tensor, r->row0, r->rows, r->col0, r->cols, off};
+        PUT(&fr, sizeof fr);
+        off += (uint64_t)r->rows * r->cols;
+    }
+    PUT(data, hd.data_bytes);
 #undef PUT
-    IO_CHECK(fwrite(&h64, sizeof h64, 1, f) == 1, "writing %s", path);
-    IO_CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0, "flushing %s to disk", path);
-    IO_CHECK(fclose(f) == 0, "closing %s", path);
-    (void)l;
-    free(fr);
-    *bytes = sizeof hd + rects->n * sizeof *fr + hd.data_bytes + sizeof h64;
+    if (!err && (fwrite(&h64, sizeof h64, 1, f) != 1 || fflush(f) != 0 || fsync(fileno(f)) != 0))
+        err = failure();
+    if (fclose(f) != 0 && !err) err = failure();
+    if (err) return err;
+    *bytes = sizeof hd + rects->n * sizeof(FileRect) + hd.data_bytes + sizeof h64;
     *sum = h64;
+    return 0;
 }
 
 static void config_line(char *buf, size_t n, const GPTConfig *c) {
@@ -207,32 +231,43 @@ static void config_line(char *buf, size_t n, const GPTConfig *c) {
              (double)c->capacity_factor, (double)c->aux_loss_coef, c->moe_every);
 }
 
-void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed, const GPTLayout *l,
-               const CkptHeld *held, const CkptRank *who, const char *program) {
-    Comm *world = who->world;
-    const int rank = world ? world->rank : 0, size = world ? world->size : 1;
-    char final_dir[1100], tmp[1100], path[1200];
-    snprintf(final_dir, sizeof final_dir, "%s/step-%06d", dir, steps);
-    snprintf(tmp, sizeof tmp, "%s/.step-%06d.tmp", dir, steps);
+/* The paths of a save of `steps` into dir: its temporary directory, where
+ * the files are written, and the final one the commit renames it to */
+static void save_paths(const char *dir, int steps, char *tmp, char *final_dir, size_t n) {
+    snprintf(tmp, n, "%s/.step-%06d.tmp", dir, steps);
+    snprintf(final_dir, n, "%s/step-%06d", dir, steps);
+}
+
+/* A save's first collective step: an empty temporary directory, and this
+ * rank's rectangles (the lab's rule) and file in it */
+static void save_begin(const char *dir, int steps, const GPTLayout *l, const CkptHeld *held,
+                       const CkptRank *who, CkptRects *rects, char *path, size_t n) {
+    const int rank = who->world ? who->world->rank : 0;
+    char tmp[1100], final_dir[1100];
+    save_paths(dir, steps, tmp, final_dir, sizeof tmp);
     if (rank == 0) {
         remove_checkpoint_dir(tmp);  /* a save that died before */
         make_dirs(tmp);
     }
-    if (world) comm_barrier(world);
+    if (who->world) comm_barrier(who->world);
+    ckpt_shard_rects(l, held, who->dp_rank, who->dp, rects);  /* the lab's */
+    snprintf(path, n, "%s/rank-%05d.ckpt", tmp, rank);
+}
 
-    CkptRects rects = {0};
-    ckpt_shard_rects(l, held, who->dp_rank, who->dp, &rects);  /* the lab's */
-    snprintf(path, sizeof path, "%s/rank-%05d.ckpt", tmp, rank);
-    uint64_t mine[2], *all = malloc(2 * (size_t)size * sizeof *all);
+/* A save's last collective step, every rank file written (this rank's:
+ * mine, its bytes and checksum): rank 0 writes the index and commits */
+static void save_commit(const char *dir, int steps, int keep, unsigned long long seed,
+                        const GPTLayout *l, const char *what, Comm *world, const char *program,
+                        const uint64_t mine[2]) {
+    const int rank = world ? world->rank : 0, size = world ? world->size : 1;
+    uint64_t *all = malloc(2 * (size_t)size * sizeof *all);
     CHECK(all, "out of memory");
-    write_rank_file(path, rank, l, held, &rects, &mine[0], &mine[1]);
-    ckpt_rects_free(&rects);
     /* 8-byte words, moved as doubles (bits unchanged) */
     if (world) comm_allgather_untraced(world, mine, all, 2 * (size_t)size, COMM_DOUBLE);
-    else memcpy(all, mine, sizeof mine);
+    else memcpy(all, mine, 2 * sizeof *mine);
 
     if (rank == 0) {
-        char text[8192], line[512];
+        char text[8192], line[512], tmp[1100], final_dir[1100];
         size_t len = 0;
 #define ADD(...)                                                              \
     do {                                                                      \
@@ -248,13 +283,14 @@ void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed, co
         config_line(model, sizeof model, &l->cfg);
         ADD("%s", model);
         ADD("saved_by %s ranks %d tp %d pp %d chunks %d cp %d ep %d states %s\n", program, size,
-            l->tp, l->pp, l->chunks, l->cp, l->ep, held->what);
+            l->tp, l->pp, l->chunks, l->cp, l->ep, what);
         ADD("files %d\n", size);
         for (int r = 0; r < size; r++)
             ADD("file rank-%05d.ckpt %llu %016llx\n", r, (unsigned long long)all[2 * r],
                 (unsigned long long)all[2 * r + 1]);
         ADD("checksum %016llx\n", (unsigned long long)fnv1a64_update(FNV1A64_INIT, text, len));
 #undef ADD
+        save_paths(dir, steps, tmp, final_dir, sizeof tmp);
         struct stat st;
         if (stat(final_dir, &st) == 0) remove_checkpoint_dir(final_dir);  /* the same step again */
         ckpt_commit(tmp, final_dir, text, len);  /* the lab's */
@@ -262,6 +298,53 @@ void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed, co
     }
     free(all);
     if (world) comm_barrier(world);
+}
+
+void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed, const GPTLayout *l,
+               const CkptHeld *held, const CkptRank *who, const char *program) {
+    CkptRects rects = {0};
+    char path[1200], why[1300];
+    save_begin(dir, steps, l, held, who, &rects, path, sizeof path);
+    float *data = malloc((ckpt_rects_floats(&rects) + 1) * sizeof(float));
+    CHECK(data, "out of memory for saving %s", path);
+    ckpt_gather_rects(held, &rects, data);
+    uint64_t mine[2];
+    const int err = ckpt_write_rank_file(path, who->world ? who->world->rank : 0, &rects, data,
+                                         &mine[0], &mine[1], why, sizeof why);
+    if (err) die_errno_at(__FILE__, __LINE__, err, "%s", why);
+    free(data);
+    ckpt_rects_free(&rects);
+    save_commit(dir, steps, keep, seed, l, held->what, who->world, program, mine);
+}
+
+void ckpt_save_async(CkptAsync *a, const char *dir, int steps, int keep, unsigned long long seed,
+                     const GPTLayout *l, const CkptHeld *held, const CkptRank *who,
+                     const char *program) {
+    CHECK(!a->pending, "a checkpoint save began before the last one was committed");
+    CkptRects rects = {0};
+    char path[1200];
+    save_begin(dir, steps, l, held, who, &rects, path, sizeof path);
+    a->rank = who->world ? who->world->rank : 0;
+    ckpt_async_begin(a, path, &rects, held);  /* the lab's */
+    ckpt_rects_free(&rects);
+    a->pending = 1;
+    a->steps = steps;
+    a->keep = keep;
+    snprintf(a->dir, sizeof a->dir, "%s", dir);
+    a->seed = seed;
+    a->l = l;
+    a->what = held->what;
+    a->program = program;
+    a->world = who->world;
+}
+
+void ckpt_save_finish(CkptAsync *a) {
+    if (!a->pending) return;
+    uint64_t mine[2];
+    ckpt_async_wait(a, &mine[0], &mine[1]);  /* the lab's */
+    if (a->err) die_errno_at(__FILE__, __LINE__, a->err, "%s", a->why);  /* the writer's */
+    save_commit(a->dir, a->steps, a->keep, a->seed, a->l, a->what, a->world, a->program, mine);
+    a->pending = 0;
 }
 
 /* ---- reading -------------------------------------------------------------- */

@@ -53,6 +53,7 @@
 #ifndef CHECKPOINT_H
 #define CHECKPOINT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -110,6 +111,48 @@ void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed,
                const GPTLayout *l, const CkptHeld *held, const CkptRank *who,
                const char *program);
 
+/* --save-async: a save in two steps, so that training goes on while the
+ * files are written. ckpt_save_async takes this rank's snapshot (the
+ * floats of its rectangles, copied to the host in file order: the states
+ * change at the next step) and leaves the writing of its file to a thread
+ * (lab 09's ckpt_async_begin); ckpt_save_finish, at the next save or at
+ * the end of the run, joins it (ckpt_async_wait) and commits as ckpt_save
+ * does (collective over world, so the caller's main thread calls it: the
+ * thread makes no MPI call, MPI being initialized without thread support).
+ * Until the commit the files are in the temporary directory, so a job
+ * killed meanwhile leaves no partial checkpoint, and the checkpoint is
+ * byte for byte the one ckpt_save would have written. The price: host
+ * memory for the snapshot (what the rank writes: 12 Phi / N bytes for N
+ * ranks sharing the states) until the commit. */
+typedef struct {
+    /* the writer's (ckpt_async_begin / ckpt_async_wait, lab 09) */
+    int rank;               /* this rank's: set before ckpt_async_begin */
+    pthread_t thread;
+    int running;            /* the thread is started and not yet joined */
+    char path[1200];        /* the rank file */
+    CkptRects rects;        /* a copy: local = where each starts in snapshot */
+    float *snapshot;        /* the rectangles' floats in file order (host) */
+    uint64_t bytes, checksum;  /* the file's, when written */
+    int err;                /* errno of a failed write (0: none), why: which */
+    char why[1300];
+    /* the commit's (ckpt_save_finish): what ckpt_save_async was given */
+    int pending, steps, keep;
+    char dir[1024];
+    unsigned long long seed;
+    const GPTLayout *l;
+    const char *what, *program;
+    Comm *world;
+} CkptAsync;
+
+/* Begin saving `steps` steps done (as ckpt_save, whose arguments these
+ * are) into a, which must have no save pending (ckpt_save_finish first) */
+void ckpt_save_async(CkptAsync *a, const char *dir, int steps, int keep, unsigned long long seed,
+                     const GPTLayout *l, const CkptHeld *held, const CkptRank *who,
+                     const char *program);
+
+/* Commit a's pending save, if any (collective over world) */
+void ckpt_save_finish(CkptAsync *a);
+
 /* A checkpoint directory from --resume PATH: PATH itself when it has an
  * index, else the newest step-NNNNNN in it. Returns 0 with the directory in
  * out, or -1 with why. */
@@ -145,6 +188,20 @@ void ckpt_saved_close(CkptSaved *s);
 
 /* Floats of a held kind's buffer: the end of its furthest run */
 size_t ckpt_held_floats(const CkptHeld *h, int kind);
+
+/* Gather the floats of rects (local, stride: in held's buffers) into out
+ * (host), rectangle after rectangle, each row-major: the file's order */
+void ckpt_gather_rects(const CkptHeld *held, const CkptRects *rects, float *out);
+
+/* The floats of rects, each rows x cols */
+size_t ckpt_rects_floats(const CkptRects *rects);
+
+/* Write and flush a rank file of rects whose floats are data (in file
+ * order: ckpt_gather_rects), its bytes and checksum into bytes and sum.
+ * Returns 0, or the errno of the failure with why (on any thread: it
+ * neither dies nor calls MPI). */
+int ckpt_write_rank_file(const char *path, int rank, const CkptRects *rects, const float *data,
+                         uint64_t *bytes, uint64_t *sum, char *why, size_t whylen);
 
 /* fsync a file or a directory (dies with the path on failure) */
 void ckpt_fsync_path(const char *path);

@@ -33,7 +33,8 @@ static const char *const g_usage =
     "  --dump-params FILE   write the final parameters (raw float32) to FILE\n"
     "  --save DIR           checkpoints into DIR/step-NNNNNN (checkpoint.h): at the end,\n"
     "                       and every --save-every K steps; --keep K keeps the newest K\n"
-    "                       (default all)\n"
+    "                       (default all); --save-async writes them in the background\n"
+    "                       while training goes on, committed at the next save or the end\n"
     "  --resume PATH        continue from a checkpoint, or DIR's newest; any layout\n"
     "                       of the same model and --seed (--steps stays the total)\n"
     "  --seq T              tokens per sequence, <= ctx  (default: the config's ctx)\n"
@@ -68,6 +69,7 @@ enum {
     OPT_EVAL_BATCHES, OPT_VAL_FRACTION, OPT_LOG_EVERY, OPT_THREADS, OPT_DEVICE, OPT_N_LAYER,
     OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_VOCAB, OPT_EXPERTS, OPT_TOP_K, OPT_CAPACITY, OPT_AUX,
     OPT_MOE_EVERY, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_SAVE, OPT_SAVE_EVERY, OPT_KEEP,
+    OPT_SAVE_ASYNC,
     OPT_RESUME, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
 };
 
@@ -110,6 +112,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         {"save", required_argument, 0, OPT_SAVE},
         {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP},
+        {"save-async", no_argument, 0, OPT_SAVE_ASYNC},
         {"resume", required_argument, 0, OPT_RESUME},
         {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
         {"profile", no_argument, 0, OPT_PROFILE},
@@ -190,6 +193,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         case OPT_SAVE: cli_string(o->save, sizeof o->save, "--save", optarg); break;
         case OPT_SAVE_EVERY: o->save_every = cli_int("--save-every", optarg, 1, 1 << 30); break;
         case OPT_KEEP: o->keep = cli_int("--keep", optarg, 1, 1 << 20); break;
+        case OPT_SAVE_ASYNC: o->save_async = 1; break;
         case OPT_RESUME: cli_string(o->resume, sizeof o->resume, "--resume", optarg); break;
         case OPT_COMM_TIMEOUT: comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
         case OPT_PROFILE: o->profile = 1; break;
@@ -245,6 +249,9 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         USER_ERROR("--warmup %d is longer than the run (--steps %d)", o->warmup, o->steps);
     if (!o->save[0] && (o->save_every || o->keep))
         USER_ERROR("--save-every and --keep say when and how many checkpoints to keep: give "
+                   "--save DIR too");
+    if (!o->save[0] && o->save_async)
+        USER_ERROR("--save-async writes the checkpoints of --save DIR in the background: give "
                    "--save DIR too");
     if (o->out_dir[0] == '\0')
         snprintf(o->out_dir, sizeof o->out_dir, "runs/%s-%s", o->lab, o->config_name);
@@ -668,13 +675,32 @@ static int resume_from(const TrainOptions *o, const GPTLayout *l, const CkptHeld
     return step;
 }
 
-static void save_checkpoint(const TrainOptions *o, int steps, const GPTLayout *l,
-                            const CkptHeld *held, const CkptRank *who, int is_root) {
+/* Commit --save-async's pending checkpoint, if any (collective) */
+static void finish_saves(const TrainOptions *o, CkptAsync *async, int is_root) {
+    if (!async->pending) return;
     double t0 = wall_seconds();
-    ckpt_save(o->save, steps, o->keep, o->seed, l, held, who, g_program_name);
+    const int steps = async->steps;
+    ckpt_save_finish(async);
     if (is_root)
-        printf("%s: saved %s/step-%06d in %.3f s\n", g_program_name, o->save, steps,
-               wall_seconds() - t0);
+        printf("%s: committed %s/step-%06d (waited %.3f s for its writer and the commit)\n",
+               g_program_name, o->save, steps, wall_seconds() - t0);
+}
+
+/* Save `steps` steps done: at once, or (--save-async) the snapshot now and
+ * the commit at the next save or finish_saves, the previous one's first */
+static void save_checkpoint(const TrainOptions *o, int steps, const GPTLayout *l,
+                            const CkptHeld *held, const CkptRank *who, CkptAsync *async,
+                            int is_root) {
+    finish_saves(o, async, is_root);
+    double t0 = wall_seconds();
+    if (o->save_async)
+        ckpt_save_async(async, o->save, steps, o->keep, o->seed, l, held, who, g_program_name);
+    else
+        ckpt_save(o->save, steps, o->keep, o->seed, l, held, who, g_program_name);
+    if (is_root)
+        printf("%s: %s %s/step-%06d in %.3f s%s\n", g_program_name,
+               o->save_async ? "snapshot" : "saved", o->save, steps, wall_seconds() - t0,
+               o->save_async ? " (written in the background)" : "");
 }
 
 void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
@@ -754,6 +780,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
         CHECK(st->held, "these model states can't be checkpointed (ModelStates.held)");
         st->held(st->ctx, &held);
     }
+    CkptAsync async = {0};
     const CkptRank who = {par ? par->world : NULL, par ? par->dp->rank : 0, par ? par->dp->size : 1};
     const int first_step = o->resume[0] ? resume_from(o, layout, &held, is_root) : 0;
     g_first_step = first_step;
@@ -799,8 +826,9 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
             log_moe_step(par, &log, step, o->grad_accum, cfg->n_experts, is_root);
         if (o->save[0] && ((o->save_every && (step + 1) % o->save_every == 0) ||
                            step + 1 == o->steps))
-            save_checkpoint(o, step + 1, layout, &held, &who, is_root);
+            save_checkpoint(o, step + 1, layout, &held, &who, &async, is_root);
     }
+    finish_saves(o, &async, is_root);
     if (is_root) runlog_close(&log);
     /* the timeline of the last step (none when a resumed run had none to go) */
     if (pipelined && o->steps > first_step)

@@ -19,9 +19,10 @@ typedef struct {
     char dump_params[512];      /* final parameters as raw float32, or "" */
     /* checkpoints (checkpoint.h): into save (or ""), every save_every steps
      * and at the end, keeping the newest keep (0: all); resume: a
-     * checkpoint or a directory of them (its newest), or "" */
+     * checkpoint or a directory of them (its newest), or ""; save_async:
+     * write them while training goes on (checkpoint.h's ckpt_save_async) */
     char save[512], resume[512];
-    int save_every, keep;
+    int save_every, keep, save_async;
     char device[8];             /* "cpu" or "cuda" (device.h) */
     char lab[32];               /* names the default run directory runs/LAB-CONFIG */
     int steps, batch, seq;      /* global batch of `batch` sequences of `seq` tokens */

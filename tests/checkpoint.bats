@@ -8,7 +8,9 @@
 # (ZeRO-3 -> TP x DP -> PP -> one device) and the run follows the
 # single-device one within float tolerance. Damaged, foreign or missing
 # checkpoints are one clear error before any work, and a job killed while
-# saving leaves the previous checkpoints loadable.
+# saving leaves the previous checkpoints loadable. --save-async (the lab's
+# extension: the files written by a thread while training goes on) writes
+# the very files of the synchronous save.
 load helpers
 
 S="$BUILD/solutions"
@@ -17,14 +19,18 @@ CKPT="$BUILD/bin/ckpt"
 RUN=(--steps 8 --eval-every 4 --threads 1)
 
 # resume_same NAME RANKS PROGRAM ARGS...: straight run (saving every 4
-# steps) vs resumed from its step 4, bit for bit
+# steps, with the flags in the array SAVING) vs resumed from its step 4,
+# bit for bit
+SAVING=()
 resume_same() {
     local name=$1 np=$2 prog=$3 d="$BATS_TEST_TMPDIR/$1"
     shift 3
-    run mpirun_t 240 "$np" "$prog" "${RUN[@]}" "$@" --save "$d/ck" --save-every 4 \
+    run mpirun_t 240 "$np" "$prog" "${RUN[@]}" "$@" --save "$d/ck" --save-every 4 "${SAVING[@]}" \
         --out "$d/full" --dump-params "$d/full.bin"
     [ "$status" -eq 0 ] || { echo "$name, straight: $output"; return 1; }
-    [[ "$output" == *"saved $d/ck/step-000004"* && "$output" == *"saved $d/ck/step-000008"* ]]
+    # saved at once, or (--save-async) committed later
+    [[ "$output" == *"saved $d/ck/step-000004"* || "$output" == *"committed $d/ck/step-000004"* ]]
+    [[ "$output" == *"saved $d/ck/step-000008"* || "$output" == *"committed $d/ck/step-000008"* ]]
     run mpirun_t 240 "$np" "$prog" "${RUN[@]}" "$@" --resume "$d/ck/step-000004" \
         --out "$d/resumed" --dump-params "$d/resumed.bin"
     [ "$status" -eq 0 ] || { echo "$name, resumed: $output"; return 1; }
@@ -176,22 +182,26 @@ PY
     run t 60 "$GPT" --save-every 2 --steps 1
     assert_user_error
     [[ "$output" == *"give --save DIR too"* ]]
+    run t 60 "$GPT" --save-async --steps 1
+    assert_user_error
+    [ "$(printf '%s\n' "$output" | grep -c 'error')" -eq 1 ]
+    [[ "$output" == *"--save-async writes the checkpoints of --save DIR"*"give --save DIR too"* ]]
     run t 60 "$CKPT" verify "$d/flip"
     assert_user_error
     run t 60 "$CKPT" frobnicate "$c"
     assert_user_error
 }
 
-@test "checkpoint: a job killed (SIGKILL) while saving leaves every checkpoint it shows loadable" {
-    require_solution 03 09
-    local d="$BATS_TEST_TMPDIR"
-    # 4 ranks saving every step; killed at several moments of the run
+# killed_while_saving FLAGS...: 4 ranks of ZeRO-3 saving every step, killed
+# at several moments of the run: every checkpoint it shows is loadable
+killed_while_saving() {
+    local d="$BATS_TEST_TMPDIR" delay c
     for delay in 1.0 1.5 2.0 2.5 3.0; do
         rm -rf "$d/ck"
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL "$delay" \
             mpirun -q --oversubscribe -np 4 "$S/03_zero/train_zero" --zero 3 --config tiny \
             --steps 400 --eval-every 0 --threads 1 --save "$d/ck" --save-every 1 --keep 3 \
-            --out "$d/run" > /dev/null 2>&1 || true
+            --out "$d/run" "$@" > /dev/null 2>&1 || true
         pkill -KILL -f "$S/03_zero/train_zero" 2> /dev/null || true
         sleep 0.2
         for c in "$d"/ck/step-*; do
@@ -204,7 +214,7 @@ PY
             run t 60 "$CKPT" verify "$d/ck"
             [ "$status" -eq 0 ] || { echo "killed after $delay s: $d/ck: $output"; return 1; }
         fi
-        echo "killed after $delay s: $(ls -a "$d/ck" 2> /dev/null | tr '\n' ' ') all loadable"
+        echo "killed after $delay s ($*): $(ls -a "$d/ck" 2> /dev/null | tr '\n' ' ') all loadable"
     done
 }
 
@@ -233,4 +243,81 @@ PY
     [ "$(printf '%s\n' "$output" | grep -cE '^(one-device|ddp-4|zero1-4|zero3-4|tp2xdp2|pp2xdp2) ')" -eq 6 ]
     [[ "$output" == *"rank files hold 12 Phi = 87542784 data bytes"* ]]
     [ "$(printf '%s\n' "$output" | grep -cE '^1 (hour|day|week) ')" -eq 3 ]
+}
+
+@test "checkpoint: a job killed (SIGKILL) while saving leaves every checkpoint it shows loadable" {
+    require_solution 03 09
+    killed_while_saving
+}
+
+# same_files NAME RANKS PROGRAM ARGS...: a run saving every 2 steps, and
+# again with --save-async: the same checkpoints, file for file and byte
+# for byte (the index too: same program, layout and states)
+same_files() {
+    local name=$1 np=$2 prog=$3 d="$BATS_TEST_TMPDIR/$1" c f
+    shift 3
+    run mpirun_t 240 "$np" "$prog" --steps 4 --eval-every 0 --threads 1 "$@" --save "$d/sync" \
+        --save-every 2 --out "$d/a"
+    [ "$status" -eq 0 ] || { echo "$name, sync: $output"; return 1; }
+    run mpirun_t 240 "$np" "$prog" --steps 4 --eval-every 0 --threads 1 "$@" --save "$d/async" \
+        --save-every 2 --save-async --out "$d/b"
+    [ "$status" -eq 0 ] || { echo "$name, async: $output"; return 1; }
+    [[ "$output" == *"snapshot $d/async/step-000002 in "*" s (written in the background)"* ]]
+    [[ "$output" == *"committed $d/async/step-000004"* ]]
+    [ "$(cd "$d/sync" && find . -type f | sort)" = "$(cd "$d/async" && find . -type f | sort)" ]
+    [ "$(cd "$d/sync" && find . -type f | wc -l)" -eq $((2 * (np + 1))) ]
+    for f in $(cd "$d/sync" && find . -type f); do
+        cmp "$d/sync/$f" "$d/async/$f" || { echo "$name: $f differs"; return 1; }
+    done
+    echo "$name: --save-async wrote the same $((2 * (np + 1))) files"
+}
+
+@test "checkpoint: --save-async writes the synchronous save's files byte for byte (one device, ZeRO-3 on 3 ranks, TP 2) and resumes bit for bit" {
+    require_solution 00 03 04 09
+    same_files one 1 "$GPT" --config tiny
+    same_files zero3 3 "$S/03_zero/train_zero" --zero 3 --config tiny --batch 6
+    same_files tp 2 "$S/04_tensor_parallel/train_tp" --tp 2 --config tiny
+    SAVING=(--save-async)
+    resume_same async-one 1 "$GPT" --config tiny
+    resume_same async-zero3 3 "$S/03_zero/train_zero" --zero 3 --config tiny --batch 6
+}
+
+@test "checkpoint: a job killed (SIGKILL) while saving with --save-async leaves every checkpoint it shows loadable" {
+    require_solution 03 09
+    killed_while_saving --save-async
+}
+
+@test "checkpoint: lab 09's skeleton says not implemented (exit 3); with the core solved, --save-async says ckpt_async_begin" {
+    require_solution 09 00
+    local d="$BATS_TEST_TMPDIR" lab="$BUILD/labs/09_checkpoint/train_gpt"
+    run t 60 "$lab" "${RUN[@]}" --config tiny --save "$d/ck" --save-async --out "$d/r"
+    [ "$status" -eq 3 ]
+    [ "$(grep -c 'not implemented: ckpt_' <<< "$output")" -eq 1 ]
+    # the solution before its extension's section, the skeleton's from it
+    local sol="$ROOT/solutions/09_checkpoint/checkpoint_shards.c" n
+    n=$(grep -n -- '---- the extension: --save-async ----' "$sol" | cut -d: -f1)
+    [ -n "$n" ]
+    mkdir -p "$d/src/09_ext"
+    tail -n +"$n" "$sol" > "$d/src/09_ext/ext.c"
+    bash "$ROOT/tools/make_skeletons.sh" "$d/src" "$d/out"
+    { head -n $((n - 1)) "$sol"; cat "$d/out/09_ext/ext.c"; } > "$d/core_solved.c"
+    local flags
+    flags=$(make -s --no-print-directory -C "$ROOT" print-flags)
+    (cd "$ROOT" && $(sed -n 's/^CC=//p' <<< "$flags") $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") \
+        -Isolutions/09_checkpoint $(sed -n 's/^CFLAGS=//p' <<< "$flags") -c "$d/core_solved.c" \
+        -o "$d/core_solved.o" &&
+        $(sed -n 's/^CC=//p' <<< "$flags") build/apps/train_gpt.o "$d/core_solved.o" \
+        build/earlier/00_single_device/backprop.o build/libcommon.a \
+        $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/train_gpt")
+    run t 60 "$d/train_gpt" "${RUN[@]}" --config tiny --save "$d/ck2" --save-every 2 --save-async \
+        --out "$d/r2"
+    echo "$output"
+    [ "$status" -eq 3 ]
+    [ "$(grep -c 'not implemented' <<< "$output")" -eq 1 ]
+    [[ "$output" == *"not implemented: ckpt_async_begin"* ]]
+    [ ! -e "$d/ck2/step-000002" ]
+    # and without --save-async the core does its work
+    run t 60 "$d/train_gpt" "${RUN[@]}" --config tiny --save "$d/ck3" --out "$d/r3"
+    [ "$status" -eq 0 ]
+    [ -e "$d/ck3/step-000008/index.txt" ]
 }

@@ -260,13 +260,18 @@ same_bits() {
     [[ "$output" == *"FAKE_GPU_MEMORY_MB expects an integer"* ]]
 }
 
-@test "fake gpu: checkpoints from GPU buffers (ZeRO-3, TP) load on the CPU and back, bit for bit" {
+@test "fake gpu: checkpoints from GPU buffers (ZeRO-3, TP; --save-async the same files) load on the CPU and back, bit for bit" {
     cd "$ROOT"
     local d="$BATS_TEST_TMPDIR" S="$BUILD/solutions"
     # saved from the pretend GPU's shards at step 2 of 4, resumed on the CPU
     run mpirun_t 180 2 "$FAKE/train_zero" "${COMMON[@]}" --zero 3 --device cuda --save "$d/g" \
         --save-every 2 --out "$d/gz" --dump-params "$d/gz/params.bin"
     [ "$status" -eq 0 ]
+    # --save-async's snapshot of the GPU's shards: the same files
+    run mpirun_t 180 2 "$FAKE/train_zero" "${COMMON[@]}" --zero 3 --device cuda --save "$d/ga" \
+        --save-every 2 --save-async --out "$d/ga-run"
+    [ "$status" -eq 0 ]
+    diff -r "$d/g" "$d/ga"
     run mpirun_t 180 2 "$S/03_zero/train_zero" "${COMMON[@]}" --zero 3 --resume "$d/g/step-000002" \
         --out "$d/cz" --dump-params "$d/cz/params.bin"
     [ "$status" -eq 0 ]

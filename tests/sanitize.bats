@@ -90,12 +90,16 @@ san_flags() {
     done
 }
 
-@test "sanitize: checkpoints: ZeRO-3 on 3 ranks saves, TP 2 resumes from it, check_ckpt, the tool inspects, verifies and converts" {
+@test "sanitize: checkpoints: ZeRO-3 on 3 ranks saves (and again with --save-async: the same files), TP 2 resumes from it, check_ckpt, the tool inspects, verifies and converts" {
     require_solution 03 04 09
     local d="$BATS_TEST_TMPDIR"
     run mpirun_t 120 3 "$SAN/solutions/03_zero/train_zero" "${SHORT[@]}" --zero 3 --batch 6 \
         --save "$d/ck" --save-every 2 --keep 2 --out "$d/z"
     no_reports
+    run mpirun_t 120 3 "$SAN/solutions/03_zero/train_zero" "${SHORT[@]}" --zero 3 --batch 6 \
+        --save "$d/cka" --save-every 2 --keep 2 --save-async --out "$d/za"
+    no_reports
+    diff -r "$d/ck" "$d/cka"
     run mpirun_t 120 2 "$SAN/solutions/04_tensor_parallel/train_tp" "${SHORT[@]}" --tp 2 --batch 6 \
         --resume "$d/ck/step-000002" --out "$d/t"
     no_reports

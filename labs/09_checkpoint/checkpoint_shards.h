@@ -26,6 +26,10 @@
  *   with the check that every element was found exactly once; returns the
  *   steps the checkpoint had done, where the run continues.
  * - ckpt_commit: make a checkpoint appear whole or not at all.
+ * - the extension, --save-async: ckpt_async_begin takes a snapshot of what
+ *   this rank writes and starts a thread that writes its file from it
+ *   while training goes on; ckpt_async_wait joins it (checkpoint.h's
+ *   ckpt_save_async and ckpt_save_finish commit around them).
  */
 #ifndef CHECKPOINT_SHARDS_H
 #define CHECKPOINT_SHARDS_H
@@ -63,5 +67,19 @@ int ckpt_load(const char *ckdir, const GPTLayout *l, const CkptHeld *held);
  * directories), so that a crash at any moment leaves either no final_dir
  * or a whole one. */
 void ckpt_commit(const char *tmp_dir, const char *final_dir, const char *index, size_t len);
+
+/* --save-async's writer (checkpoint.h's CkptAsync; a->rank is set, no
+ * writer running): copy the floats of rects (in held's buffers, device or
+ * host memory) into a->snapshot in the file's order (checkpoint.h's
+ * ckpt_gather_rects), keep copies of path and rects, and start a thread
+ * that writes the file (ckpt_write_rank_file) into a->bytes, a->checksum
+ * and a->err, making no MPI call. Returns at once. */
+void ckpt_async_begin(CkptAsync *a, const char *path, const CkptRects *rects,
+                      const CkptHeld *held);
+
+/* Join the writer ckpt_async_begin started; the file's size and checksum
+ * into bytes and checksum (a->err says whether it was written); frees the
+ * snapshot and the copies */
+void ckpt_async_wait(CkptAsync *a, uint64_t *bytes, uint64_t *checksum);
 
 #endif
