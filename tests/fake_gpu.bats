@@ -23,7 +23,7 @@ setup_file() {
 
 setup() {
     # `make fake-gpu` builds every lab's solution (it skips in a handout without them all)
-    require_solution 00 01 02 03 04 05
+    require_solution 00 01 02 03 04 05 09
     ulimit -c 0  # the crashes below are expected: no core files
 }
 
@@ -38,8 +38,9 @@ build_fake_zero() {
         -o "$out.o"
     mpicc -rdynamic "$out.o" "$BUILD/solutions/03_zero/zero.o" \
         "$BUILD/solutions/00_single_device/backprop.o" "$BUILD/tests/fake_gpu/fake_device.o" \
+        "$BUILD/solutions/09_checkpoint/checkpoint_shards.o" \
         "$BUILD/libcommon.a" -L"/usr/lib/$arch/openblas-openmp" \
-        -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -lm -fopenmp -o "$out"
+        -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -lm -fopenmp -pthread -o "$out"
 }
 
 # fake_equals_cpu NAME NP FAKE_PROG CPU_PROG FLAGS...: FAKE_PROG with
