@@ -35,8 +35,8 @@ def rows(path, cols):
 
 def run_case(root, lab, case, out):
     programs = {p: os.path.join(root, "build", "solutions", lab.name, p) for p in lab.programs}
-    argv = grade.case_argv(case, grade.fixed_draw(case), programs, out)
-    result = runner.run(argv, case.timeout)
+    argvs = grade.case_argvs(case, grade.fixed_draw(case), programs, out)
+    result = grade.run_all(argvs, case.timeout, lambda argv: runner.run(argv, case.timeout))
     why = result.failure(case.timeout)
     if why:
         sys.exit(f"{lab.name}: {case.name}: the build in {root} {why}:\n{result.output[-2000:]}")
