@@ -139,7 +139,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp bench-act bench-pp bench-cp bench-moe bench-ckpt cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
+.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp bench-act bench-pp bench-cp bench-moe bench-ckpt bench-failures cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -164,6 +164,7 @@ help:
 	@echo "make bench-pp   lab 06: pipeline bubble measured vs simulated vs formula per schedule and m, activations per stage vs the planner, measured and simulated Gantt charts"
 	@echo "make bench-cp   lab 07: attention pairs and busy time per rank (ring, zigzag, striped, Ulysses), CP bytes per step vs the formula, memory per rank and the longest sequence within a budget vs the planner, the ring's overlap timeline"
 	@echo "make bench-ckpt lab 09: checkpoints: bytes per rank (every element once), save and load time vs the disk, Young/Daly's interval"
+	@echo "make bench-failures lab 09: a job killed at exponential times and resumed, wall time per save interval against Young/Daly"
 	@echo "make bench-moe  lab 08 (one device so far): the router's balance with and without the aux loss (chart), parameters and step time vs experts"
 	@echo "make bench-act  lab 05: activations per rank vs the planner (tp 1, 2, 4; SP; recompute), recompute step times and FLOPs, activations vs seq"
 	@echo "make deps       check and install the Debian packages the kit needs"
@@ -451,7 +452,7 @@ test-gpu: deps
 	bash tests/run.sh tests/gpu.bats
 
 # Each lab's benchmark (bench: lab 00, bench-collectives: 01, bench-ddp: 02,
-# bench-zero: 03, bench-tp: 04, bench-act: 05, bench-pp: 06, bench-cp: 07, bench-moe: 08, bench-ckpt: 09) runs the solution's program in the instructor's tree and
+# bench-zero: 03, bench-tp: 04, bench-act: 05, bench-pp: 06, bench-cp: 07, bench-moe: 08, bench-ckpt and bench-failures: 09) runs the solution's program in the instructor's tree and
 # the student's (build/labs/) in a handout; BENCH_COPY=labs or
 # BENCH_COPY=solutions chooses (bench/common.sh).
 bench-collectives:
@@ -489,6 +490,10 @@ bench-moe:
 bench-ckpt:
 	@$(MAKE) --no-print-directory all data
 	bash bench/ckpt.sh
+
+bench-failures:
+	@$(MAKE) --no-print-directory all data
+	bash bench/failures.sh
 
 # The autograder (grader/README.md): LAB=01 grades one lab, GRADE_FLAGS adds
 # options (--hidden, --src DIR...).

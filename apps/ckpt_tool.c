@@ -43,7 +43,9 @@ static void inspect(const char *path) {
     size_t total[CKPT_KINDS] = {0};
     for (int i = 0; i < ix.nfiles; i++) {
         CkptRects r = {0};
-        if (ckpt_file_rects(dir, &ix.files[i], &r, why, sizeof why)) USER_ERROR("%s", why);
+        if (ckpt_file_check(dir, &ix.files[i], why, sizeof why) ||
+            ckpt_file_rects(dir, &ix.files[i], &r, why, sizeof why))
+            USER_ERROR("%s", why);
         printf("%s: %llu bytes, checksum %016llx ok, %zu rectangles\n", ix.files[i].name,
                (unsigned long long)ix.files[i].bytes, (unsigned long long)ix.files[i].checksum,
                r.n);

@@ -8,12 +8,15 @@
 #      of the rank files add up to 12 Phi bytes (checked), split evenly
 #      where the ranks hold copies or shards alike (DDP and ZeRO: 12 Phi / N
 #      each), a little over where they do not (TP: the replicated tensors
-#      on the first TP rank; PP: the embeddings on the first stage);
+#      on the first TP rank; PP: the embeddings on the first stage); beside
+#      it, the states the busiest rank holds (memory.csv's params and
+#      optimizer, which the trainers check against the memory planner);
 #   2. the time to save (written, flushed, renamed) and to load (verified,
 #      read, resharded), and the bandwidth against this disk's sequential
 #      write speed (dd with fdatasync);
 #   3. Young/Daly's interval sqrt(2 C M) for the measured save cost C and a
-#      few mean times between failures M, with the share of time lost.
+#      few mean times between failures M, with the share of time lost
+#      (bench/failures.sh simulates the failures and measures it).
 # Timings are printed, not checked (the machine is shared).
 # Settings (environment):
 #   BENCH_TIMEOUT  seconds allowed to each run (default 300)
@@ -44,8 +47,8 @@ ARGS=(--config medium --steps 1 --eval-batches 1 --threads 1)
 PHI=$(awk '$1 == "|" && $2 == "medium" { gsub(",", "", $12); print $12 }' README.md)
 [[ "$PHI" =~ ^[0-9]+$ ]] || die "medium's parameter count not found in README.md"
 
-printf '\n%-14s %5s %12s %12s %12s %9s %9s %8s %8s\n' layout ranks "bytes/rank" "max rank" \
-    "12 Phi/N" "save s" "load s" "save MB/s" "load MB/s"
+printf '\n%-14s %5s %12s %12s %12s %12s %9s %9s %8s %8s\n' layout ranks "bytes/rank" "max rank" \
+    "12 Phi/N" "held max" "save s" "load s" "save MB/s" "load MB/s"
 SAVE_COSTS=()
 # layout NAME RANKS PROGRAM ARGS...: save at the end of one step, load it back
 layout() {
@@ -63,12 +66,18 @@ layout() {
     # each rank file's data: its bytes less the 32-byte header, 32 bytes a
     # rectangle and the 8-byte checksum
     "$CKPT" inspect "$d.ck" > "$d.inspect" || die "$name: ckpt inspect failed"
-    awk -v name="$name" -v np="$np" -v phi="$PHI" -v save="$save" -v load="$load" '
+    # what a rank holds of the states (memory.csv's params + optimizer, the
+    # trainer's figures checked against the memory planner): the most any
+    # rank could write if copies were not left to one owner
+    local held
+    held=$(awk -F, 'NR > 1 && ($2 == "params" || $2 == "optimizer") { h[$1] += $3 }
+        END { for (r in h) if (h[r] > m) m = h[r]; print m + 0 }' "$d/memory.csv")
+    awk -v name="$name" -v np="$np" -v phi="$PHI" -v save="$save" -v load="$load" -v held="$held" '
         / bytes, checksum / { b = $2; r = $(NF - 1); data = b - 40 - 32 * r; total += data; bytes += b
                               if (data > max) max = data }
         END {
             if (total != 12 * phi) { printf "%s: the rank files hold %d data bytes, not 12 Phi = %d\n", name, total, 12 * phi; exit 1 }
-            printf "%-14s %5d %12.0f %12d %12.0f %9.3f %9.3f %8.0f %8.0f\n", name, np, bytes / np, max, 12 * phi / np, save, load, bytes / save / 1e6, bytes / load / 1e6
+            printf "%-14s %5d %12.0f %12d %12.0f %12d %9.3f %9.3f %8.0f %8.0f\n", name, np, bytes / np, max, 12 * phi / np, held, save, load, bytes / save / 1e6, bytes / load / 1e6
         }' "$d.inspect" || die "$name: the checkpoint does not hold every element once"
     SAVE_COSTS+=("$save")
 }
@@ -83,7 +92,9 @@ layout zero1-4 4 "$ZERO" --zero 1
 layout zero3-4 4 "$ZERO" --zero 3
 layout tp2xdp2 4 "$TP" --tp 2
 layout pp2xdp2 4 "$PP" --pp 2 --grad-accum 2
-echo "(every layout's rank files hold 12 Phi = $((12 * PHI)) data bytes: each parameter and moment once)"
+echo "(every layout's rank files hold 12 Phi = $((12 * PHI)) data bytes: each parameter and moment once;"
+echo " held max: the most params + AdamW moments a rank holds, current bytes of memory.csv, which the"
+echo " trainer checks against the planner: a rank writes its held states less the copies others write)"
 
 C=$(printf '%s\n' "${SAVE_COSTS[@]}" | middle_value)
 echo
@@ -93,3 +104,4 @@ for m in 3600 86400 604800; do
     awk -v c="$C" -v m="$m" 'BEGIN { t = sqrt(2 * c * m); printf "%-22s %10.0f s %17.2f%%\n",
         (m == 3600 ? "1 hour" : m == 86400 ? "1 day" : "1 week"), t, 100 * (c / t + t / (2 * m)) }'
 done
+echo "(simulated with real failures and restarts, against the prediction: make bench-failures)"

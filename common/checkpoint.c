@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,6 +131,26 @@ const char *ckpt_dir_problem(const char *dir, char *why, size_t n) {
                  "directory that holds step-NNNNNN checkpoints", dir);
         return why;
     }
+    return NULL;
+}
+
+const char *ckpt_dir_lock(const char *dir, char *why, size_t n) {
+    static int held = -1;  /* never closed: the lock lasts as long as the process */
+    char path[1100];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(why, n, "cannot create %s: %s", path, strerror(errno));
+        return why;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(why, n, "another job is saving into %s (it holds the lock on %s): give each "
+                 "job a directory of its own", dir, path);
+        close(fd);
+        return why;
+    }
+    if (held >= 0) close(held);
+    held = fd;
     return NULL;
 }
 
@@ -423,22 +444,29 @@ void ckpt_index_free(CkptIndex *ix) {
     ix->files = NULL;
 }
 
-int ckpt_file_rects(const char *ckdir, const CkptFileEntry *e, CkptRects *out, char *why,
-                    size_t wl) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", ckdir, e->name);
+/* path opened, its size the index's; NULL (why said) else */
+static FILE *open_rank_file(const char *ckdir, const CkptFileEntry *e, char *path, size_t n,
+                            char *why, size_t wl) {
+    snprintf(path, n, "%s/%s", ckdir, e->name);
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(why, wl, "%s: %s", path, strerror(errno));
-        return -1;
+        return NULL;
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size != e->bytes) {
         snprintf(why, wl, "%s has %lld bytes, the index says %llu (truncated?)", path,
                  (long long)st.st_size, (unsigned long long)e->bytes);
         fclose(f);
-        return -1;
+        return NULL;
     }
+    return f;
+}
+
+int ckpt_file_check(const char *ckdir, const CkptFileEntry *e, char *why, size_t wl) {
+    char path[1200];
+    FILE *f = open_rank_file(ckdir, e, path, sizeof path, why, wl);
+    if (!f) return -1;
     /* the checksum over everything but its own 8 bytes */
     uint64_t h = FNV1A64_INIT, stored = 0;
     char buf[1 << 16];
@@ -449,14 +477,19 @@ int ckpt_file_rects(const char *ckdir, const CkptFileEntry *e, CkptRects *out, c
         h = fnv1a64_update(h, buf, n);
         left -= n;
     }
-    if (left > 0 || fread(&stored, sizeof stored, 1, f) != 1 || stored != h ||
-        h != e->checksum) {
-        snprintf(why, wl, "%s is damaged (its checksum does not match)", path);
-        fclose(f);
-        return -1;
-    }
+    const int ok = left == 0 && fread(&stored, sizeof stored, 1, f) == 1 && stored == h &&
+                   h == e->checksum;
+    fclose(f);
+    if (!ok) snprintf(why, wl, "%s is damaged (its checksum does not match)", path);
+    return ok ? 0 : -1;
+}
+
+int ckpt_file_rects(const char *ckdir, const CkptFileEntry *e, CkptRects *out, char *why,
+                    size_t wl) {
+    char path[1200];
+    FILE *f = open_rank_file(ckdir, e, path, sizeof path, why, wl);
+    if (!f) return -1;
     FileHeader hd;
-    rewind(f);
     if (fread(&hd, sizeof hd, 1, f) != 1 || memcmp(hd.magic, g_file_magic, sizeof hd.magic) ||
         hd.version != CKPT_VERSION ||
         sizeof hd + hd.nrects * sizeof(FileRect) + hd.data_bytes + 8 != e->bytes) {
@@ -524,7 +557,8 @@ int ckpt_verify(const char *ckdir, const GPTConfig *cfg, unsigned long long seed
     }
     for (int i = 0; i < ix.nfiles && !bad; i++) {
         CkptRects r = {0};
-        bad = ckpt_file_rects(ckdir, &ix.files[i], &r, why, wl) != 0;
+        bad = ckpt_file_check(ckdir, &ix.files[i], why, wl) != 0 ||
+              ckpt_file_rects(ckdir, &ix.files[i], &r, why, wl) != 0;
         for (size_t j = 0; j < r.n && !bad; j++)
             if (r.r[j].kind < 0 || r.r[j].kind >= CKPT_KINDS) bad = 1;
         if (bad && !why[0]) snprintf(why, wl, "%s/%s is malformed", ckdir, ix.files[i].name);

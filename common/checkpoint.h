@@ -105,6 +105,13 @@ typedef struct {
  * else why not, into why. */
 const char *ckpt_dir_problem(const char *dir, char *why, size_t n);
 
+/* Lock --save's DIR (an existing directory) for this job: an exclusive
+ * flock on DIR/.lock, held until the process ends (the kernel drops it
+ * then, a killed process's too). NULL, or why not when another job holds
+ * it: two jobs saving into one directory would remove each other's
+ * temporary directories and prune each other's checkpoints. Rank 0's. */
+const char *ckpt_dir_lock(const char *dir, char *why, size_t n);
+
 /* Save `steps` steps done into DIR/step-NNNNNN (collective over world),
  * keeping the newest `keep` (0: all). */
 void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed,
@@ -177,7 +184,9 @@ typedef void (*CkptReadRow)(void *ctx, size_t j, int r, int c0, int n, float *ou
 
 /* A checkpoint's saved rectangles (every rank file's, local = the offset
  * in its file's data), opened for reading; ckpt_saved_read_row is a
- * CkptReadRow on it. Open dies with one clear error on a bad file. */
+ * CkptReadRow on it. Open checks each file's size and header and dies with
+ * one clear error on a bad one; the checksums, which read every byte, are
+ * ckpt_verify's, run before (by rank 0 alone in a trainer's preflight). */
 typedef struct CkptSaved CkptSaved;
 CkptSaved *ckpt_saved_open(const char *ckdir);
 const CkptRects *ckpt_saved_rects(const CkptSaved *s);
@@ -226,8 +235,13 @@ typedef struct {
 int ckpt_index_read(const char *ckdir, CkptIndex *ix, char *why, size_t whylen);
 void ckpt_index_free(CkptIndex *ix);
 
+/* A rank file's size and checksum against its index entry (the whole file
+ * read); 0, or -1 with why. */
+int ckpt_file_check(const char *ckdir, const CkptFileEntry *e, char *why, size_t whylen);
+
 /* A rank file's rectangles (local = offset in its data), after checking its
- * size and checksum against the entry; 0, or -1 with why. */
+ * size and header (not its checksum: ckpt_file_check's, which a trainer's
+ * preflight runs once, on rank 0, through ckpt_verify); 0, or -1 with why. */
 int ckpt_file_rects(const char *ckdir, const CkptFileEntry *e, CkptRects *out, char *why,
                     size_t whylen);
 

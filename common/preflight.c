@@ -110,7 +110,8 @@ static void judge_memory(const GPTConfig *cfg, const MemLayout *layout, const Me
 
 /* The verdict on the output paths: "" when they are fine. The run
  * directory's files must be replaceable too (a FIFO named metrics.csv
- * would block the run, a directory named run.json would end it). */
+ * would block the run, a directory named run.json would end it). --save's
+ * directory is locked for this job from here on (ckpt_dir_lock). */
 static void judge_outputs(const TrainOptions *o, char *msg, size_t size) {
     static const char *const run_files[] = {"metrics.csv", "memory.csv", "run.json",
                                             "comm.csv",    "trace.json", "trace.csv",
@@ -132,7 +133,8 @@ static void judge_outputs(const TrainOptions *o, char *msg, size_t size) {
         snprintf(msg, size, "--dump-params: %s", why);
         return;
     }
-    if (o->save[0] && ckpt_dir_problem(o->save, why, sizeof why)) {
+    if (o->save[0] && (ckpt_dir_problem(o->save, why, sizeof why) ||
+                       ckpt_dir_lock(o->save, why, sizeof why))) {
         snprintf(msg, size, "--save: %s", why);
         return;
     }
