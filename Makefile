@@ -80,6 +80,8 @@ EARLIER_ZERO := $(BUILD)/earlier/03_zero/zero.o
 EARLIER_SCHED := $(BUILD)/earlier/06_pipeline/schedules.o
 EARLIER_CP := $(BUILD)/earlier/07_context_parallel/ring_attention.o $(BUILD)/earlier/07_context_parallel/ulysses.o
 EARLIER_PIPE := $(BUILD)/earlier/06_pipeline/pipeline.o
+EARLIER_ACT := $(BUILD)/earlier/05_activation_memory/activation_memory.o
+EARLIER_EP := $(BUILD)/earlier/08_moe/expert_parallel.o
 # checkpoints (common/checkpoint.c calls lab 09's functions): every program
 # that links the library links them too
 EARLIER_CKPT := $(BUILD)/earlier/09_checkpoint/checkpoint_shards.o
@@ -143,7 +145,7 @@ DEMO_RANKS ?= 2
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(LAB09_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(TEST_BINS) $(LAB_TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(LAB09_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(BUILD)/bin/train_4d $(TEST_BINS) $(LAB_TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -248,9 +250,10 @@ LAB05_INC := -I$(call copy_of,05_activation_memory)/05_activation_memory \
 $(BUILD)/apps/%_lab05.o: apps/%.c $(BUILD)/flavor
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -DWITH_LAB05 $(LAB05_INC) $(CFLAGS) -c $< -o $@
-$(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/apps/act_layers.o: CPPFLAGS += -I$(call copy_of,05_activation_memory)/05_activation_memory
+$(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 06: pipeline_schedule links the student's (or the solution's)
@@ -292,8 +295,8 @@ $(BUILD)/%/09_checkpoint/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sy
 
 # lab 08: train_moe links that copy's expert_parallel.o, and lab 04's layers
 # through build/earlier/ for the dense parts under --tp
-$(BUILD)/apps/train_moe.o: CPPFLAGS += -I$(call copy_of,08_moe)/08_moe
-$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_TP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o: CPPFLAGS += -I$(call copy_of,08_moe)/08_moe
+$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_TP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
@@ -306,9 +309,18 @@ $(BUILD)/earlier/07_context_parallel/ring_attention.o: $(BUILD)/$(call copy_of,0
 $(BUILD)/earlier/07_context_parallel/ulysses.o: $(BUILD)/$(call copy_of,07_context_parallel)/07_context_parallel/ulysses.o
 $(BUILD)/earlier/06_pipeline/pipeline.o: $(BUILD)/$(call copy_of,06_pipeline)/06_pipeline/pipeline.o
 $(BUILD)/earlier/09_checkpoint/checkpoint_shards.o: $(BUILD)/$(call copy_of,09_checkpoint)/09_checkpoint/checkpoint_shards.o
-$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_PIPE) $(EARLIER_CKPT):
+$(BUILD)/earlier/05_activation_memory/activation_memory.o: $(BUILD)/$(call copy_of,05_activation_memory)/05_activation_memory/activation_memory.o
+$(BUILD)/earlier/08_moe/expert_parallel.o: $(BUILD)/$(call copy_of,08_moe)/08_moe/expert_parallel.o
+$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_PIPE) $(EARLIER_CKPT) $(EARLIER_ACT) $(EARLIER_EP):
 	@mkdir -p $(@D)
 	cp $< $@
+
+# the composed trainer (issue 22's first part, before its lab): every
+# lab's functions through build/earlier/
+$(BUILD)/apps/train_4d.o: CPPFLAGS += $(foreach l,02_ddp 04_tensor_parallel 05_activation_memory 06_pipeline 07_context_parallel 08_moe,-I$(call copy_of,$(l))/$(l))
+$(BUILD)/bin/train_4d: $(BUILD)/apps/train_4d.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(EARLIER_ACT) $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_EP) $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $^ $(LDLIBS) -o $@
 
 # the memory planner's command line (common/memplan.h)
 $(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(LIBCOMMON)
@@ -359,11 +371,11 @@ $(BUILD)/fake_gpu/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/solutions/00_sin
 $(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_tp_lab05: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_zero_lab05: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_tp_lab05: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_zero_lab05: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/06_pipeline/pipeline.o $(BUILD)/solutions/06_pipeline/schedules.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/07_context_parallel/ring_attention.o $(BUILD)/solutions/07_context_parallel/ulysses.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/08_moe/expert_parallel.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/08_moe/expert_parallel.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
 $(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o $(BUILD)/solutions/00_single_device/backprop.o
 $(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(BUILD)/solutions/09_checkpoint/checkpoint_shards.o $(LIBCOMMON)

@@ -80,32 +80,13 @@ static void timed_backward(const GPTLayout *l, float *dqkv, float *scratch, cons
 static void print_traffic(const TrainOptions *o, const MemLayout *ml, const Comm *cp) {
     CpTraffic fwd, bwd;
     memplan_cp_comm(&o->model, ml, &fwd, &bwd);
-    const size_t passes = train_forward_passes(o), backwards = (size_t)o->grad_accum * train_steps_run(o);
-    const struct {
-        CommOp op;
-        const char *name;
-        CommCount f, b;
-        double wire;  /* bytes leaving the rank per byte counted */
-    } ops[] = {
-        {OP_SEND, "ring sends", fwd.send, bwd.send, 1.0},
-        {OP_ALLTOALL, "all-to-alls", fwd.alltoall, bwd.alltoall, (cp->size - 1.0) / cp->size},
-        {OP_ALLREDUCE, "loss all-reduces", fwd.allreduce, bwd.allreduce,
-         2.0 * (cp->size - 1) / cp->size},
+    const double p = cp->size;
+    const TrafficRow rows[] = {
+        {OP_SEND, "ring sends", fwd.send, bwd.send, {0, 0}, 1.0},
+        {OP_ALLTOALL, "all-to-alls", fwd.alltoall, bwd.alltoall, {0, 0}, (p - 1) / p},
+        {OP_ALLREDUCE, "loss all-reduces", fwd.allreduce, bwd.allreduce, {0, 0}, 2.0 * (p - 1) / p},
     };
-    double wire = 0;
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
-        const size_t calls = ops[i].f.calls * passes + ops[i].b.calls * backwards;
-        const size_t bytes = ops[i].f.bytes * passes + ops[i].b.bytes * backwards;
-        const CommOpStats *s = &cp->stats[ops[i].op];
-        wire += ops[i].wire * (double)s->bytes;
-        if (calls == 0 && s->calls == 0) continue;
-        printf("train_cp: CP %s per rank, predicted vs measured: per forward %zu calls %zu "
-               "bytes, per backward %zu calls %zu bytes; run: %zu calls %zu bytes vs %llu calls "
-               "%llu bytes  %s\n",
-               ops[i].name, ops[i].f.calls, ops[i].f.bytes, ops[i].b.calls, ops[i].b.bytes, calls,
-               bytes, (unsigned long long)s->calls, (unsigned long long)s->bytes,
-               s->calls == calls && s->bytes == bytes ? "ok" : "DIFFERENT");
-    }
+    const double wire = train_print_traffic("train_cp", "CP", o, cp, rows, 3);
     printf("train_cp: CP traffic leaving each rank per step: %.0f bytes\n", wire / train_steps_run(o));
 }
 

@@ -16,11 +16,11 @@
  * Besides the loop's outputs, from rank 0: its EP and TP traffic against
  * the formulas, and the memory against the planner's. */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "check.h"
 #include "cli.h"
 #include "comm.h"
+#include "ep_sync.h"
 #include "expert_parallel.h"
 #include "memplan.h"
 #include "mesh.h"
@@ -49,19 +49,6 @@ static void on_moe_option(void *ctx, int index, const char *arg) {
     if (index == 0) m->ep = cli_int("--ep", arg, 1, 1 << 12);
     else if (index == 1) m->tp = cli_int("--tp", arg, 1, 1 << 12);
     else m->overlap = 1;
-}
-
-/* the loop's GradSync: the lab's averaging once the backward pass is done */
-typedef struct {
-    const GPTLayout *layout;
-    Comm *dp, *edp;
-    TensorInfo *tensors;
-} EpSync;
-
-static void ep_finish(void *ctx, float *grads, size_t n) {
-    (void)n;
-    const EpSync *s = ctx;
-    ep_sync_grads(s->layout, s->dp, s->edp, s->tensors, grads);
 }
 
 /* Rank 0's EP traffic (comm.csv's ep group) against the formulas. Per MoE
@@ -159,18 +146,15 @@ int main(int argc, char **argv) {
     /* a separate communicator for the losses, so that comm.csv's dp traffic
      * is the gradients' alone */
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
-    TensorInfo *tensors = malloc((size_t)gpt_num_tensors(&layout) * sizeof *tensors);
-    CHECK(tensors, "out of memory");
-    gpt_tensor_table(&layout, tensors);
-    EpSync es = {&layout, dp, mesh->edp_group, tensors};
-    const GradSync sync = {.ctx = &es, .finish = ep_finish};
+    EpSync es;
+    ep_sync_init(&es, &layout, dp, mesh->edp_group);
     if (world->rank == 0)
         printf("train_moe: tp %d x (ep %d x edp %d = dp %d); %d of %d experts per rank in each "
                "of %d MoE blocks, %d of %d heads, %zu of %zu parameters\n", tp, ep,
                mesh->edp_group->size, dp->size, gpt_local_experts(&layout), o.model.n_experts,
                gpt_num_moe_blocks(&o.model), layout.n_head, o.model.n_head, layout.num_params,
                gpt_num_params(&o.model));
-    TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .sync = &sync,
+    TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .sync = &es.sync,
                          .layout = &layout};
     train_run_parallel(&o, &par);
 
@@ -179,7 +163,7 @@ int main(int argc, char **argv) {
         tp_print_traffic("train_moe", &o, &ml, mesh->tp_group, 0);
         memplan_print_check("train_moe", &o.model, &ml);
     }
-    free(tensors);
+    ep_sync_free(&es);
     mesh_free(mesh);
     comm_finalize();
     return 0;

@@ -93,13 +93,8 @@ int main(int argc, char **argv) {
     layout.tp_group = mesh->tp_group;
     layout.pp_group = mesh->pp_group;
     layout.sum_tied_embedding = pipeline_sum_tied_embedding;
-    /* the embedding group: the first and last stage of each pipeline (a
-     * group of one at pp = 1, where they are the same rank) */
-    const int ends = mesh->pp_rank == 0 || mesh->pp_rank == pp - 1;
-    const int pipeline_id = mesh->tp_rank + tp * mesh->dp_rank;
-    Comm *embed = comm_split(world, ends ? pipeline_id : tp * dp->size + world->rank,
-                             world->rank, "embed");
-    layout.embed_group = ends && pp > 1 ? embed : NULL;
+    /* the embedding group: the first and last stage of each pipeline */
+    layout.embed_group = mesh_pipeline_ends(mesh);
 
     Schedule *schedule = schedule_by_name(popt.schedule, pp, m, v);
     Schedule *reference = strcmp(popt.schedule, "1f1b-unbatched") == 0 ? schedule_1f1b(pp, m)
@@ -144,6 +139,7 @@ int main(int argc, char **argv) {
     }
     ddp_sync_free(&ds);
     schedule_free(schedule);
+    if (layout.embed_group) comm_free(layout.embed_group);
     mesh_free(mesh);
     comm_finalize();
     return 0;

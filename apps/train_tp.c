@@ -22,7 +22,7 @@
 #include "tp_layers.h"
 #include "train.h"
 #ifdef WITH_LAB05
-#include "activation_memory.h"
+#include "act_layers.h"
 #endif
 
 typedef struct {
@@ -96,19 +96,12 @@ int main(int argc, char **argv) {
     };
     layout.tp_ops = &ops;
 #ifdef WITH_LAB05
-    /* lab 05's layers and recomputations, as the model calls them (model.h) */
-    const SequenceParallelOps sp_ops = {
-        sp_column_parallel_forward, sp_column_parallel_backward, sp_row_parallel_forward,
-        sp_row_parallel_backward,   sp_vocab_embedding_forward,  sp_vocab_embedding_backward,
-        sp_sum_layernorm_grads,     sp_column_parallel_forward_regather,
-        sp_column_parallel_backward_regather,
-    };
-    const RecomputeOps recompute_ops = {recompute_block_forward, recompute_attention_probs};
+    /* lab 05's layers and recomputations, as the model calls them (act_layers.h) */
     layout.sp = topt.sp;
-    layout.sp_ops = topt.sp ? &sp_ops : NULL;
+    layout.sp_ops = topt.sp ? &sp_layers : NULL;
     layout.sp_regather = topt.sp_regather;
     layout.recompute = topt.recompute;
-    layout.recompute_ops = &recompute_ops;
+    layout.recompute_ops = &recompute_layers;
 #endif
     MemLayout ml = {.ranks = dp->size, .rows = train_micro_batch_rows(&o, dp->size),
                     .seq = o.seq, .tp = tp, .sp = layout.sp, .sp_regather = layout.sp_regather,

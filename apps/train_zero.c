@@ -19,7 +19,7 @@
 #include "train.h"
 #include "zero.h"
 #ifdef WITH_LAB05
-#include "activation_memory.h"
+#include "act_layers.h"
 #endif
 
 typedef struct {
@@ -160,10 +160,9 @@ int main(int argc, char **argv) {
     Zero z;
     GPTLayout model = gpt_layout_whole(&o.model);
 #ifdef WITH_LAB05
-    /* lab 05's recomputations, as the model calls them (model.h) */
-    const RecomputeOps recompute_ops = {recompute_block_forward, recompute_attention_probs};
+    /* lab 05's recomputations, as the model calls them (act_layers.h) */
     model.recompute = zo.recompute;
-    model.recompute_ops = &recompute_ops;
+    model.recompute_ops = &recompute_layers;
 #endif
     zero_init(&z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &model, o.seed);
     z.overlap_rs = zo.overlap_rs;

@@ -68,29 +68,31 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
         pk[MEM_PARAMS] += F * (padded[GPT_UNIT_EMBED] + (l->prefetch ? two_units : one_unit));
     if (l->zero_stage >= 1) pk[MEM_COMM] = F * max_shard;
 
+    /* context parallelism's transfers, inside each forward and backward */
+    size_t cp_forward = 0, cp_backward = 0, cp_work = 0;
+    if (m.cp > 1) memplan_cp_transient(&m, l->rows, l->seq, &cp_forward, &cp_backward, &cp_work);
     if (l->schedule) {  /* a pipeline: the schedule's order decides */
         pk[MEM_ACTIVATIONS] = pipe_activation_peak_bytes(&m, l->schedule, l->rows, l->seq);
-        pk[MEM_COMM] = pipe_comm_peak_bytes(&m, l->schedule, l->rows, l->seq);
+        /* the messages live during each op, and the op's own transfers */
+        pk[MEM_COMM] = pipe_comm_peak_bytes(&m, l->schedule, l->rows, l->seq, cp_forward,
+                                            cp_backward);
     } else {
         pk[MEM_ACTIVATIONS] = F * gpt_activation_floats(&m, l->rows, l->seq)
                               + sizeof(int) * gpt_activation_ints(l->rows, l->seq);
+        pk[MEM_COMM] += cp_forward > cp_backward ? cp_forward : cp_backward;
     }
-    pk[MEM_WORKSPACE] = F * gpt_scratch_floats(&m, l->rows, l->seq);
-    if (m.cp > 1) {
-        size_t comm, work;
-        memplan_cp_transient(&m, l->rows, l->seq, &comm, &work);
-        pk[MEM_COMM] += comm;
-        pk[MEM_WORKSPACE] += work;
-    }
+    pk[MEM_WORKSPACE] = F * gpt_scratch_floats(&m, l->rows, l->seq) + cp_work;
 }
 
-void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm, size_t *work) {
+void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm_forward,
+                          size_t *comm_backward, size_t *work) {
     const size_t F = sizeof(float), BT = (size_t)B * T, C = m->attn_width, NH = m->n_head;
     if (m->cp_algo == CP_ULYSSES) {
-        *comm = F * 2 * BT * 3 * C;
+        *comm_forward = *comm_backward = F * 2 * BT * 3 * C;
         *work = F * 4 * BT * C;
     } else {
-        *comm = F * 5 * BT * 2 * C;
+        *comm_forward = F * 2 * BT * 2 * C;
+        *comm_backward = F * 5 * BT * 2 * C;
         *work = F * (BT * C + (size_t)B * NH * T);
     }
 }

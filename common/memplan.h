@@ -155,8 +155,11 @@ void memplan_tp_comm(const GPTConfig *cfg, const MemLayout *layout, TpTraffic *f
 CommCount memplan_tp_step_comm(const GPTConfig *cfg, const MemLayout *layout);
 
 /* Bytes of context parallelism's transient buffers at their peak
- * (MemLayout above): comm in MEM_COMM, work in MEM_WORKSPACE. */
-void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm, size_t *work);
+ * (MemLayout above): in MEM_COMM during a forward (ring: K V and the next;
+ * Ulysses: send and receive) and during a backward, and in
+ * MEM_WORKSPACE. */
+void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm_forward,
+                          size_t *comm_backward, size_t *work);
 /* The traffic over the CP group in one forward and one backward pass of a
  * micro-batch (payload bytes as comm.h counts them), per rank, L blocks,
  * kv = B T 2C' floats a rank's keys and values:

@@ -64,6 +64,18 @@ Mesh *mesh_create(Comm *world, MeshDegrees deg) {
     return m;
 }
 
+Comm *mesh_pipeline_ends(const Mesh *m) {
+    const MeshDegrees *d = &m->deg;
+    const int end = m->pp_rank == 0 || m->pp_rank == d->pp - 1;
+    /* ends: their pipeline's first rank; the others a color of their own */
+    const int color = end ? mesh_rank_of(d, m->tp_rank, m->cp_rank, m->dp_rank, 0)
+                          : m->world->size + m->world->rank;
+    Comm *g = comm_split(m->world, color, m->world->rank, "embed");
+    if (end && d->pp > 1) return g;
+    comm_free(g);
+    return NULL;
+}
+
 void mesh_free(Mesh *m) {
     comm_free(m->tp_group);
     comm_free(m->cp_group);

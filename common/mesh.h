@@ -46,6 +46,12 @@ MeshDegrees mesh_resolve_degrees(MeshDegrees want, int world_size);
 Mesh *mesh_create(Comm *world, MeshDegrees deg);
 void mesh_free(Mesh *m);
 
+/* The tied embedding's group (lab 06): the first and the last stage of
+ * this rank's pipeline (the ranks of its tp, cp and dp coordinates), which
+ * sum wte's two gradients. Collective over the world; NULL on a rank that
+ * is neither end, and at pp 1 (both ends are one rank). comm_free after. */
+Comm *mesh_pipeline_ends(const Mesh *m);
+
 /* Coordinates of a world rank, and back (pure functions of the degrees). */
 void mesh_coords(const MeshDegrees *deg, int rank, int *tp_rank, int *cp_rank,
                  int *dp_rank, int *pp_rank);

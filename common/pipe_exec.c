@@ -423,11 +423,13 @@ size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int row
     return peak;
 }
 
-size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq) {
+size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq,
+                            size_t forward_extra, size_t backward_extra) {
     const PipeOpList *list = &s->rank[l->pp_rank];
     const size_t buffer = gpt_stage_io_floats(l, rows, seq) * sizeof(float);
     /* received inputs, received gradients, gradients to send and sent */
-    int ins = 0, outs = 0, unsent = 0, sent = 0, peak = 0;
+    int ins = 0, outs = 0, unsent = 0, sent = 0;
+    size_t peak = 0, now;
     for (int i = 0; i < list->n; i++) {
         const PipeOp *op = &list->ops[i];
         const GPTStage st = gpt_stage(l, op->chunk);
@@ -438,14 +440,20 @@ size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int
             sent = 0;  /* freed first (free_sent_grads) */
             if (!st.embedding) unsent++;  /* the backward writes d(input) */
         }
-        peak = ins + outs + unsent + sent > peak ? ins + outs + unsent + sent : peak;
+        now = (size_t)(ins + outs + unsent + sent) * buffer;
+        if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) now += backward_extra;
+        peak = now > peak ? now : peak;
         if (op->kind == PIPE_FORWARD && !st.embedding && l->pp > 1) ins--;  /* copied in */
+        if (op->kind == PIPE_FORWARD) {  /* its own transfers, the input copied in first */
+            now = (size_t)(ins + outs + unsent + sent) * buffer + forward_extra;
+            peak = now > peak ? now : peak;
+        }
         if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) {
             if (l->pp > 1 && !st.head) outs--;  /* the received d(output), used */
             if (l->pp == 1 && !st.head) unsent--;  /* the next chunk's d(input), read */
         }
     }
-    return (size_t)peak * buffer;
+    return peak;
 }
 
 void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, const char *dir,

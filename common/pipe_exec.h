@@ -128,8 +128,12 @@ float *pipe_grad_in(PipeRank *x, int micro, int chunk);
 size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq);
 /* MEM_COMM's: a received input from its RA to its F, a received gradient
  * from its RG's post to the end of its backward, a gradient to send from its backward until the rank's next
- * backward (or the step's end) waits for its send. */
-size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq);
+ * backward (or the step's end) waits for its send; plus, during each
+ * forward and each backward (or backward-input), the forward_extra and
+ * backward_extra bytes those ops hold inside themselves (context
+ * parallelism's transfers, memplan_cp_transient; 0 without). */
+size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq,
+                            size_t forward_extra, size_t backward_extra);
 
 /* After a run's last step (collective over x's pp group): world rank 0
  * (the first pipeline's first stage) writes dir/pipeline.csv, every op

@@ -288,6 +288,31 @@ size_t train_forward_passes(const TrainOptions *o) {
     return (size_t)o->grad_accum * ((size_t)train_steps_run(o) + evals * o->eval_batches);
 }
 
+double train_print_traffic(const char *program, const char *what, const TrainOptions *o,
+                           const Comm *group, const TrafficRow *rows, int n) {
+    const size_t passes = train_forward_passes(o), steps = (size_t)train_steps_run(o);
+    const size_t backwards = (size_t)o->grad_accum * steps;
+    double wire = 0;
+    for (int i = 0; i < n; i++) {
+        const TrafficRow *r = &rows[i];
+        const size_t calls = r->per_forward.calls * passes + r->per_backward.calls * backwards +
+                             r->per_step.calls * steps;
+        const size_t bytes = r->per_forward.bytes * passes + r->per_backward.bytes * backwards +
+                             r->per_step.bytes * steps;
+        const CommOpStats *s = &group->stats[r->op];
+        wire += r->wire * (double)s->bytes;
+        if (calls == 0 && s->calls == 0) continue;
+        printf("%s: %s %s per rank, predicted vs measured: per forward %zu calls %zu bytes, "
+               "per backward %zu calls %zu bytes; run: %zu calls %zu bytes vs %llu calls %llu "
+               "bytes  %s\n",
+               program, what, r->name, r->per_forward.calls, r->per_forward.bytes,
+               r->per_backward.calls, r->per_backward.bytes, calls, bytes,
+               (unsigned long long)s->calls, (unsigned long long)s->bytes,
+               s->calls == calls && s->bytes == bytes ? "ok" : "DIFFERENT");
+    }
+    return wire;
+}
+
 float grad_clip_factor(double norm, double max_norm) {
     if (max_norm <= 0 || norm <= max_norm) return 1.0f;
     return (float)(max_norm / norm);

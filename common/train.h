@@ -9,6 +9,8 @@
 #define TRAIN_H
 
 #include "checkpoint.h"
+#include "comm.h"
+#include "memplan.h"
 #include "model.h"
 
 typedef struct {
@@ -71,6 +73,24 @@ int train_steps_run(const TrainOptions *o);
  * and as many per held-out batch at each evaluation (the planners' traffic
  * per run). */
 size_t train_forward_passes(const TrainOptions *o);
+
+/* One collective of a parallel layout, as the planner predicts it: calls
+ * and bytes per forward pass, per backward pass and per step, and the bytes
+ * a rank puts on the wire per byte counted (a ring all-reduce 2(p-1)/p). */
+typedef struct {
+    CommOp op;
+    const char *name;
+    CommCount per_forward, per_backward, per_step;
+    double wire;
+} TrafficRow;
+
+/* The check the parallel programs print from rank 0: each row's prediction
+ * over the run (train_forward_passes forwards, grad_accum x steps
+ * backwards, train_steps_run steps) next to group's measured comm.h
+ * statistics, one line each, "ok" or "DIFFERENT" (rows with nothing
+ * predicted or measured left out). Returns the bytes on the wire. */
+double train_print_traffic(const char *program, const char *what, const TrainOptions *o,
+                           const Comm *group, const TrafficRow *rows, int n);
 
 /* Clip to max_norm given the global norm: returns the factor applied
  * (min(1, max_norm / norm); 1 when max_norm <= 0 means no clipping). */

@@ -377,6 +377,7 @@ same_files() {
     [ "$status" -eq 0 ]
     [[ "$output" == *"Young: tau* = sqrt(2 C M)"* ]]
     [ "$(grep -c , "$BATS_TEST_TMPDIR/bench/failures.csv")" -eq 6 ]
+    [[ "$output" == *"replayed s"* ]]
     [[ "$output" == *"every job ended bit for bit"* ]]
     [ -s "$BATS_TEST_TMPDIR/bench/failures.png" ]
 }

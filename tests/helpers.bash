@@ -148,6 +148,16 @@ print(f"ok: losses within tolerance, parameters within {worst:.2g}")
 PY
 }
 
+# follows_base BASE OUT LABEL: OUT's run follows BASE's (same_run) and all
+# of its ranks ended with one model (params_checksum.csv)
+follows_base() {
+    local said
+    said=$(BASE="$1" same_run "$2" 2>&1) || { echo "$3: $said"; return 1; }
+    echo "$3: $said"
+    [ "$(tail -n +2 "$2/params_checksum.csv" | cut -d, -f2 | sort -u | wc -l)" -eq 1 ] ||
+        { echo "$3: the ranks' copies differ"; cat "$2/params_checksum.csv"; return 1; }
+}
+
 # is_png FILE: FILE starts with the PNG signature and is more than a header
 is_png() {
     [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && [ "$(wc -c < "$1")" -gt 1000 ]

@@ -41,11 +41,7 @@ pp_cases() {
         [ "$status" -eq 0 ] || { echo "$flags: $output"; return 1; }
         [[ "$output" != *DIFFERENT* ]] || { echo "$flags: $output"; return 1; }
         [ "$(grep -c ' ok$' <<<"$output")" -ge 6 ] || { echo "$flags: no planner check: $output"; return 1; }
-        run env BASE="$base" bash -c "source '$BATS_TEST_DIRNAME/helpers.bash'; same_run '$out'"
-        echo "$flags: $output"
-        [ "$status" -eq 0 ] || return 1
-        [ "$(tail -n +2 "$out/params_checksum.csv" | cut -d, -f2 | sort -u | wc -l)" -eq 1 ] ||
-            { echo "$flags: the ranks' copies differ"; cat "$out/params_checksum.csv"; return 1; }
+        follows_base "$base" "$out" "$flags"
     done
 }
 

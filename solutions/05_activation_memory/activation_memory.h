@@ -89,7 +89,10 @@ void sp_column_parallel_backward_regather(const GPTLayout *l, float *dinp, float
                                           float *full, float *full2, int N, int IC, int OC);
 
 /* Once per step (grads: this rank's flat gradient buffer, layout.h): every
- * layernorm's weight and bias gradient summed over the TP group. */
+ * layernorm's weight and bias gradient this rank holds summed over the TP
+ * group. Under a pipeline (train_4d, the composed trainer) a rank holds only its
+ * stage's blocks, and lnf only on the last stage: the views of the others
+ * are NULL (gpt_params_view). */
 void sp_sum_layernorm_grads(const GPTLayout *l, float *grads);
 
 /* Full recomputation: rebuild every activation of block a (whose buffers

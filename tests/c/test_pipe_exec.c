@@ -125,9 +125,9 @@ static void check_schedule(const char *what, Schedule *s, const PipeStageOps *op
     EXPECT(mem_peak_bytes(MEM_ACTIVATIONS) - act0 == pipe_activation_peak_bytes(&m.l, s, B, T),
            "%s: activations peak %zu bytes, predicted %zu", what,
            mem_peak_bytes(MEM_ACTIVATIONS) - act0, pipe_activation_peak_bytes(&m.l, s, B, T));
-    EXPECT(mem_peak_bytes(MEM_COMM) - comm0 == pipe_comm_peak_bytes(&m.l, s, B, T),
+    EXPECT(mem_peak_bytes(MEM_COMM) - comm0 == pipe_comm_peak_bytes(&m.l, s, B, T, 0, 0),
            "%s: gradient buffers peak %zu bytes, predicted %zu", what,
-           mem_peak_bytes(MEM_COMM) - comm0, pipe_comm_peak_bytes(&m.l, s, B, T));
+           mem_peak_bytes(MEM_COMM) - comm0, pipe_comm_peak_bytes(&m.l, s, B, T, 0, 0));
     EXPECT(mem_current_bytes(MEM_COMM) == comm0, "%s: gradient buffers left after the run", what);
     pipe_rank_free(&x);
     EXPECT(mem_current_bytes(MEM_ACTIVATIONS) == act0, "%s: activations left after the run", what);

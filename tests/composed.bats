@@ -1,0 +1,106 @@
+#!/usr/bin/env bats
+# The composed trainer (train_4d, issue 22): every parallel dimension in
+# one program. Each layout of the equivalence matrix, on 8 ranks (or 4),
+# follows the single-device run of the same batch (lab 00's train_gpt, or
+# its MoE run): losses within the grader's tolerance, the gathered
+# parameters within 1e-5; every stage's memory equals the planner's; the
+# ranks' copies of the model agree. A checkpoint saved in one composed
+# layout resumes in another. Bad combinations are one clear error.
+load helpers
+
+T4D="$BUILD/bin/train_4d"
+GPT="$BUILD/solutions/00_single_device/train_gpt"
+COMMON=(--config tiny --steps 4 --eval-every 100 --threads 1 --batch 8 --grad-accum 2)
+
+setup_file() {
+    export BASE="$BATS_FILE_TMPDIR/base" BASE_MOE="$BATS_FILE_TMPDIR/base-moe"
+    have_solution 00 || return 0   # a handout without it: the tests that need it skip
+    t 120 "$GPT" "${COMMON[@]}" --out "$BASE" --dump-params "$BASE/params.bin" > /dev/null
+    t 120 "$GPT" "${COMMON[@]}" --config tiny-moe --out "$BASE_MOE" \
+        --dump-params "$BASE_MOE/params.bin" > /dev/null
+}
+
+# composed NP BASE "FLAGS"...: each layout on NP ranks follows BASE's run
+composed() {
+    local np=$1 base=$2 flags out
+    shift 2
+    for flags in "$@"; do
+        out="$BATS_TEST_TMPDIR/4d-$np-${flags// /_}"
+        # shellcheck disable=SC2086  # flags is a list
+        run mpirun_t 300 "$np" "$T4D" "${COMMON[@]}" $flags --out "$out" --dump-params "$out/params.bin"
+        [ "$status" -eq 0 ] || { echo "$flags: $output"; return 1; }
+        [[ "$output" != *DIFFERENT* ]] || { echo "$flags: $output"; return 1; }
+        grep -qE '^  params +predicted +[0-9]+ +measured +[0-9]+ +ok$' <<<"$output" ||
+            { echo "$flags: no memory check: $output"; return 1; }
+        follows_base "$base" "$out" "$flags"
+    done
+}
+
+@test "composed: dp 2 x tp 2 x pp 2 and tp 2 x cp 2 x pp 2 (8 ranks) follow the single-device run" {
+    require_solution 00 02 04 05 06 07 08 09
+    composed 8 "$BASE" "--dp 2 --tp 2 --pp 2" "--tp 2 --cp 2 --pp 2 --cp-algo zigzag"
+}
+
+@test "composed: dp 2 x cp 2 x tp 2 with SP, and interleaved pp 2 x tp 2 x dp 2 (8 ranks) follow the single-device run" {
+    require_solution 00 02 04 05 06 07 08 09
+    composed 8 "$BASE" "--dp 2 --cp 2 --tp 2 --sp" \
+        "--pp 2 --tp 2 --dp 2 --schedule interleaved --chunks 2 --micro-batches 2"
+}
+
+@test "composed: pp 2 x cp 2 with Ulysses and full recomputation, pp 2 x tp 2 with SP and full recomputation, zb-h1 with selective (4 ranks) follow the single-device run" {
+    require_solution 00 02 04 05 06 07 08 09
+    composed 4 "$BASE" "--pp 2 --cp 2 --cp-algo ulysses --recompute full" \
+        "--pp 2 --tp 2 --sp --recompute full" "--pp 2 --tp 2 --schedule zb-h1 --recompute selective"
+}
+
+@test "composed: a mixture of experts, ep 2 within dp 4 x tp 2 (8 ranks), follows the single-device MoE run" {
+    require_solution 00 02 04 05 06 07 08 09
+    COMMON=(--config tiny-moe --steps 4 --eval-every 100 --threads 1 --batch 8 --grad-accum 2)
+    composed 8 "$BASE_MOE" "--dp 4 --tp 2 --ep 2"
+}
+
+@test "composed: a checkpoint saved by dp 2 x tp 2 x pp 2 resumes in tp 2 x cp 2 x pp 2 (zigzag) and follows the single-device run" {
+    require_solution 00 02 04 05 06 07 08 09
+    local d="$BATS_TEST_TMPDIR"
+    run mpirun_t 300 8 "$T4D" "${COMMON[@]}" --dp 2 --tp 2 --pp 2 --save "$d/ck" --save-every 2 --out "$d/a"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    run mpirun_t 300 8 "$T4D" "${COMMON[@]}" --tp 2 --cp 2 --pp 2 --cp-algo zigzag \
+        --resume "$d/ck/step-000002" --out "$d/b" --dump-params "$d/b/params.bin"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    [[ "$output" == *"2 steps done, 2 to go"* ]]
+    [[ "$output" != *DIFFERENT* ]]
+    # the single-device run's last two steps and its final parameters
+    mkdir -p "$d/base-tail"
+    { head -n 1 "$BASE/metrics.csv"; tail -n 2 "$BASE/metrics.csv"; } > "$d/base-tail/metrics.csv"
+    cp "$BASE/params.bin" "$d/base-tail/"
+    run env BASE="$d/base-tail" bash -c "source '$BATS_TEST_DIRNAME/helpers.bash'; same_run '$d/b'"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "composed: combinations no lab meets, and degrees that do not multiply to the ranks, are one clear error" {
+    local d="$BATS_TEST_TMPDIR"
+    run t 30 "$T4D" --config tiny --sp --out "$d/x"
+    assert_user_error
+    [[ "$output" == *"--sp"*"--tp 2 or more"* ]]
+    run t 30 "$T4D" --config tiny --schedule gpipe --out "$d/x"
+    assert_user_error
+    [[ "$output" == *"need --pp 2 or more"* ]]
+    run t 30 "$T4D" --config tiny --tp 2 --pp 2 --sp --schedule zb-h1 --out "$d/x"
+    assert_user_error
+    [[ "$output" == *"zb-h1"*"not with --sp"* ]]
+    run t 30 "$T4D" --config tiny --cp 2 --recompute selective --out "$d/x"
+    assert_user_error
+    [[ "$output" == *"--recompute selective"* ]]
+    run t 30 "$T4D" --config tiny-moe --pp 2 --out "$d/x"
+    assert_user_error
+    [[ "$output" == *"mixture of experts"*"pipeline"* ]]
+    run t 30 "$T4D" --config tiny --ep 2 --out "$d/x"
+    assert_user_error
+    [[ "$output" == *"the config has none"* ]]
+    run t 30 "$T4D" --config tiny --cp 4 --seq 50 --out "$d/x"
+    assert_user_error
+    run mpirun_t 60 2 "$T4D" --config tiny --tp 2 --pp 2 --out "$d/x"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"error:"* ]]
+}
