@@ -193,17 +193,14 @@ int main(int argc, char **argv) {
                     .cp_algo = p.cp_algo, .ep = p.ep};
     preflight_run(&o, &ml, world);
 
-    /* gradients: averaged over the ranks that hold the same parameters */
+    /* gradients: averaged over the ranks that hold the same parameters
+     * (none to average with when the dp x cp group is this rank alone) */
     DdpSync ds;
     EpSync es;
-    const GradSync *sync;
-    if (o.model.n_experts > 0) {
-        ep_sync_init(&es, &layout, dp, mesh->edp_group);
-        sync = &es.sync;
-    } else {
-        ddp_sync_init(&ds, mesh->dcp_group, &layout, DDP_BUCKETED, 1 << 18, 0);
-        sync = &ds.sync;
-    }
+    const int moe = o.model.n_experts > 0, averaged = mesh->dcp_group->size > 1;
+    if (moe) ep_sync_init(&es, &layout, dp, mesh->edp_group);
+    else ddp_sync_init(&ds, mesh->dcp_group, &layout, DDP_BUCKETED, 1 << 18, 0);
+    const GradSync *sync = !averaged ? NULL : moe ? &es.sync : &ds.sync;
     if (world->rank == 0)
         printf("train_4d: dp %d x tp %d x cp %d x pp %d (ep %d) = %d ranks; sp %s, recompute %s, "
                "cp-algo %s, %s%s; %zu of %zu parameters on rank 0\n",
@@ -228,7 +225,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
-    if (o.model.n_experts > 0) ep_sync_free(&es);
+    if (moe) ep_sync_free(&es);
     else ddp_sync_free(&ds);
     schedule_free(schedule);
     comm_free(metrics);

@@ -152,8 +152,8 @@ for f in 0.25 0.5 1 2 4; do
         END { printf "%8d %8.2f %11.1f %11.1f %11.1f %5.1f-%-5.1f %9.1f\n", k, tau, p, y / n, w / n, lo, hi, x / n }' "$OUT/failures.csv"
 done
 echo "(predicted: Daly's expectation; replayed: the model for these very failures; measured and"
-echo " replayed: the mean over $SEEDS failure seeds, the same for every interval. Every job ended bit for"
-echo " bit on the uninterrupted run's parameters.)"
+echo " replayed: the mean over $SEEDS failure seeds, the same for every interval.)"
+echo "Every job ended bit for bit on the uninterrupted run's parameters."
 rm -rf "$OUT/saves.ck"
 
 tools/plot_failures.sh "$OUT/failures.png" "$OUT/failures.csv" "$STEP" "$C" "$R" "$M" "$S" "$N" "$YOUNG"

@@ -378,7 +378,7 @@ same_files() {
     [[ "$output" == *"Young: tau* = sqrt(2 C M)"* ]]
     [ "$(grep -c , "$BATS_TEST_TMPDIR/bench/failures.csv")" -eq 6 ]
     [[ "$output" == *"replayed s"* ]]
-    [[ "$output" == *"every job ended bit for bit"* ]]
+    [[ "$output" == *"Every job ended bit for bit on the uninterrupted run's parameters."* ]]
     [ -s "$BATS_TEST_TMPDIR/bench/failures.png" ]
 }
 

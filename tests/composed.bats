@@ -104,3 +104,19 @@ composed() {
     [ "$status" -eq 2 ]
     [[ "$output" == *"error:"* ]]
 }
+
+@test "composed: make tour's script trains 9 layouts, their losses within tolerance of one device, and draws 4 charts and a report" {
+    require_solution 00 02 04 05 06 07 08 09
+    cd "$ROOT"
+    run t 900 env TOUR_OUT="$BATS_TEST_TMPDIR/tour" TOUR_STEPS=6 bash tools/tour.sh
+    echo "$output"
+    [ "$status" -eq 0 ]
+    local d="$BATS_TEST_TMPDIR/tour"
+    [ "$(tail -n +2 "$d/table.tsv" | wc -l)" -eq 9 ]
+    # every layout's largest loss difference from one device within the grader's absolute tolerance
+    awk -F'\t' 'NR > 1 && $4 + 0 > 1e-4 { print "too far: " $0; bad = 1 } END { exit bad }' "$d/table.tsv"
+    # the layouts that communicate sent bytes; one device none
+    awk -F'\t' 'NR == 2 && $6 != 0 { exit 1 } NR > 2 && $6 + 0 <= 0 { exit 1 }' "$d/table.tsv"
+    for png in losses memory traffic steps; do is_png "$d/$png.png"; done
+    [ "$(grep -c '<tr>' "$d/report.html")" -eq 10 ]
+}

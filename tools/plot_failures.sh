@@ -51,7 +51,7 @@ set key top left box opaque
 set grid
 daly(t) = $s + ($n * $step / t) * $m * exp($r / $m) * (exp((t + $c) / $m) - 1)
 set arrow from $young, graph 0 to $young, graph 1 nohead dt 2 lc rgb '#888888'
-set label sprintf("Young tau* = %.2f s", $young) at $young, graph 0.95 offset 0.5,0 tc rgb '#555555'
+set label sprintf("Young tau* = %.2f s", $young) at $young, graph 0.05 offset 0.5,0 tc rgb "#555555"
 set samples 400
 plot daly(x) with lines lw 2 lc rgb '#1f77b4' title "Daly's expected time (measured C, R, S, step)", \
      ($s + $n * $step) with lines dt 3 lw 2 lc rgb '#2ca02c' title 'no failures, no saves', \
