@@ -142,6 +142,25 @@ column -t -s $'\t' "$table"
     echo
 } | gnuplot || die "gnuplot failed drawing the losses"
 
+# stacked_bars PNG DAT LAST_COLUMN YLABEL TITLE: DAT's columns 2..LAST
+# (bytes, headed by their names) stacked in MB, one bar a layout
+stacked_bars() {
+    gnuplot <<EOF || die "gnuplot failed drawing $1"
+set terminal pngcairo size 1000,600 font 'sans,11' noenhanced
+set output '$1'
+set title "$5"
+set style data histograms
+set style histogram rowstacked
+set style fill solid 0.85 border -1
+set boxwidth 0.7
+set ylabel '$4'
+set xtics rotate by -30
+set key outside right top
+set grid ytics
+plot for [c=2:$3] '$2' using (column(c) / 1e6):xtic(1) title columnhead(c)
+EOF
+}
+
 # (b) memory of the busiest rank by category, stacked
 mem="$OUT/memory.dat"
 echo "layout params grads optimizer activations comm workspace" > "$mem"
@@ -151,35 +170,11 @@ for ((i = 0; i < N; i++)); do
               printf "\"%s\" %d %d %d %d %d %d\n", name, m[b, "params"], m[b, "grads"], m[b, "optimizer"],
                      m[b, "activations"], m[b, "comm"], m[b, "workspace"] }' "$OUT/run$i/memory.csv" >> "$mem"
 done
-gnuplot <<EOF || die "gnuplot failed drawing the memory"
-set terminal pngcairo size 1000,600 font 'sans,11' noenhanced
-set output '$OUT/memory.png'
-set title "Memory of each layout's busiest rank, by category (peak bytes, checked against the planner)"
-set style data histograms
-set style histogram rowstacked
-set style fill solid 0.85 border -1
-set boxwidth 0.7
-set ylabel 'MB'
-set xtics rotate by -30
-set key outside right top
-set grid ytics
-plot for [c=2:7] '$mem' using (column(c) / 1e6):xtic(1) title columnhead(c)
-EOF
+stacked_bars "$OUT/memory.png" "$mem" 7 MB \
+    "Memory of each layout's busiest rank, by category (peak bytes, checked against the planner)"
 
-gnuplot <<EOF || die "gnuplot failed drawing the traffic"
-set terminal pngcairo size 1000,600 font 'sans,11' noenhanced
-set output '$OUT/traffic.png'
-set title "Bytes on the wire per step, all ranks, per group (comm.csv's payloads x the ring algorithms' share)"
-set style data histograms
-set style histogram rowstacked
-set style fill solid 0.85 border -1
-set boxwidth 0.7
-set ylabel 'MB per step'
-set xtics rotate by -30
-set key outside right top
-set grid ytics
-plot for [c=2:9] '$traffic' using (column(c) / 1e6):xtic(1) title columnhead(c)
-EOF
+stacked_bars "$OUT/traffic.png" "$traffic" 9 "MB per step" \
+    "Bytes on the wire per step, all ranks, per group (comm.csv's payloads x the ring algorithms' share)"
 
 # (d) step time
 awk -F'\t' 'NR > 1 { printf "\"%s\" %s\n", $1, $7 }' "$table" > "$OUT/steps.dat"
