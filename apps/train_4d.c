@@ -22,7 +22,8 @@
  *   metrics the ranks whose losses add up to the batch's (same tp and cp
  *         ranks: CP's loss is its group's mean already, PP's is on the
  *         last stage).
- * Memory per stage is checked against the planner's (memplan.h). */
+ * Memory and the TP and CP traffic of each stage are checked against the
+ * planner's (memplan.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -213,8 +214,8 @@ int main(int argc, char **argv) {
                          .stage_ops = schedule ? &stage_ops : NULL};
     train_run_parallel(&o, &par);
 
-    /* each stage's memory against the planner's, from the first rank of
-     * every other dimension, one stage after the other */
+    /* each stage's memory, TP and CP traffic against the planner's, from
+     * the first rank of every other dimension, one stage after the other */
     for (int stage = 0; stage < pp; stage++) {
         comm_barrier(world);
         if (mesh->tp_rank == 0 && mesh->cp_rank == 0 && mesh->dp_rank == 0 &&
@@ -222,6 +223,8 @@ int main(int argc, char **argv) {
             char name[64];
             snprintf(name, sizeof name, "train_4d stage %d", stage);
             memplan_print_check(name, &o.model, &ml);
+            train_print_tp_traffic(name, &o, &ml, mesh->tp_group, 0);
+            train_print_cp_traffic(name, &o, &ml, mesh->cp_group);
             fflush(stdout);
         }
     }

@@ -76,20 +76,6 @@ static void timed_backward(const GPTLayout *l, float *dqkv, float *scratch, cons
     g_attention_seconds += wall_seconds() - t0;
 }
 
-/* Rank 0: the planner's CP traffic next to comm.csv's for its CP group */
-static void print_traffic(const TrainOptions *o, const MemLayout *ml, const Comm *cp) {
-    CpTraffic fwd, bwd;
-    memplan_cp_comm(&o->model, ml, &fwd, &bwd);
-    const double p = cp->size;
-    const TrafficRow rows[] = {
-        {OP_SEND, "ring sends", fwd.send, bwd.send, {0, 0}, 1.0},
-        {OP_ALLTOALL, "all-to-alls", fwd.alltoall, bwd.alltoall, {0, 0}, (p - 1) / p},
-        {OP_ALLREDUCE, "loss all-reduces", fwd.allreduce, bwd.allreduce, {0, 0}, 2.0 * (p - 1) / p},
-    };
-    const double wire = train_print_traffic("train_cp", "CP", o, cp, rows, 3);
-    printf("train_cp: CP traffic leaving each rank per step: %.0f bytes\n", wire / train_steps_run(o));
-}
-
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
@@ -156,7 +142,7 @@ int main(int argc, char **argv) {
                         "rank,cp_rank,algo,block_pairs,block_seconds,attention_seconds\n", row);
     if (world->rank == 0) {
         memplan_print_check("train_cp", &o.model, &ml);
-        if (cp > 1) print_traffic(&o, &ml, mesh->cp_group);
+        train_print_cp_traffic("train_cp", &o, &ml, mesh->cp_group);
     }
     ddp_sync_free(&ds);
     mesh_free(mesh);

@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
 
     if (world->rank == 0) {
         print_traffic(&o, &layout, mesh->ep_group, rows, mo.overlap);
-        tp_print_traffic("train_moe", &o, &ml, mesh->tp_group, 0);
+        train_print_tp_traffic("train_moe", &o, &ml, mesh->tp_group, 0);
         memplan_print_check("train_moe", &o.model, &ml);
     }
     ep_sync_free(&es);

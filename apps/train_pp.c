@@ -134,6 +134,7 @@ int main(int argc, char **argv) {
             char name[64];
             snprintf(name, sizeof name, "train_pp stage %d", stage);
             memplan_print_check(name, &o.model, &ml);
+            train_print_tp_traffic(name, &o, &ml, mesh->tp_group, 0);
             fflush(stdout);
         }
     }

@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
     train_run_parallel(&o, &par);
     if (world->rank == 0) {
         memplan_print_check("train_tp", &o.model, &ml);
-        tp_print_traffic("train_tp", &o, &ml, mesh->tp_group, topt.fused_ce);
+        train_print_tp_traffic("train_tp", &o, &ml, mesh->tp_group, topt.fused_ce);
     }
     ddp_sync_free(&ds);
     mesh_free(mesh);

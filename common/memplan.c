@@ -97,20 +97,37 @@ void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm_forward
     }
 }
 
+/* What one rank's pipeline stage holds (all of it without a pipeline):
+ * its blocks (L / pp, over its chunks), whether it has the embedding (the
+ * first stage) and the head and loss (the last) */
+static size_t stage_blocks(const GPTConfig *cfg, const MemLayout *l, int *first, int *last) {
+    const int pp = l->pp > 1 ? l->pp : 1;
+    *first = l->pp_rank == 0 || pp == 1;
+    *last = l->pp_rank == pp - 1 || pp == 1;
+    return (size_t)cfg->n_layer / pp;
+}
+
 void memplan_cp_comm(const GPTConfig *cfg, const MemLayout *l, CpTraffic *forward,
                      CpTraffic *backward) {
     const GPTLayout m = memplan_model_layout(cfg, l);
-    const size_t F = sizeof(float), L = cfg->n_layer, P = l->cp;
+    int first, last;
+    const size_t F = sizeof(float), L = stage_blocks(cfg, l, &first, &last), P = l->cp;
     const size_t BT = (size_t)l->rows * l->seq, C = m.attn_width, kv = F * BT * 2 * C;
     memset(forward, 0, sizeof *forward);
     memset(backward, 0, sizeof *backward);
-    forward->allreduce = (CommCount){1, F};
+    if (last) forward->allreduce = (CommCount){1, F};  /* the loss's mean */
     if (l->cp_algo == CP_ULYSSES) {
         forward->alltoall = (CommCount){2 * L, L * F * BT * 4 * C};
         backward->alltoall = forward->alltoall;
     } else {
         forward->send = (CommCount){L * (P - 1), L * (P - 1) * kv};
         backward->send = (CommCount){L * (2 * P - 1), L * (2 * P - 1) * kv};
+    }
+    if (l->recompute == RECOMPUTE_FULL) {  /* each block's forward again, its ring too */
+        backward->alltoall.calls += forward->alltoall.calls;
+        backward->alltoall.bytes += forward->alltoall.bytes;
+        backward->send.calls += forward->send.calls;
+        backward->send.bytes += forward->send.bytes;
     }
 }
 
@@ -126,37 +143,59 @@ double memplan_states_bytes(double phi, int zero_stage, int ranks) {
 
 void memplan_tp_comm(const GPTConfig *cfg, const MemLayout *l, TpTraffic *forward,
                      TpTraffic *backward) {
-    const size_t N = (size_t)l->rows * l->seq, NC = N * cfg->n_embd, L = cfg->n_layer;
-    const size_t F = sizeof(float), split = 2 * L - gpt_num_moe_blocks(cfg);  /* 2L - M */
-    const CommCount loss = {3, F * 3 * N}, big = {split + 1, F * (split + 1) * NC};
-    const CommCount again = {2 * L, F * 2 * L * NC};  /* full recomputation's */
+    int first, last;
+    const size_t L = stage_blocks(cfg, l, &first, &last);
+    const size_t N = (size_t)l->rows * l->seq, NC = N * cfg->n_embd, F = sizeof(float);
+    /* per block: two split layers (attention's and the MLP's) joined by a
+     * collective each way; an MoE block's experts are not split (2L - M) */
+    const size_t blocks = 2 * L - (l->pp > 1 ? 0 : (size_t)gpt_num_moe_blocks(cfg));
+    const CommCount loss = {3, F * 3 * N};  /* the vocabulary's cross-entropy */
+#define ROWS(k) ((CommCount){(k), F * (k) * NC})
+    /* the embedding's sum (first stage), the head's input gradient (last) */
+    const CommCount in_forward = ROWS(blocks + first), in_backward = ROWS(blocks + last);
+    const CommCount again = ROWS(2 * L);  /* full recomputation's forward */
     const int full = l->recompute == RECOMPUTE_FULL;
     memset(forward, 0, sizeof *forward);
     memset(backward, 0, sizeof *backward);
     if (l->sp) {
-        forward->allreduce = loss;
-        forward->reduce_scatter = forward->allgather = big;
-        backward->reduce_scatter = backward->allgather = big;
+        /* reduce-scatters after the split layers and the embedding, all-gathers
+         * before them and the head; the backward the other way round */
+        forward->reduce_scatter = in_forward;
+        forward->allgather = ROWS(blocks + last);
+        backward->reduce_scatter = ROWS(blocks + last);
+        backward->allgather = ROWS(blocks + first);
+        if (last) forward->allreduce = loss;
         if (full) {
-            backward->reduce_scatter = (CommCount){big.calls + again.calls, big.bytes + again.bytes};
-            backward->allgather = backward->reduce_scatter;
+            backward->reduce_scatter = (CommCount){backward->reduce_scatter.calls + again.calls,
+                                                   backward->reduce_scatter.bytes + again.bytes};
+            backward->allgather = (CommCount){backward->allgather.calls + again.calls,
+                                              backward->allgather.bytes + again.bytes};
         }
         if (l->sp_regather) {
-            backward->allgather.calls += big.calls;
-            backward->allgather.bytes += big.bytes;
+            backward->allgather.calls += forward->allgather.calls;
+            backward->allgather.bytes += forward->allgather.bytes;
         }
     } else {
-        forward->allreduce = (CommCount){big.calls + loss.calls, big.bytes + loss.bytes};
-        backward->allreduce = big;
-        if (full) backward->allreduce = (CommCount){big.calls + again.calls, big.bytes + again.bytes};
+        forward->allreduce = in_forward;
+        if (last) {
+            forward->allreduce.calls += loss.calls;
+            forward->allreduce.bytes += loss.bytes;
+        }
+        backward->allreduce = in_backward;
+        if (full)
+            backward->allreduce = (CommCount){in_backward.calls + again.calls,
+                                              in_backward.bytes + again.bytes};
     }
+#undef ROWS
 }
 
 CommCount memplan_tp_step_comm(const GPTConfig *cfg, const MemLayout *l) {
-    CommCount c = {1, sizeof(double)};
-    if (l->sp) {
-        c.calls += 4 * (size_t)cfg->n_layer + 2;
-        c.bytes += sizeof(float) * (4 * (size_t)cfg->n_layer + 2) * cfg->n_embd;
+    int first, last;
+    const size_t L = stage_blocks(cfg, l, &first, &last);
+    CommCount c = {1, sizeof(double)};  /* the gradient norm's sum */
+    if (l->sp) {  /* the layernorms' gradients: 4 a block, lnf's 2 on the last stage */
+        c.calls += 4 * L + 2 * (size_t)last;
+        c.bytes += sizeof(float) * (4 * L + 2 * (size_t)last) * cfg->n_embd;
     }
     return c;
 }

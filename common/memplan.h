@@ -140,7 +140,10 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *layout, MemPlan *pla
  * its 2L collectives of N C once more.
  * A mixture of experts' block (lab 08) has only its attention split: its
  * experts run whole on every TP rank (layout.h), so of each pass's 2 per
- * block it makes 1, and 2L above is 2L - M for M MoE blocks. */
+ * block it makes 1, and 2L above is 2L - M for M MoE blocks.
+ * Under a pipeline (layout->pp > 1) the counts are one stage's: L is its
+ * L / pp blocks, the embedding's +1 is the first stage's, the LM head's
+ * +1 and the loss the last stage's. */
 typedef struct {
     size_t calls, bytes;
 } CommCount;
@@ -170,7 +173,10 @@ void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm_forward
  *            B T C' (the output) floats, backward the same two; comm.h
  *            counts the whole send buffer, (cp - 1) / cp of it leaves the
  *            rank;
- *   both     the loss's mean: one all-reduce of a float per forward. */
+ *   both     the loss's mean: one all-reduce of a float per forward.
+ * Full recomputation runs each block's forward, and its transfers, again
+ * in the backward pass. Under a pipeline the counts are one stage's (its
+ * L / pp blocks; the loss on the last stage). */
 typedef struct {
     CommCount send, alltoall, allreduce;
 } CpTraffic;

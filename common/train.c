@@ -313,6 +313,40 @@ double train_print_traffic(const char *program, const char *what, const TrainOpt
     return wire;
 }
 
+void train_print_tp_traffic(const char *program, const TrainOptions *o, const MemLayout *ml,
+                            const Comm *tp, int fused_ce) {
+    if (tp->size == 1) return;
+    TpTraffic fwd, bwd;
+    memplan_tp_comm(&o->model, ml, &fwd, &bwd);
+    fwd.allreduce.calls -= fused_ce;  /* the same bytes in one all-reduce fewer */
+    const double p = tp->size;
+    const TrafficRow rows[] = {
+        {OP_ALLREDUCE, "all-reduces", fwd.allreduce, bwd.allreduce,
+         memplan_tp_step_comm(&o->model, ml), 2.0 * (p - 1) / p},
+        {OP_REDUCE_SCATTER, "reduce-scatters", fwd.reduce_scatter, bwd.reduce_scatter, {0, 0},
+         (p - 1) / p},
+        {OP_ALLGATHER, "all-gathers", fwd.allgather, bwd.allgather, {0, 0}, (p - 1) / p},
+    };
+    const double wire = train_print_traffic(program, "TP", o, tp, rows, 3);
+    printf("%s: TP traffic on the wire per rank (ring: all-reduce 2(p-1)/p, "
+           "reduce-scatter and all-gather (p-1)/p of the bytes): %.0f bytes\n", program, wire);
+}
+
+void train_print_cp_traffic(const char *program, const TrainOptions *o, const MemLayout *ml,
+                            const Comm *cp) {
+    if (cp->size == 1) return;
+    CpTraffic fwd, bwd;
+    memplan_cp_comm(&o->model, ml, &fwd, &bwd);
+    const double p = cp->size;
+    const TrafficRow rows[] = {
+        {OP_SEND, "ring sends", fwd.send, bwd.send, {0, 0}, 1.0},
+        {OP_ALLTOALL, "all-to-alls", fwd.alltoall, bwd.alltoall, {0, 0}, (p - 1) / p},
+        {OP_ALLREDUCE, "loss all-reduces", fwd.allreduce, bwd.allreduce, {0, 0}, 2.0 * (p - 1) / p},
+    };
+    const double wire = train_print_traffic(program, "CP", o, cp, rows, 3);
+    printf("%s: CP traffic leaving each rank per step: %.0f bytes\n", program, wire / train_steps_run(o));
+}
+
 float grad_clip_factor(double norm, double max_norm) {
     if (max_norm <= 0 || norm <= max_norm) return 1.0f;
     return (float)(max_norm / norm);

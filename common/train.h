@@ -92,6 +92,17 @@ typedef struct {
 double train_print_traffic(const char *program, const char *what, const TrainOptions *o,
                            const Comm *group, const TrafficRow *rows, int n);
 
+/* Rank 0's checks of a stage's TP collectives (tp's statistics) against
+ * memplan_tp_comm per pass and memplan_tp_step_comm per step, and of its
+ * CP transfers against memplan_cp_comm, one line each ("ok" or
+ * "DIFFERENT"), and the bytes on the wire per rank (the ring algorithms'
+ * share). fused_ce: the forward ran lab 04's extension cross-entropy (one
+ * all-reduce fewer). Each prints nothing when its group is one rank. */
+void train_print_tp_traffic(const char *program, const TrainOptions *o, const MemLayout *ml,
+                            const Comm *tp, int fused_ce);
+void train_print_cp_traffic(const char *program, const TrainOptions *o, const MemLayout *ml,
+                            const Comm *cp);
+
 /* Clip to max_norm given the global norm: returns the factor applied
  * (min(1, max_norm / norm); 1 when max_norm <= 0 means no clipping). */
 float grad_clip_factor(double norm, double max_norm);

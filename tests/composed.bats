@@ -3,9 +3,10 @@
 # one program. Each layout of the equivalence matrix, on 8 ranks (or 4),
 # follows the single-device run of the same batch (lab 00's train_gpt, or
 # its MoE run): losses within the grader's tolerance, the gathered
-# parameters within 1e-5; every stage's memory equals the planner's; the
-# ranks' copies of the model agree. A checkpoint saved in one composed
-# layout resumes in another. Bad combinations are one clear error.
+# parameters within 1e-5; every stage's memory, and its TP and CP traffic,
+# equal the planner's; the ranks' copies of the model agree. A checkpoint
+# saved in one composed layout resumes in another. Bad combinations are
+# one clear error.
 load helpers
 
 T4D="$BUILD/bin/train_4d"
@@ -32,6 +33,15 @@ composed() {
         [[ "$output" != *DIFFERENT* ]] || { echo "$flags: $output"; return 1; }
         grep -qE '^  params +predicted +[0-9]+ +measured +[0-9]+ +ok$' <<<"$output" ||
             { echo "$flags: no memory check: $output"; return 1; }
+        # each stage's TP and CP traffic against the planner's, when split
+        if [[ "$flags" == *"--tp 2"* ]]; then
+            grep -qE '^train_4d stage 0: TP .* per rank, predicted vs measured: .* ok$' <<<"$output" ||
+                { echo "$flags: no TP traffic check: $output"; return 1; }
+        fi
+        if [[ "$flags" == *"--cp 2"* ]]; then
+            grep -qE '^train_4d stage 0: CP .* per rank, predicted vs measured: .* ok$' <<<"$output" ||
+                { echo "$flags: no CP traffic check: $output"; return 1; }
+        fi
         follows_base "$base" "$out" "$flags"
     done
 }
