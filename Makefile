@@ -67,6 +67,9 @@ LAB07_BINS := $(foreach v,$(call copies_of,07_context_parallel),$(BUILD)/$(v)/07
 
 LAB08_BINS := $(foreach v,$(call copies_of,08_moe),$(BUILD)/$(v)/08_moe/train_moe)
 
+LAB10_PROGS := train_4d check_mesh_order
+LAB10_BINS := $(foreach v,$(call copies_of,10_composed),$(LAB10_PROGS:%=$(BUILD)/$(v)/10_composed/%))
+
 # lab 09: four of the trainers again, linking that copy's checkpoint_shards.o
 # (every other program links lab 09 through build/earlier/, below)
 LAB09_PROGS := check_ckpt train_gpt train_zero train_tp train_pp
@@ -145,7 +148,7 @@ DEMO_RANKS ?= 2
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(LAB09_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(BUILD)/bin/train_4d $(TEST_BINS) $(LAB_TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(LAB09_BINS) $(LAB10_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(TEST_BINS) $(LAB_TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -276,7 +279,8 @@ $(BUILD)/apps/tp_layers.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_t
 # lab 07: train_cp links that copy's ring_attention.o and ulysses.o, lab
 # 04's layers and lab 02's DDP through build/earlier/
 $(BUILD)/apps/train_cp.o: CPPFLAGS += -I$(call copy_of,07_context_parallel)/07_context_parallel -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/07_context_parallel/ring_attention.o $(BUILD)/%/07_context_parallel/ulysses.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/apps/cp_layers.o: CPPFLAGS += -I$(call copy_of,07_context_parallel)/07_context_parallel
+$(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/07_context_parallel/ring_attention.o $(BUILD)/%/07_context_parallel/ulysses.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 09: the library's checkpoints (common/checkpoint.c, and train.c's
@@ -316,11 +320,15 @@ $(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_SCHED) $(E
 	@mkdir -p $(@D)
 	cp $< $@
 
-# the composed trainer (issue 22's first part, before its lab): every
-# lab's functions through build/earlier/
-$(BUILD)/apps/train_4d.o: CPPFLAGS += $(foreach l,02_ddp 04_tensor_parallel 05_activation_memory 06_pipeline 07_context_parallel 08_moe,-I$(call copy_of,$(l))/$(l))
-$(BUILD)/bin/train_4d: $(BUILD)/apps/train_4d.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(EARLIER_ACT) $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_EP) $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
-	@mkdir -p $(@D)
+# lab 10: the composed trainer links that copy's composed.o (the seams)
+# and every earlier lab's functions through build/earlier/; composed.h
+# names lab 03's Zero (grader/cases/10_composed.toml: include)
+$(BUILD)/labs/10_composed/composed.o $(BUILD)/solutions/10_composed/composed.o: CPPFLAGS += -I$(call copy_of,03_zero)/03_zero
+$(BUILD)/apps/train_4d.o $(BUILD)/apps/composed_zero1.o $(BUILD)/apps/check_mesh_order.o: CPPFLAGS += $(foreach l,02_ddp 03_zero 04_tensor_parallel 05_activation_memory 06_pipeline 07_context_parallel 08_moe 10_composed,-I$(call copy_of,$(l))/$(l))
+# check_mesh_order: the extension's order checked alone
+$(BUILD)/%/10_composed/check_mesh_order: $(BUILD)/apps/check_mesh_order.o $(BUILD)/%/10_composed/composed.o $(EARLIER_ZERO) $(EARLIER_CKPT) $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+$(BUILD)/%/10_composed/train_4d: $(BUILD)/apps/train_4d.o $(BUILD)/apps/composed_zero1.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/10_composed/composed.o $(EARLIER_ACT) $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_EP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # the memory planner's command line (common/memplan.h)
@@ -375,7 +383,7 @@ $(BUILD)/fake_gpu/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(
 $(BUILD)/fake_gpu/train_tp_lab05: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_zero_lab05: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/06_pipeline/pipeline.o $(BUILD)/solutions/06_pipeline/schedules.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/07_context_parallel/ring_attention.o $(BUILD)/solutions/07_context_parallel/ulysses.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/07_context_parallel/ring_attention.o $(BUILD)/solutions/07_context_parallel/ulysses.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/08_moe/expert_parallel.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
 $(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o $(BUILD)/solutions/00_single_device/backprop.o

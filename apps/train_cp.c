@@ -20,6 +20,7 @@
 #include "check.h"
 #include "cli.h"
 #include "comm.h"
+#include "cp_layers.h"
 #include "ddp_sync.h"
 #include "device.h"
 #include "kernels.h"
@@ -30,7 +31,6 @@
 #include "runlog.h"
 #include "tp_layers.h"
 #include "train.h"
-#include "ulysses.h"
 
 typedef struct {
     int cp, tp;
@@ -100,12 +100,8 @@ int main(int argc, char **argv) {
     }
     layout.tp_group = mesh->tp_group;
     /* the lab's attention (model.h), timed for the balance */
-    const ContextParallelOps ring = {ring_attention_forward, ring_attention_backward,
-                                     context_parallel_loss_mean};
-    const ContextParallelOps ulysses = {ulysses_attention_forward, ulysses_attention_backward,
-                                        context_parallel_loss_mean};
     const ContextParallelOps timed = {timed_forward, timed_backward, context_parallel_loss_mean};
-    g_lab_ops = copt.algo == CP_ULYSSES ? &ulysses : &ring;
+    g_lab_ops = cp_layers_of(copt.algo);  /* cp_layers.h */
     gpt_layout_set_context(&layout, cp, mesh->cp_rank, copt.algo);
     layout.cp_group = mesh->cp_group;
     layout.cp_ops = &timed;

@@ -56,11 +56,7 @@ static void on_pp_option(void *ctx, int index, const char *arg) {
 
 /* The checks that need no communication, in the order a user fixes them */
 static void check_options(TrainOptions *o, PpOptions *p) {
-    if (p->chunks == 0) p->chunks = strcmp(p->schedule, "interleaved") == 0 ? 2 : 1;
-    if (p->micro_batches && o->grad_accum != 1 && o->grad_accum != p->micro_batches)
-        USER_ERROR("--micro-batches %d and --grad-accum %d: a pipeline's micro-batches are its "
-                   "accumulation steps; give one of them", p->micro_batches, o->grad_accum);
-    if (p->micro_batches) o->grad_accum = p->micro_batches;
+    train_pipeline_options(o, p->schedule, p->micro_batches, &p->chunks);
     char why[256];
     if (pipe_schedule_problem(p->schedule, p->pp, o->grad_accum, p->chunks, why, sizeof why))
         USER_ERROR("%s", why);

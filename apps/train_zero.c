@@ -91,37 +91,7 @@ static void local_params(void *ctx, float *out) {
         zero3_params_done(z, u);
     }
 }
-/* For checkpoints: the moments (and ZeRO-3's parameters) are this rank's
- * shard of each unit, dp_rank S_u .. (dp_rank + 1) S_u of its padded
- * range, the real elements of it (padding is not saved); ZeRO-1/2's
- * parameters are every unit whole, as on every rank. */
-typedef struct {
-    CkptRun *shards, *whole;
-} ZeroRuns;
-static ZeroRuns g_runs;
-
-static void held(void *ctx, CkptHeld *h) {
-    Zero *z = ctx;
-    const size_t r = (size_t)z->dp->rank;
-    free(g_runs.shards);
-    free(g_runs.whole);
-    g_runs.shards = malloc((size_t)z->nunits * sizeof *g_runs.shards);
-    g_runs.whole = malloc((size_t)z->nunits * sizeof *g_runs.whole);
-    CHECK(g_runs.shards && g_runs.whole, "out of memory");
-    for (int u = 0; u < z->nunits; u++) {
-        const ZeroUnit *x = &z->units[u];
-        const size_t lo = r * x->shard < x->count ? r * x->shard : x->count;
-        const size_t hi = (r + 1) * x->shard < x->count ? (r + 1) * x->shard : x->count;
-        g_runs.shards[u] = (CkptRun){x->offset + lo, hi - lo, x->shard_offset};
-        g_runs.whole[u] = (CkptRun){x->offset, x->count, x->padded_offset};
-    }
-    const int s3 = z->stage == 3;
-    *h = (CkptHeld){{s3 ? z->params_shard : z->params_full, z->adam_m, z->adam_v},
-                    {s3 ? g_runs.shards : g_runs.whole, g_runs.shards, g_runs.shards},
-                    {z->nunits, z->nunits, z->nunits},
-                    {!s3, 0, 0},
-                    s3 ? "ZeRO-3 shards" : z->stage == 2 ? "ZeRO-2 shards" : "ZeRO-1 shards"};
-}
+static void held(void *ctx, CkptHeld *h) { zero_held(ctx, h); }
 
 static void grads_begin(void *ctx, int u) { zero_grads_begin(ctx, u); }
 static void grads_ready(void *ctx, int u) { zero_grads_ready(ctx, u); }

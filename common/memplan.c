@@ -74,8 +74,8 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     if (l->schedule) {  /* a pipeline: the schedule's order decides */
         pk[MEM_ACTIVATIONS] = pipe_activation_peak_bytes(&m, l->schedule, l->rows, l->seq);
         /* the messages live during each op, and the op's own transfers */
-        pk[MEM_COMM] = pipe_comm_peak_bytes(&m, l->schedule, l->rows, l->seq, cp_forward,
-                                            cp_backward);
+        pk[MEM_COMM] += pipe_comm_peak_bytes(&m, l->schedule, l->rows, l->seq, cp_forward,
+                                             cp_backward);
     } else {
         pk[MEM_ACTIVATIONS] = F * gpt_activation_floats(&m, l->rows, l->seq)
                               + sizeof(int) * gpt_activation_ints(l->rows, l->seq);

@@ -24,7 +24,9 @@
  *     pass (read at both ends), one block at a time besides them, two with
  *     prefetch: 4 (P_0 + max_u (P_u + P_{u+1})) bytes;
  *   ZeRO-1/2/3: the in-place reduce-scatter's scratch (comm.h), one unit's
- *     shard: 4 max_u S_u bytes of MEM_COMM;
+ *     shard: 4 max_u S_u bytes of MEM_COMM, kept from the first step's
+ *     reduce-scatters on (so beside a pipeline's messages from the second
+ *     step on);
  *   activations and backward scratch: model.h's formulas for B x T.
  *
  * ZeRO-2/3 with the reduce-scatter behind the backward pass (overlap_rs,
@@ -67,7 +69,8 @@ static inline size_t unit_shard_size(size_t n, int N) { return (n + (size_t)N - 
 
 typedef struct {
     int zero_stage;  /* 0: replicated states (one device, DDP); 1, 2 or 3 */
-    int ranks;       /* N, the data-parallel group */
+    int ranks;       /* N, the group ZeRO shards over: the data-parallel
+                        group, or dp x cp in a composed layout (train_4d) */
     int prefetch;    /* ZeRO-3: the next unit is gathered while one computes */
     int rows, seq;   /* one micro-batch on one rank: rows sequences of seq tokens */
     int overlap_rs;  /* ZeRO-2/3: the reduce-scatter behind the backward pass (above) */

@@ -1,9 +1,41 @@
 #include "mesh.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+const char *const MESH_DIM_NAMES[MESH_DIMS] = {"tp", "cp", "dp", "pp"};
+
+int mesh_order_parse(const char *order, MeshDim out[MESH_DIMS], char *why, size_t n) {
+    if (!order) order = "tp-cp-dp-pp";
+    int seen = 0, k = 0;
+    for (const char *p = order; k <= MESH_DIMS; k++) {
+        int dim = -1;
+        for (int d = 0; d < MESH_DIMS; d++)
+            if (strncmp(p, MESH_DIM_NAMES[d], 2) == 0) dim = d;
+        if (k == MESH_DIMS || dim < 0 || (seen >> dim & 1)) break;
+        seen |= 1 << dim;
+        out[k] = (MeshDim)dim;
+        p += 2;
+        if (k == MESH_DIMS - 1 && *p == '\0') return 0;
+        if (*p != '-') break;
+        p++;
+    }
+    snprintf(why, n, "mesh order '%s': expected the four names tp, cp, dp and pp, each once, "
+             "joined by '-' innermost first (Megatron-LM's: tp-cp-dp-pp)", order);
+    return -1;
+}
+
+static int degree_of(const MeshDegrees *d, MeshDim k) {
+    const int deg[MESH_DIMS] = {d->tp, d->cp, d->dp, d->pp};
+    return deg[k];
+}
 
 MeshDegrees mesh_resolve_degrees(MeshDegrees want, int world_size) {
     MeshDegrees d = want;
+    MeshDim order[MESH_DIMS];
+    char why[160];
+    if (mesh_order_parse(d.order, order, why, sizeof why)) USER_ERROR("%s", why);
     if (d.tp < 1 || d.cp < 1 || d.pp < 1 || d.ep < 1 || d.dp < 0)
         USER_ERROR("parallel degrees must be >= 1 (tp %d, cp %d, dp %d, pp %d, ep %d)", d.tp, d.cp,
                    d.dp, d.pp, d.ep);
@@ -23,18 +55,87 @@ MeshDegrees mesh_resolve_degrees(MeshDegrees want, int world_size) {
     return d;
 }
 
+/* the order of a resolved mesh's degrees (checked by mesh_resolve_degrees) */
+static void order_of(const MeshDegrees *d, MeshDim order[MESH_DIMS]) {
+    char why[160];
+    CHECK(mesh_order_parse(d->order, order, why, sizeof why) == 0, "%s", why);
+}
+
 void mesh_coords(const MeshDegrees *deg, int rank, int *tp_rank, int *cp_rank, int *dp_rank,
                  int *pp_rank) {
-    *tp_rank = rank % deg->tp;
-    rank /= deg->tp;
-    *cp_rank = rank % deg->cp;
-    rank /= deg->cp;
-    *dp_rank = rank % deg->dp;
-    *pp_rank = rank / deg->dp;
+    MeshDim order[MESH_DIMS];
+    order_of(deg, order);
+    int x[MESH_DIMS];
+    for (int i = 0; i < MESH_DIMS; i++) {  /* digit by digit, innermost first */
+        const int k = degree_of(deg, order[i]);
+        x[order[i]] = rank % k;
+        rank /= k;
+    }
+    *tp_rank = x[MESH_TP];
+    *cp_rank = x[MESH_CP];
+    *dp_rank = x[MESH_DP];
+    *pp_rank = x[MESH_PP];
 }
 
 int mesh_rank_of(const MeshDegrees *deg, int tp_rank, int cp_rank, int dp_rank, int pp_rank) {
-    return tp_rank + deg->tp * (cp_rank + deg->cp * (dp_rank + deg->dp * pp_rank));
+    MeshDim order[MESH_DIMS];
+    order_of(deg, order);
+    const int x[MESH_DIMS] = {tp_rank, cp_rank, dp_rank, pp_rank};
+    int rank = 0;
+    for (int i = MESH_DIMS - 1; i >= 0; i--) rank = rank * degree_of(deg, order[i]) + x[order[i]];
+    return rank;
+}
+
+void mesh_nodes(Comm *world, int ranks_per_node, int *node) {
+    if (ranks_per_node > 0) {
+        for (int r = 0; r < world->size; r++) node[r] = r / ranks_per_node;
+        return;
+    }
+    /* each node's first world rank, known to every rank */
+    Comm *here = comm_split_node(world, "node");
+    int *ranks = malloc((size_t)here->size * sizeof(int));
+    CHECK(ranks, "out of memory");
+    comm_allgather_untraced(here, &world->rank, ranks, (size_t)here->size, COMM_INT32);
+    int first = ranks[0];
+    for (int i = 1; i < here->size; i++) first = ranks[i] < first ? ranks[i] : first;
+    free(ranks);
+    comm_free(here);
+    comm_allgather_untraced(world, &first, node, (size_t)world->size, COMM_INT32);
+    /* number the nodes 0, 1, ... in the order of their first ranks */
+    int *number = malloc((size_t)world->size * sizeof(int));
+    CHECK(number, "out of memory");
+    for (int r = 0, count = 0; r < world->size; r++)
+        if (node[r] == r) number[r] = count++;
+    for (int r = 0; r < world->size; r++) node[r] = number[node[r]];
+    free(number);
+}
+
+void mesh_group_spans(const MeshDegrees *d, const int *node, int spans[MESH_DIMS]) {
+    const int world = d->tp * d->cp * d->dp * d->pp;
+    for (int k = 0; k < MESH_DIMS; k++) {
+        spans[k] = 1;
+        /* each group: the ranks whose coordinates agree but for k's; the
+         * group of rank r with k's coordinate 0 stands for it */
+        for (int r = 0; r < world; r++) {
+            int x[MESH_DIMS];
+            mesh_coords(d, r, &x[MESH_TP], &x[MESH_CP], &x[MESH_DP], &x[MESH_PP]);
+            if (x[k] != 0) continue;
+            const int size = degree_of(d, (MeshDim)k);
+            int distinct = 0;
+            for (int i = 0; i < size; i++) {
+                x[k] = i;
+                const int ni = node[mesh_rank_of(d, x[MESH_TP], x[MESH_CP], x[MESH_DP], x[MESH_PP])];
+                int seen = 0;
+                for (int j = 0; j < i && !seen; j++) {
+                    x[k] = j;
+                    seen = node[mesh_rank_of(d, x[MESH_TP], x[MESH_CP], x[MESH_DP], x[MESH_PP])] == ni;
+                }
+                distinct += !seen;
+            }
+            x[k] = 0;
+            if (distinct > spans[k]) spans[k] = distinct;
+        }
+    }
 }
 
 Mesh *mesh_create(Comm *world, MeshDegrees deg) {

@@ -7,7 +7,9 @@
  *
  * TP is innermost because it talks most (every layer, forward and backward),
  * so its ranks should be neighbours (same node, fastest links); PP is
- * outermost because it sends only activations between stages.
+ * outermost because it sends only activations between stages. Another
+ * order (MeshDegrees.order, e.g. "dp-tp-cp-pp") permutes the digits: the
+ * groups below are the same sets of coordinates, on other world ranks.
  *
  * Groups (each a Comm, ordered by the coordinate along its dimension):
  *   tp: same (cp, dp, pp)      cp: same (tp, dp, pp)
@@ -29,7 +31,19 @@
 
 typedef struct {
     int tp, cp, dp, pp, ep;   /* degrees; 0 in mesh_parse_degrees = "derive dp" */
+    /* the dimensions' order in the rank, innermost first, as "tp-cp-dp-pp"
+     * (a permutation of the four names); NULL: that one, Megatron-LM's */
+    const char *order;
 } MeshDegrees;
+
+/* The dimensions, in Megatron-LM's order */
+typedef enum { MESH_TP, MESH_CP, MESH_DP, MESH_PP, MESH_DIMS } MeshDim;
+extern const char *const MESH_DIM_NAMES[MESH_DIMS];  /* "tp", "cp", "dp", "pp" */
+
+/* Parse an order ("tp-cp-dp-pp"; NULL: that one) into out, innermost
+ * first: 0, or -1 with why (one line) when it is not a permutation of the
+ * four names. */
+int mesh_order_parse(const char *order, MeshDim out[MESH_DIMS], char *why, size_t n);
 
 typedef struct {
     MeshDegrees deg;
@@ -38,7 +52,8 @@ typedef struct {
 } Mesh;
 
 /* Check the degrees against the world size; dp = 0 means world / (tp cp pp).
- * Every degree >= 1, their product = world, ep divides dp. On failure, rank 0
+ * Every degree >= 1, their product = world, ep divides dp, the order a
+ * permutation of the four names. On failure, rank 0
  * prints one clear error and every rank exits with status 2 (a user error). */
 MeshDegrees mesh_resolve_degrees(MeshDegrees want, int world_size);
 
@@ -51,6 +66,19 @@ void mesh_free(Mesh *m);
  * sum wte's two gradients. Collective over the world; NULL on a rank that
  * is neither end, and at pp 1 (both ends are one rank). comm_free after. */
 Comm *mesh_pipeline_ends(const Mesh *m);
+
+/* Placement: which node each world rank runs on (node[world size]; every
+ * rank gets all). ranks_per_node > 0 simulates nodes of that many
+ * consecutive ranks on one machine; 0 takes the machine's (ranks that
+ * share memory, comm_split_node), nodes numbered by their first rank.
+ * Collective over the world, kept out of comm.csv. */
+void mesh_nodes(Comm *world, int ranks_per_node, int *node);
+
+/* The most nodes one group of each dimension spans (spans[MESH_TP] ...
+ * spans[MESH_PP]), from every rank's node: a pure function of the degrees
+ * (their order included). A group spanning one node runs on the node's
+ * fast links; more than one, on the slow links between nodes. */
+void mesh_group_spans(const MeshDegrees *d, const int *node, int spans[MESH_DIMS]);
 
 /* Coordinates of a world rank, and back (pure functions of the degrees). */
 void mesh_coords(const MeshDegrees *deg, int rank, int *tp_rank, int *cp_rank,

@@ -89,8 +89,8 @@ struct TensorParallelOps {
  *                    wpe[t]; dwte this rank's vocabulary rows, dwpe whole;
  *   sum_layernorm_grads  once per step, after the data-parallel mean: a
  *                    layernorm saw only this rank's rows, so its gradient
- *                    is a partial sum: sum it over the TP group (grads:
- *                    the flat buffer, layout.h's views).
+ *                    is a partial sum: sum it over the TP group (g: the
+ *                    views of the gradients, wherever the states keep them).
  * With sp_regather (the extension), the column layers keep only the
  * rank's rows of their input:
  *   column_forward_regather   inp (R, IC) this rank's rows: gathered into
@@ -114,7 +114,7 @@ struct SequenceParallelOps {
                               const float *wte, const float *wpe, float *full, int B, int T);
     void (*embedding_backward)(const GPTLayout *l, float *dwte, float *dwpe, const float *dout,
                                const int *tokens, float *full, int B, int T);
-    void (*sum_layernorm_grads)(const GPTLayout *l, float *grads);
+    void (*sum_layernorm_grads)(const GPTLayout *l, const GPTParams *g);
     void (*column_forward_regather)(const GPTLayout *l, float *out, const float *inp,
                                     const float *w, const float *b, float *full, int N, int IC,
                                     int OC);

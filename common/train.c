@@ -266,6 +266,15 @@ int train_micro_batch_rows(const TrainOptions *o, int ranks) {
     return o->batch / (ranks * o->grad_accum);
 }
 
+void train_pipeline_options(TrainOptions *o, const char *schedule, int micro_batches,
+                            int *chunks) {
+    if (*chunks == 0) *chunks = strcmp(schedule, "interleaved") == 0 ? 2 : 1;
+    if (micro_batches && o->grad_accum != 1 && o->grad_accum != micro_batches)
+        USER_ERROR("--micro-batches %d and --grad-accum %d: a pipeline's micro-batches are its "
+                   "accumulation steps; give one of them", micro_batches, o->grad_accum);
+    if (micro_batches) o->grad_accum = micro_batches;
+}
+
 float lr_at_step(const TrainOptions *o, int step) {
     if (step < o->warmup) return (float)(o->lr * (step + 1) / o->warmup);
     int decay_steps = o->steps - 1 - o->warmup;
@@ -450,25 +459,35 @@ static void log_moe_step(const TrainParallel *par, RunLog *log, int step, int mi
  * take it as it is */
 static int holds_whole_model(const GPTLayout *l) { return l->tp == 1 && l->pp == 1 && l->ep == 1; }
 
+double layout_counted_sum_squares(const GPTLayout *l, const TensorInfo *t, size_t first,
+                                  size_t n, const float *g) {
+    double sum = 0.0;
+    for (int i = 0; i < gpt_num_tensors(l); i++) {
+        if (!(t[i].split || l->tp_rank == 0) || !(t[i].expert_split || l->ep_rank == 0) ||
+            t[i].tied_copy)
+            continue;
+        const size_t lo = t[i].offset > first ? t[i].offset : first;
+        const size_t hi = t[i].offset + t[i].count < first + n ? t[i].offset + t[i].count
+                                                               : first + n;
+        if (lo < hi) sum += sum_squares(g + (lo - first), hi - lo);
+    }
+    return sum;
+}
+
+double layout_model_sum(const GPTLayout *l, double x) {
+    if (l->tp > 1) comm_allreduce(l->tp_group, &x, &x, 1, COMM_DOUBLE, COMM_SUM);
+    if (l->pp > 1) comm_allreduce(l->pp_group, &x, &x, 1, COMM_DOUBLE, COMM_SUM);
+    if (l->ep > 1) comm_allreduce(l->ep_group, &x, &x, 1, COMM_DOUBLE, COMM_SUM);
+    return x;
+}
+
 /* The sum of squares of the gradients of the whole model, each parameter
- * counted once: a tensor split over TP is summed over the TP group, a
- * replicated one (whole on every TP rank, the same gradient) counted on TP
- * rank 0 only; each pipeline stage's over the pipeline, the last stage's
- * tied copy of wte not at all (the first stage's stands for it); under
- * expert parallelism each rank's experts over the EP group, the tensors
- * whole on every EP rank on EP rank 0 only; t is the layout's tensor
- * table. On one rank of the whole model, the whole buffer at once. */
+ * counted once (layout_counted_sum_squares, then layout_model_sum; t is
+ * the layout's tensor table). On one rank of the whole model, the whole
+ * buffer at once. */
 static double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const float *grads) {
     if (holds_whole_model(l)) return sum_squares(grads, l->num_params);
-    double sum = 0.0;
-    for (int i = 0; i < gpt_num_tensors(l); i++)
-        if ((t[i].split || l->tp_rank == 0) && (t[i].expert_split || l->ep_rank == 0) &&
-            !t[i].tied_copy)
-            sum += sum_squares(grads + t[i].offset, t[i].count);
-    if (l->tp > 1) comm_allreduce(l->tp_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
-    if (l->pp > 1) comm_allreduce(l->pp_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
-    if (l->ep > 1) comm_allreduce(l->ep_group, &sum, &sum, 1, COMM_DOUBLE, COMM_SUM);
-    return sum;
+    return layout_model_sum(l, layout_counted_sum_squares(l, t, 0, l->num_params, grads));
 }
 
 /* The layout of the rank at tp_rank r and ep_rank e of l's stage */
@@ -479,16 +498,7 @@ static GPTLayout layout_of_rank(const GPTLayout *l, int r, int e) {
     return lr;
 }
 
-/* The whole model in the standard layout (host memory, gpt_num_params
- * floats; the caller frees it), assembled from the local buffers of every
- * rank of this one's TP group and EP group (the EP group's first, then
- * those of the TP group: tp x ep buffers, their tensors split over TP or
- * EP each from its owner), then every pipeline stage's. Where copies of a
- * tensor could differ (one held whole by several ranks), the copy of TP
- * and EP rank 0 wins, and wte's of the first stage; or, when mine, this
- * rank's own wherever it holds the tensor (its view of the model, for the
- * consistency checksum): those buffers are copied last. */
-static float *layout_gather_standard(const GPTLayout *l, const float *local, int mine) {
+float *layout_gather_standard(const GPTLayout *l, const float *local, int mine) {
     const size_t n = l->num_params, total = gpt_num_params(&l->cfg);
     const int tp = l->tp, ep = l->ep, ranks = tp * ep;  /* n floats each */
     float *own = malloc(n * sizeof(float)), *of_ep = malloc(n * ep * sizeof(float));
@@ -567,7 +577,7 @@ static double replicated_finish_grads(void *ctx, int micro_batches) {
     Replicated *r = ctx;
     if (r->sync) r->sync->finish(r->sync->ctx, r->grads, r->n);
     /* sequence parallelism: each TP rank's layernorms saw its rows only */
-    if (r->layout->sp) r->layout->sp_ops->sum_layernorm_grads(r->layout, r->grads);
+    if (r->layout->sp) r->layout->sp_ops->sum_layernorm_grads(r->layout, &r->g);
     /* a pipeline: wte's two copies, each with its stage's share */
     if (r->layout->pp > 1) r->layout->sum_tied_embedding(r->layout, r->grads);
     /* each micro-batch's backward gave the gradient of its own mean loss */

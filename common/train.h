@@ -58,6 +58,14 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
  * batch / (ranks x grad_accum), or a user error when that does not divide. */
 int train_micro_batch_rows(const TrainOptions *o, int ranks);
 
+/* A pipeline's options as train_pp and train_4d take them: *chunks 0 (not
+ * given) becomes 2 for the interleaved schedule, else 1; --micro-batches
+ * (0: not given) takes --grad-accum's place, since a pipeline's
+ * micro-batches are its accumulation steps: both given and different is
+ * one clear error. */
+void train_pipeline_options(TrainOptions *o, const char *schedule, int micro_batches,
+                            int *chunks);
+
 /* Learning rate at step (0-based): warmup from lr/warmup to lr, then cosine
  * down to lr * min_lr_frac at the last step. */
 float lr_at_step(const TrainOptions *o, int step);
@@ -102,6 +110,33 @@ void train_print_tp_traffic(const char *program, const TrainOptions *o, const Me
                             const Comm *tp, int fused_ce);
 void train_print_cp_traffic(const char *program, const TrainOptions *o, const MemLayout *ml,
                             const Comm *cp);
+
+/* ---- the whole model from a layout's pieces ----
+ * The gradient norm counts each distinct parameter once:
+ * layout_counted_sum_squares sums the squares of the elements [first,
+ * first + n) of this rank's flat buffer (layout.h), which lie at g, of the
+ * tensors this rank counts: a tensor split over TP or EP on every rank, one
+ * whole on every TP (EP) rank, the same gradient, on TP (EP) rank 0 only,
+ * the last stage's tied copy of wte never (the first stage's stands for
+ * it); t is the layout's tensor table. layout_model_sum then adds x over
+ * the ranks that hold the other parts of the same model copy (the TP,
+ * pipeline and EP groups). Replicated states count their whole buffer;
+ * ZeRO's owners count their shards, summed over the sharding group first. */
+double layout_counted_sum_squares(const GPTLayout *l, const TensorInfo *t, size_t first,
+                                  size_t n, const float *g);
+double layout_model_sum(const GPTLayout *l, double x);
+
+/* The whole model in the standard layout (host memory, gpt_num_params
+ * floats; the caller frees it), assembled from the local buffers of every
+ * rank of this one's TP group and EP group (the EP group's first, then
+ * those of the TP group: tp x ep buffers, their tensors split over TP or
+ * EP each from its owner), then every pipeline stage's (a collective over
+ * those groups, kept out of comm.csv). Where copies of a tensor could
+ * differ (one held whole by several ranks), the copy of TP and EP rank 0
+ * wins, and wte's of the first stage; or, when mine, this rank's own
+ * wherever it holds the tensor (its view of the model, for the
+ * consistency checksum): those buffers are copied last. */
+float *layout_gather_standard(const GPTLayout *l, const float *local, int mine);
 
 /* Clip to max_norm given the global norm: returns the factor applied
  * (min(1, max_norm / norm); 1 when max_norm <= 0 means no clipping). */

@@ -210,6 +210,41 @@ def check_consistency(run, ref):
     return None
 
 
+MESH_DIMS = ["tp", "cp", "dp", "pp"]   # the mesh's dimensions, the busiest first
+
+
+def group_spans(outputs):
+    """[the most nodes one group of each dimension spans], from mesh.csv
+    (rank,node,tp,cp,dp,pp): a group is the ranks whose other coordinates
+    agree."""
+    rows = read_csv(outputs, ["rank", "node"] + MESH_DIMS, "mesh.csv")
+    spans = []
+    for dim in MESH_DIMS:
+        groups = {}
+        for r in rows:
+            key = tuple(r[d] for d in MESH_DIMS if d != dim)
+            groups.setdefault(key, set()).add(r["node"])
+        spans.append(max((len(nodes) for nodes in groups.values()), default=0))
+    return len(rows), spans
+
+
+def check_placement(run, ref):
+    """The mesh's placement on the nodes (mesh.csv): every rank listed, and
+    the groups' spans, compared busiest dimension first (TP, CP, DP, PP),
+    no worse than the reference's: a group that spans more nodes runs on
+    the slow links between them."""
+    (n, got), (want_n, want) = group_spans(as_outputs(run)), group_spans(as_outputs(ref))
+    if n != want_n:
+        return f"mesh.csv has {n} ranks, expected {want_n}"
+    for dim, g, w in zip(MESH_DIMS, got, want):
+        if g < w:
+            return None
+        if g > w:
+            return (f"a {dim} group spans {g} nodes, the reference's {w}: its collectives cross "
+                    f"the slow links between nodes (mesh order: the busiest dimension innermost)")
+    return None
+
+
 def overlap_counts(outputs):
     """{rank: (gradient collectives started during the backward pass, all
     gradient collectives)}, from overlap.csv (a reference's summary) or
@@ -264,10 +299,11 @@ def check_overlap(run, ref):
 
 
 CHECKS = {"loss": check_losses, "memory": check_memory, "comm": check_comm,
-          "consistency": check_consistency, "overlap": check_overlap}
+          "consistency": check_consistency, "overlap": check_overlap,
+          "placement": check_placement}
 # the file each check reads from a run
 FILES = {"loss": "metrics.csv", "memory": "memory.csv", "comm": "comm.csv",
-         "consistency": "params_checksum.csv", "overlap": "trace.csv"}
+         "consistency": "params_checksum.csv", "overlap": "trace.csv", "placement": "mesh.csv"}
 
 
 def has_reference(check, outputs):

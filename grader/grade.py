@@ -97,6 +97,7 @@ class Lab:
     cases: list
     link: list = field(default_factory=list)   # objects of earlier labs' solutions
     apps: list = field(default_factory=list)   # more app objects every program links
+    include: list = field(default_factory=list)  # earlier labs whose headers the lab's own include
 
 
 @dataclass
@@ -172,7 +173,8 @@ def load_lab(path):
                                     "list the 'consistency' check (grader/README.md)")
             cases.append(case)
         return Lab(name, list(doc["programs"]), cases, [str(x) for x in doc.get("link", [])],
-                   [str(x) for x in doc.get("apps", [])])
+                   [str(x) for x in doc.get("apps", [])],
+                   [str(x) for x in doc.get("include", [])])
     except (OSError, KeyError, TypeError, ValueError, tomllib.TOMLDecodeError) as e:
         raise ManifestError(f"{path}: {e!r}") from None
 

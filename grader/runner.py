@@ -161,6 +161,10 @@ def kit_inputs(lab):
         files += [os.path.join(d, f) for f in sorted(os.listdir(os.path.join(ROOT, d)))
                   if f.endswith(".h")]
     files += [os.path.join("build", "apps", p + ".o") for p in list(lab.programs) + list(lab.apps)]
+    for name in lab.include:  # the student's copy: its headers are the solution's
+        d = os.path.join("labs", name)
+        files += [os.path.join(d, f) for f in sorted(os.listdir(os.path.join(ROOT, d)))
+                  if f.endswith(".h")]
     return files + [os.path.join("build", "libcommon.a")] + list(lab.link)
 
 
@@ -183,7 +187,8 @@ def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=Non
         path = os.path.join(src_dir, src)
         if os.path.realpath(path).startswith(os.path.realpath(kit) + os.sep):
             path = os.path.relpath(path, kit)   # __FILE__ in a fatal: line, without the sandbox
-        cmd = (flags["CC"] + flags["CPPFLAGS"] + ["-I" + src_dir] + flags["CFLAGS"]
+        cmd = (flags["CC"] + flags["CPPFLAGS"] + ["-I" + src_dir]
+               + ["-I" + os.path.join("labs", name) for name in lab.include] + flags["CFLAGS"]
                + ["-c", path, "-o", obj])
         res = run(wrap(cmd), timeout=300, cwd=kit, env=env, base_env=base_env)
         if res.status != 0:

@@ -30,7 +30,7 @@ load helpers
     [ "$(cut -d, -f1 "$BATS_TEST_TMPDIR/trace.csv" | sort -u | tr '\n' ' ')" = "0 1 2 rank " ]
 }
 
-@test "mesh: coordinates and groups follow the documented order (world sizes 1 to 8)" {
+@test "mesh: coordinates and groups follow the documented order, or another given one (world sizes 1 to 8)" {
     while read -r np degrees; do
         # shellcheck disable=SC2086  # degrees is a list of flags
         run mpirun_t 60 "$np" "$BUILD/tests/test_mesh" $degrees
@@ -51,6 +51,9 @@ load helpers
 8 --tp 2 --cp 2 --dp 1 --pp 2
 8 --ep 2 --tp 2
 8 --dp 4 --ep 4 --pp 2
+4 --tp 2 --order dp-tp-cp-pp
+8 --tp 2 --cp 2 --pp 2 --order pp-cp-tp-dp
+8 --dp 4 --ep 2 --tp 2 --order dp-pp-cp-tp
 LAYOUTS
 }
 
@@ -67,6 +70,9 @@ LAYOUTS
 2 --tp 0
 2 --pp -1
 2 --tp x
+2 --tp 2 --order tp-cp-dp
+2 --tp 2 --order tp-tp-dp-pp
+2 --tp 2 --order tp-cp-dp-pp-
 LAYOUTS
 }
 

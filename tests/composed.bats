@@ -9,7 +9,7 @@
 # one clear error.
 load helpers
 
-T4D="$BUILD/bin/train_4d"
+T4D="$BUILD/solutions/10_composed/train_4d"
 GPT="$BUILD/solutions/00_single_device/train_gpt"
 COMMON=(--config tiny --steps 4 --eval-every 100 --threads 1 --batch 8 --grad-accum 2)
 
@@ -47,30 +47,41 @@ composed() {
 }
 
 @test "composed: dp 2 x tp 2 x pp 2 and tp 2 x cp 2 x pp 2 (8 ranks) follow the single-device run" {
-    require_solution 00 02 04 05 06 07 08 09
+    require_solution 00 02 03 04 05 06 07 08 09 10
     composed 8 "$BASE" "--dp 2 --tp 2 --pp 2" "--tp 2 --cp 2 --pp 2 --cp-algo zigzag"
 }
 
 @test "composed: dp 2 x cp 2 x tp 2 with SP, and interleaved pp 2 x tp 2 x dp 2 (8 ranks) follow the single-device run" {
-    require_solution 00 02 04 05 06 07 08 09
+    require_solution 00 02 03 04 05 06 07 08 09 10
     composed 8 "$BASE" "--dp 2 --cp 2 --tp 2 --sp" \
         "--pp 2 --tp 2 --dp 2 --schedule interleaved --chunks 2 --micro-batches 2"
 }
 
 @test "composed: pp 2 x cp 2 with Ulysses and full recomputation, pp 2 x tp 2 with SP and full recomputation, zb-h1 with selective (4 ranks) follow the single-device run" {
-    require_solution 00 02 04 05 06 07 08 09
+    require_solution 00 02 03 04 05 06 07 08 09 10
     composed 4 "$BASE" "--pp 2 --cp 2 --cp-algo ulysses --recompute full" \
         "--pp 2 --tp 2 --sp --recompute full" "--pp 2 --tp 2 --schedule zb-h1 --recompute selective"
 }
 
+@test "composed: ZeRO-1 over dp x cp with interleaved pp 2 x tp 2 x dp 2, tp 2 x cp 2 x pp 2 and dp 2 x cp 2 x tp 2 with SP (8 ranks) follows the single-device run" {
+    require_solution 00 02 03 04 05 06 07 08 09 10
+    composed 8 "$BASE" "--pp 2 --tp 2 --dp 2 --schedule interleaved --chunks 2 --zero 1" \
+        "--tp 2 --cp 2 --pp 2 --cp-algo zigzag --zero 1" "--dp 2 --cp 2 --tp 2 --sp --zero 1"
+    # the moments are sharded over dp x cp = 2: half the parameters' bytes (and the padding)
+    local out="$BATS_TEST_TMPDIR/4d-8---tp_2_--cp_2_--pp_2_--cp-algo_zigzag_--zero_1"
+    awk -F, '$2 == "params" { p[$1] = $3 } $2 == "optimizer" { o[$1] = $3 }
+             END { for (r in p) if (o[r] < p[r] || o[r] > p[r] + 64) { print "rank " r ": optimizer " o[r] " params " p[r]; bad = 1 }
+                   exit bad }' "$out/memory.csv"
+}
+
 @test "composed: a mixture of experts, ep 2 within dp 4 x tp 2 (8 ranks), follows the single-device MoE run" {
-    require_solution 00 02 04 05 06 07 08 09
+    require_solution 00 02 03 04 05 06 07 08 09 10
     COMMON=(--config tiny-moe --steps 4 --eval-every 100 --threads 1 --batch 8 --grad-accum 2)
     composed 8 "$BASE_MOE" "--dp 4 --tp 2 --ep 2"
 }
 
 @test "composed: a checkpoint saved by dp 2 x tp 2 x pp 2 resumes in tp 2 x cp 2 x pp 2 (zigzag) and follows the single-device run" {
-    require_solution 00 02 04 05 06 07 08 09
+    require_solution 00 02 03 04 05 06 07 08 09 10
     local d="$BATS_TEST_TMPDIR"
     run mpirun_t 300 8 "$T4D" "${COMMON[@]}" --dp 2 --tp 2 --pp 2 --save "$d/ck" --save-every 2 --out "$d/a"
     [ "$status" -eq 0 ] || { echo "$output"; return 1; }
@@ -84,6 +95,31 @@ composed() {
     { head -n 1 "$BASE/metrics.csv"; tail -n 2 "$BASE/metrics.csv"; } > "$d/base-tail/metrics.csv"
     cp "$BASE/params.bin" "$d/base-tail/"
     run env BASE="$d/base-tail" bash -c "source '$BATS_TEST_DIRNAME/helpers.bash'; same_run '$d/b'"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "composed: ZeRO-1 shards saved by tp 2 x cp 2 x pp 2 resume bit for bit, and in dp 4 with ZeRO-1 follow the single-device run" {
+    require_solution 00 02 03 04 05 06 07 08 09 10
+    local d="$BATS_TEST_TMPDIR" z=(--tp 2 --cp 2 --pp 2 --cp-algo zigzag --zero 1)
+    run mpirun_t 300 8 "$T4D" "${COMMON[@]}" "${z[@]}" --save "$d/ck" --save-every 2 \
+        --out "$d/a" --dump-params "$d/a/params.bin"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    # every CP rank's shard of the moments is in the checkpoint, once
+    run t 60 "$BUILD/bin/ckpt" verify "$d/ck/step-000002"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    [[ "$output" == *"every parameter and moment present once"* ]]
+    run mpirun_t 300 8 "$T4D" "${COMMON[@]}" "${z[@]}" --resume "$d/ck/step-000002" \
+        --out "$d/b" --dump-params "$d/b/params.bin"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    cmp "$d/a/params.bin" "$d/b/params.bin"
+    run mpirun_t 300 4 "$T4D" "${COMMON[@]}" --dp 4 --zero 1 --resume "$d/ck/step-000002" \
+        --out "$d/c" --dump-params "$d/c/params.bin"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    mkdir -p "$d/base-tail"
+    { head -n 1 "$BASE/metrics.csv"; tail -n 2 "$BASE/metrics.csv"; } > "$d/base-tail/metrics.csv"
+    cp "$BASE/params.bin" "$d/base-tail/"
+    run env BASE="$d/base-tail" bash -c "source '$BATS_TEST_DIRNAME/helpers.bash'; same_run '$d/c'"
     echo "$output"
     [ "$status" -eq 0 ]
 }
@@ -110,13 +146,21 @@ composed() {
     [[ "$output" == *"the config has none"* ]]
     run t 30 "$T4D" --config tiny --cp 4 --seq 50 --out "$d/x"
     assert_user_error
+    run t 30 "$T4D" --config tiny --pp 2 --zero 2 --out "$d/x"
+    assert_user_error
+    [[ "$output" == *"--zero 2: ZeRO-2 and 3"*"once per micro-batch"* ]]
+    run t 30 "$T4D" --config tiny --zero x --out "$d/x"
+    assert_user_error
+    run t 30 "$T4D" --config tiny-moe --ep 1 --zero 1 --out "$d/x"
+    assert_user_error
+    [[ "$output" == *"--zero 1 with experts"* ]]
     run mpirun_t 60 2 "$T4D" --config tiny --tp 2 --pp 2 --out "$d/x"
     [ "$status" -eq 2 ]
     [[ "$output" == *"error:"* ]]
 }
 
 @test "composed: make tour's script trains 9 layouts, their losses within tolerance of one device, and draws 4 charts and a report" {
-    require_solution 00 02 04 05 06 07 08 09
+    require_solution 00 02 03 04 05 06 07 08 09 10
     cd "$ROOT"
     run t 900 env TOUR_OUT="$BATS_TEST_TMPDIR/tour" TOUR_STEPS=6 bash tools/tour.sh
     echo "$output"

@@ -14,7 +14,7 @@ total_of() { sed -n 's/^total: //p' "$1"; }
 case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
-    require_solution 00 01 02 03 04 05 06 07 08 09
+    require_solution 00 01 02 03 04 05 06 07 08 09 10
     run t 900 $GRADE --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -25,7 +25,7 @@ case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 }
 
 @test "grader: untouched skeletons score zero, each case saying not implemented" {
-    require_untouched 00 01 02 03 04 05 06 07 08 09
+    require_untouched 00 01 02 03 04 05 06 07 08 09 10
     run t 900 $GRADE --src "$ROOT/labs" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -530,7 +530,7 @@ PY
 }
 
 @test "grader: regenerating the references reproduces the committed ones" {
-    require_solution 00 01 02 03 04 05 06 07 08 09
+    require_solution 00 01 02 03 04 05 06 07 08 09 10
     run t 600 $GRADE --make-references --reference-out "$BATS_TEST_TMPDIR/ref" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
     [ "$status" -eq 0 ]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/tour.sh (`make tour`): the kit's central claim in one page. The same
 # model and batch trained for the same steps in every layout of the
-# composed trainer (build/bin/train_4d) and on one device (lab 00's
+# composed trainer (build/solutions/10_composed/train_4d) and on one device (lab 00's
 # train_gpt, the reference), then drawn:
 #   losses.png   the loss curves overlaid: they coincide (the table gives
 #                each layout's largest distance from one device);
@@ -25,7 +25,7 @@ STEPS=${TOUR_STEPS:-100}
 OUT=${TOUR_OUT:-runs/tour}
 LIMIT=${TOUR_TIMEOUT:-300}
 [[ "$STEPS" =~ ^[1-9][0-9]*$ ]] || die "TOUR_STEPS must be a positive whole number, got '$STEPS'"
-T4D=build/bin/train_4d
+T4D=build/solutions/10_composed/train_4d
 GPT=build/$([ -d solutions/00_single_device ] && echo solutions || echo labs)/00_single_device/train_gpt
 [ -x "$T4D" ] && [ -x "$GPT" ] || die "$T4D or $GPT not built (make all)"
 command -v gnuplot > /dev/null || die "gnuplot not installed (apt-get install gnuplot-nox)"
@@ -199,7 +199,7 @@ EOF
     echo "td:first-child,th:first-child{text-align:left}img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}</style></head><body>"
     echo "<h1>One model, every layout</h1>"
     echo "<p>Config <code>$CONFIG</code>, $STEPS steps of the same batches, with the composed trainer"
-    echo "(<code>build/bin/train_4d</code>) on this machine's $(nproc) CPU cores. Every run's memory per rank"
+    echo "(<code>build/solutions/10_composed/train_4d</code>) on this machine's $(nproc) CPU cores. Every run's memory per rank"
     echo "was checked against the planner's prediction, category by category. The losses coincide:"
     echo "every layout trains the same model.</p>"
     echo "<table><tr>"

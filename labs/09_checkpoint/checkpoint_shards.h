@@ -19,7 +19,9 @@
  *   CP rank and the first stage (not the last stage's tied wte) write it;
  *   a replicated kind's copies on the DP ranks are written in dp parts
  *   (part dp_rank), an expert's by the dp / ep ranks of its EDP group
- *   (part dp_rank / ep); sharded kinds (ZeRO) are each rank's own.
+ *   (part dp_rank / ep); sharded kinds (ZeRO) are each rank's own, on
+ *   every CP rank too (the composed trainer's ZeRO-1 shards the moments
+ *   over dp x cp, so each CP rank holds a different shard).
  * - ckpt_reshard: for each wanted rectangle and each saved one of the same
  *   kind and tensor, copy the overlap, row by row.
  * - ckpt_load: everything this rank holds, from the checkpoint's files,

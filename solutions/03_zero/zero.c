@@ -39,7 +39,10 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
     z->gathering = calloc((size_t)z->nunits, sizeof *z->gathering);
     z->reducing = calloc((size_t)z->nunits, sizeof *z->reducing);
     z->reduced = calloc((size_t)z->nunits, sizeof *z->reduced);
-    CHECK(z->units && z->grad_work && z->gathered && z->gathering && z->reducing && z->reduced,
+    z->shard_runs = calloc((size_t)z->nunits, sizeof *z->shard_runs);
+    z->whole_runs = calloc((size_t)z->nunits, sizeof *z->whole_runs);
+    CHECK(z->units && z->grad_work && z->gathered && z->gathering && z->reducing && z->reduced &&
+              z->shard_runs && z->whole_runs,
           "out of memory");
     const int N = dp->size, r = dp->rank;
     for (int u = 0; u < z->nunits; u++) {
@@ -59,7 +62,8 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
         for (int u = 0; u < z->nunits; u++) {
             const ZeroUnit *x = &z->units[u];
             gpt_init_params(layout, seed, x->offset, x->count, z->params_full + x->padded_offset);
-            gpt_unit_view(layout, u, z->params_full + x->padded_offset, &z->p);
+            /* a unit another pipeline stage holds keeps NULL views */
+            if (x->count) gpt_unit_view(layout, u, z->params_full + x->padded_offset, &z->p);
         }
     } else {
         /* each rank makes exactly its shard: the real elements among
@@ -76,7 +80,8 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
     if (stage == 1) {
         z->grads_full = mem_alloc(MEM_GRADS, z->padded_total * F);
         for (int u = 0; u < z->nunits; u++)
-            gpt_unit_view(layout, u, z->grads_full + z->units[u].padded_offset, &z->g);
+            if (z->units[u].count)
+                gpt_unit_view(layout, u, z->grads_full + z->units[u].padded_offset, &z->g);
     } else {
         z->grads_shard = mem_alloc(MEM_GRADS, z->shard_total * F);
     }
@@ -104,6 +109,8 @@ void zero_free(Zero *z) {
     free(z->gathering);
     free(z->reducing);
     free(z->reduced);
+    free(z->shard_runs);
+    free(z->whole_runs);
 }
 
 /* ---- gradients ------------------------------------------------------------ */
@@ -302,4 +309,22 @@ void zero_gather_params(Zero *z, float *out) {
         if (is_root) device_copy(out + x->offset, unit, x->count * sizeof(float));
         if (z->stage == 3) free(unit);
     }
+}
+
+/* Given: the checkpoint's view of the states (zero.h) */
+void zero_held(Zero *z, CkptHeld *h) {
+    const size_t r = (size_t)z->dp->rank;
+    for (int u = 0; u < z->nunits; u++) {
+        const ZeroUnit *x = &z->units[u];
+        const size_t lo = r * x->shard < x->count ? r * x->shard : x->count;
+        const size_t hi = (r + 1) * x->shard < x->count ? (r + 1) * x->shard : x->count;
+        z->shard_runs[u] = (CkptRun){x->offset + lo, hi - lo, x->shard_offset};
+        z->whole_runs[u] = (CkptRun){x->offset, x->count, x->padded_offset};
+    }
+    const int s3 = z->stage == 3;
+    *h = (CkptHeld){{s3 ? z->params_shard : z->params_full, z->adam_m, z->adam_v},
+                    {s3 ? z->shard_runs : z->whole_runs, z->shard_runs, z->shard_runs},
+                    {z->nunits, z->nunits, z->nunits},
+                    {!s3, 0, 0},
+                    s3 ? "ZeRO-3 shards" : z->stage == 2 ? "ZeRO-2 shards" : "ZeRO-1 shards"};
 }

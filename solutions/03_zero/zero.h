@@ -76,6 +76,10 @@ typedef struct {
     int overlap_rs;
     CommRequest *reducing;
     float **reduced;
+
+    /* for checkpoints (zero_held): per unit, the run of this rank's shard
+     * and the run of the whole unit */
+    CkptRun *shard_runs, *whole_runs;
 } Zero;
 
 /* Lay out and allocate the states, initialize this rank's parameters (the
@@ -141,6 +145,13 @@ void zero3_params_done(Zero *z, int u);
 /* All parameters in the standard layout on dp rank 0 (out may be NULL on
  * the others): for --dump-params. */
 void zero_gather_params(Zero *z, float *out);
+
+/* What this rank holds, for --save and --resume (train.h's
+ * ModelStates.held): the moments (and ZeRO-3's parameters) are its shard
+ * of each unit, dp_rank S_u .. (dp_rank + 1) S_u of the unit's range, the
+ * real elements of it (padding is not saved); ZeRO-1/2's parameters are
+ * every unit whole, as on every rank of dp. */
+void zero_held(Zero *z, CkptHeld *out);
 
 /* The unit a pass reads after u (model.h's order), or -1: forward 0, 1,
  * ..., L+1; backward 0, L+1, L, ..., 1. */

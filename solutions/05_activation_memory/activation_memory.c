@@ -124,22 +124,19 @@ void sp_column_parallel_backward_regather(const GPTLayout *l, float *dinp, float
     /* END SOLUTION */
 }
 
-void sp_sum_layernorm_grads(const GPTLayout *l, float *grads) {
+void sp_sum_layernorm_grads(const GPTLayout *l, const GPTParams *g) {
     /* BEGIN SOLUTION */
     const size_t C = (size_t)l->cfg.n_embd;
-    GPTParams g;
-    gpt_params_view(l, grads, &g);
     for (int i = 0; i < l->cfg.n_layer; i++) {
-        BlockParams *b = &g.blocks[i];
+        const BlockParams *b = &g->blocks[i];
         if (!b->ln1w) continue;  /* another pipeline stage's block */
         float *ln[4] = {b->ln1w, b->ln1b, b->ln2w, b->ln2b};
         for (int k = 0; k < 4; k++) comm_allreduce(l->tp_group, ln[k], ln[k], C, COMM_FLOAT, COMM_SUM);
     }
-    if (g.lnfw) {  /* the last stage's */
-        comm_allreduce(l->tp_group, g.lnfw, g.lnfw, C, COMM_FLOAT, COMM_SUM);
-        comm_allreduce(l->tp_group, g.lnfb, g.lnfb, C, COMM_FLOAT, COMM_SUM);
+    if (g->lnfw) {  /* the last stage's */
+        comm_allreduce(l->tp_group, g->lnfw, g->lnfw, C, COMM_FLOAT, COMM_SUM);
+        comm_allreduce(l->tp_group, g->lnfb, g->lnfb, C, COMM_FLOAT, COMM_SUM);
     }
-    gpt_params_view_free(&g);
     /* END SOLUTION */
 }
 

@@ -88,12 +88,13 @@ void sp_column_parallel_backward_regather(const GPTLayout *l, float *dinp, float
                                           const float *dout, const float *inp, const float *w,
                                           float *full, float *full2, int N, int IC, int OC);
 
-/* Once per step (grads: this rank's flat gradient buffer, layout.h): every
- * layernorm's weight and bias gradient this rank holds summed over the TP
- * group. Under a pipeline (train_4d, the composed trainer) a rank holds only its
+/* Once per step (g: the views of this rank's gradients, layout.h;
+ * replicated states or ZeRO's padded buffers alike): every layernorm's
+ * weight and bias gradient this rank holds summed over the TP group. Under
+ * a pipeline (train_4d, the composed trainer) a rank holds only its
  * stage's blocks, and lnf only on the last stage: the views of the others
  * are NULL (gpt_params_view). */
-void sp_sum_layernorm_grads(const GPTLayout *l, float *grads);
+void sp_sum_layernorm_grads(const GPTLayout *l, const GPTParams *g);
 
 /* Full recomputation: rebuild every activation of block a (whose buffers
  * the blocks share, but for a->res2) from its input x. */

@@ -61,8 +61,10 @@ void ckpt_shard_rects(const GPTLayout *l, const CkptHeld *held, int dp_rank, int
     gpt_tensor_table(l, t);
     for (int kind = 0; kind < CKPT_KINDS; kind++) {
         for (int i = 0; i < nt; i++) {
+            /* CP ranks hold copies of what is replicated, their own
+             * shards of what is sharded (over dp x cp) */
             const int first = !t[i].tied_copy && (t[i].split || l->tp_rank == 0) &&
-                              l->cp_rank == 0;
+                              (l->cp_rank == 0 || !held->replicated[kind]);
             if (!first) share[i] = (CkptShare){0, 0};
             else if (!held->replicated[kind]) share[i] = (CkptShare){0, 1};
             else if (t[i].expert_split) share[i] = (CkptShare){dp_rank / l->ep, dp / l->ep};

@@ -1,9 +1,10 @@
 /* The process mesh against its documented rank order, computed here
  * independently: for the degrees on the command line, each rank checks its
  * coordinates and the members of every group, in coordinate order.
- *   mpirun -np W test_mesh [--tp T] [--cp C] [--dp D] [--pp P] [--ep E] */
+ *   mpirun -np W test_mesh [--tp T] [--cp C] [--dp D] [--pp P] [--ep E] [--order O] */
 #include <getopt.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "mesh.h"
@@ -14,11 +15,20 @@
 enum { DIM_TP, DIM_CP, DIM_DP, DIM_PP };
 
 static void coords_of(const MeshDegrees *d, int r, int x[4]) {
-    /* rank = tp + T (cp + C (dp + D pp)), written out digit by digit */
-    x[DIM_TP] = r % d->tp;
-    x[DIM_CP] = (r / d->tp) % d->cp;
-    x[DIM_DP] = (r / (d->tp * d->cp)) % d->dp;
-    x[DIM_PP] = r / (d->tp * d->cp * d->dp);
+    /* default order: rank = tp + T (cp + C (dp + D pp)); another order
+     * permutes the digits: dimension k's coordinate is (r / stride_k) %
+     * degree_k, its stride the product of the degrees inside it */
+    const int deg[4] = {d->tp, d->cp, d->dp, d->pp};
+    const char *order = d->order ? d->order : "tp-cp-dp-pp";
+    static const char names[4][3] = {"tp", "cp", "dp", "pp"};
+    int stride = 1;
+    for (int k = 0; k < 4; k++) x[k] = 0;
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++)
+            if (strncmp(order + 3 * i, names[k], 2) == 0) {
+                x[k] = (r / stride) % deg[k];
+                stride *= deg[k];
+            }
 }
 
 /* Check that group c holds exactly the ranks `expected(r)` of the world, ranked
@@ -82,13 +92,18 @@ int main(int argc, char **argv) {
     Comm *world = comm_init(&argc, &argv);
     MeshDegrees want = {.tp = 1, .cp = 1, .dp = 0, .pp = 1, .ep = 1};
     static const struct option opts[] = {{"tp", 1, 0, 't'}, {"cp", 1, 0, 'c'}, {"dp", 1, 0, 'd'},
-                                         {"pp", 1, 0, 'p'}, {"ep", 1, 0, 'e'}, {0, 0, 0, 0}};
+                                         {"pp", 1, 0, 'p'}, {"ep", 1, 0, 'e'},
+                                         {"order", 1, 0, 'o'}, {0, 0, 0, 0}};
     opterr = 0;
     int ch, idx = 0;
     while ((ch = getopt_long(argc, argv, "", opts, &idx)) != -1) {
         /* degrees may be 0 or negative here: mesh_resolve_degrees must say so */
         char flag[8];
         snprintf(flag, sizeof flag, "--%s", ch == '?' ? "?" : opts[idx].name);
+        if (ch == 'o') {
+            want.order = optarg;
+            continue;
+        }
         long v = ch != '?' && optarg ? cli_int(flag, optarg, -1000, 1000) : 0;
         switch (ch) {
         case 't': want.tp = (int)v; break;
@@ -96,7 +111,7 @@ int main(int argc, char **argv) {
         case 'd': want.dp = (int)v; break;
         case 'p': want.pp = (int)v; break;
         case 'e': want.ep = (int)v; break;
-        default: cli_bad_option(argv[optind - 1], "expected --tp --cp --dp --pp --ep");
+        default: cli_bad_option(argv[optind - 1], "expected --tp --cp --dp --pp --ep --order");
         }
     }
     Mesh *m = mesh_create(world, want);
@@ -116,8 +131,8 @@ int main(int argc, char **argv) {
     check_group(m, m->ep_group, ep_member, "ep");
     check_group(m, m->edp_group, edp_member, "edp");
     if (world->rank == 0)
-        printf("test_mesh: world %d = tp %d x cp %d x dp %d x pp %d, ep %d\n", world->size, d->tp,
-               d->cp, d->dp, d->pp, d->ep);
+        printf("test_mesh: world %d = tp %d x cp %d x dp %d x pp %d, ep %d, order %s\n",
+               world->size, d->tp, d->cp, d->dp, d->pp, d->ep, d->order ? d->order : "tp-cp-dp-pp");
     /* every rank's failures count: the job fails if any rank failed */
     int failures = g_unit_failures, total = 0;
     MPI_CHECK(MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, world->mpi));
