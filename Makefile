@@ -323,8 +323,10 @@ $(BUILD)/bin/train_4d: $(BUILD)/apps/train_4d.o $(BUILD)/apps/act_layers.o $(BUI
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
-# the memory planner's command line (common/memplan.h)
-$(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(LIBCOMMON)
+# the memory planner's command line (common/memplan.h); --advise builds
+# lab 06's schedules (schedule_by_name) to simulate them
+$(BUILD)/apps/memplan.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline
+$(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(EARLIER_SCHED) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
