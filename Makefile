@@ -439,6 +439,12 @@ bench: deps
 
 # The CUDA flavour (make CUDA=1) in its own directory, beside the CPU build:
 # the GPU suite and benchmark use it, and `make test` never rebuilds it.
+# the step-time model's test builds lab 06's schedules (schedule_by_name)
+$(BUILD)/tests/c/test_costmodel.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline
+$(BUILD)/tests/test_costmodel: $(BUILD)/tests/c/test_costmodel.o $(EARLIER_SCHED) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $^ $(LDLIBS) -o $@
+
 GPU_BUILD := $(BUILD)/gpu
 gpu-build:
 	@$(MAKE) --no-print-directory CUDA=1 BUILD=$(GPU_BUILD) all $(GPU_BUILD)/cuda/tests/test_kernels $(GPU_BUILD)/cuda/tests/test_nccl

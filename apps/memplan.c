@@ -477,20 +477,31 @@ static const char *layout_rule(const GPTConfig *cfg, const Candidate *c, int Tg,
 
 /* The largest stage's peak (the first and the last stage hold the most:
  * the embedding and the most micro-batches in flight, the head and its
- * logits; a middle stage holds less of both), and its largest category */
-static size_t stage_peak(const GPTConfig *cfg, const MemLayout *l, MemCategory *largest) {
+ * logits; a middle stage holds less of both), and its largest category;
+ * 0 as soon as a stage is over the budget. The model states come first,
+ * without the schedule: simulating a long schedule's activations is the
+ * search's slowest part. */
+static size_t stage_peak(const GPTConfig *cfg, const MemLayout *l, double budget,
+                         MemCategory *largest) {
     const int pp = l->pp > 1 ? l->pp : 1, ends[2] = {0, pp - 1};
     size_t best = 0;
     for (int e = 0; e < 2; e++) {
         MemLayout at = *l;
         at.pp_rank = ends[e];
+        at.schedule = NULL;
         MemPlan plan;
         memplan_predict(cfg, &at, &plan);
-        if (plan_total(&plan) < best) continue;
-        best = plan_total(&plan);
+        size_t states = 0;
+        for (int c = 0; c < MEM_NUM_CATEGORIES; c++) states += plan.states[c];
+        if (l->schedule) {
+            at.schedule = l->schedule;
+            if ((double)states <= budget) memplan_predict(cfg, &at, &plan);
+        }
         *largest = MEM_PARAMS;
         for (int c = 0; c < MEM_NUM_CATEGORIES; c++)
             if (plan.peak[c] > plan.peak[*largest]) *largest = (MemCategory)c;
+        if ((double)plan_total(&plan) > budget) return 0;
+        if (plan_total(&plan) > best) best = plan_total(&plan);
     }
     return best;
 }
@@ -507,8 +518,8 @@ static void consider(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, Ca
     if (l->pp > 1)
         l->schedule = advice_schedule(a, c.schedule, l->pp, c.layout.micro_batches, l->chunks);
     MemCategory largest = MEM_PARAMS;
-    c.peak = stage_peak(cfg, l, &largest);
-    if ((double)c.peak > o->cluster.mem_bytes) {
+    c.peak = stage_peak(cfg, l, o->cluster.mem_bytes, &largest);
+    if (c.peak == 0) {
         snprintf(why, sizeof why, "memory: over %.1f GiB per device, %s the largest part",
                  o->cluster.mem_bytes / 1073741824.0, mem_category_name(largest));
         reject(a, &c, why);
@@ -526,23 +537,25 @@ static void consider(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, Ca
 /* the value pinned, or every value of a dimension the loops below try */
 static int pinned_or(int pin, int value) { return pin == 0 || pin == value; }
 
-/* SP on and off, the recomputations, the CP algorithms, each EP degree
- * that divides dp and the experts, ZeRO 0 and 1: each of c's variants */
+/* The recomputations, the CP algorithms, each EP degree that divides dp
+ * and the experts: each of c's variants. SP (when tp > 1) and ZeRO-1
+ * (when dp x cp > 1) are always on unless pinned off: each moves the same
+ * bytes as what it replaces (reduce-scatter + all-gather for an
+ * all-reduce) and holds less, so the variants without them never rank
+ * higher. */
 static void search_options(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, Candidate c) {
     MemLayout *l = &c.layout.mem;
     const int tp = l->tp > 1 ? l->tp : 1, dp = c.layout.dp, cp = l->cp;
-    for (int sp = 0; sp <= (tp > 1); sp++)
+    for (int sp = o->sp >= 0 ? o->sp : tp > 1; sp <= (o->sp >= 0 ? o->sp : tp > 1); sp++)
         for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++)
             for (int alg = 0; alg < (cp > 1 && o->cp_algo < 0 ? 2 : 1); alg++)
                 for (int ep = 1; ep <= dp; ep++)
-                    for (int z = 0; z <= 1; z++) {
-                        if ((o->sp >= 0 && sp != o->sp) || (o->recompute >= 0 && r != o->recompute))
-                            continue;
+                    for (int z = o->zero >= 0 ? o->zero : dp * cp > 1; z <= 1; z++) {
+                        if (o->recompute >= 0 && r != o->recompute) continue;
                         if (dp % ep || !pinned_or(o->ep, ep) ||
                             (ep > 1 && (!cfg->n_experts || cfg->n_experts % ep)))
                             continue;
-                        if ((o->zero >= 0 && z != o->zero) || (z && dp * cp == 1 && o->zero < 0))
-                            continue;
+                        if (o->zero >= 0 && z != o->zero) continue;
                         l->sp = sp;
                         l->recompute = (Recompute)r;
                         l->cp_algo = o->cp_algo >= 0 ? (CpAlgo)o->cp_algo : alg ? CP_ULYSSES : CP_ZIGZAG;
@@ -561,7 +574,6 @@ static void search_degrees(Advice *a, const GPTConfig *cfg, const AdviseOptions 
                            int pp) {
     static const char *const schedules[] = {"1f1b", "gpipe", "interleaved", "zb-h1"};
     const int dp = o->cluster.gpus_per_node * o->cluster.nodes / (tp * cp * pp);
-    if (o->batch % dp) return;
     const int low = o->micro_batches ? o->micro_batches : pp;
     const int high = o->micro_batches ? o->micro_batches : 8 * pp;
     for (int m = low; m <= high; m *= 2) {
@@ -580,17 +592,42 @@ static void search_degrees(Advice *a, const GPTConfig *cfg, const AdviseOptions 
     }
 }
 
-/* Every tp x cp x pp x dp = W (TP within a node unless pinned) */
+/* Why no variant of degrees tp x cp x pp can run (the rules of the
+ * degrees alone, checked once for all their variants), or NULL */
+static const char *degrees_rule(const GPTConfig *cfg, const AdviseOptions *o, int tp, int cp, int pp) {
+    const char *p = gpt_layout_problem(cfg, tp);
+    if (!p) p = gpt_pipeline_problem(cfg, pp, 1);
+    if (!p) p = gpt_context_problem(cfg, tp, cp, CP_ZIGZAG, o->seq);
+    if (!p && o->batch % (o->cluster.gpus_per_node * o->cluster.nodes / (tp * cp * pp)))
+        p = "dp does not divide --batch (every DP rank takes whole sequences)";
+    return p;
+}
+
+/* Every tp x cp x pp x dp = W (TP within a node, CP at most 32, unless
+ * pinned: longer rings than published runs use are not tried) */
 static void search(Advice *a, const GPTConfig *cfg, const AdviseOptions *o) {
     const int W = o->cluster.gpus_per_node * o->cluster.nodes;
     for (int tp = 1; tp <= W; tp++)
         for (int cp = 1; W % tp == 0 && cp <= W / tp; cp++)
             for (int pp = 1; (W / tp) % cp == 0 && pp <= W / (tp * cp); pp++) {
                 if ((W / (tp * cp)) % pp || !pinned_or(o->tp, tp) || !pinned_or(o->cp, cp) ||
-                    !pinned_or(o->pp, pp) || (!o->tp && tp > o->cluster.gpus_per_node))
+                    !pinned_or(o->pp, pp) || (!o->tp && tp > o->cluster.gpus_per_node) ||
+                    (!o->cp && cp > 32))
                     continue;
-                search_degrees(a, cfg, o, tp, cp, pp);
+                const char *why = degrees_rule(cfg, o, tp, cp, pp);
+                if (!why) {
+                    search_degrees(a, cfg, o, tp, cp, pp);
+                    continue;
+                }
+                Candidate c = {.schedule = pp > 1 ? "any" : "-", .layout = {.dp = W / (tp * cp * pp)}};
+                c.layout.mem = (MemLayout){.tp = tp, .cp = cp, .pp = pp};
+                a->n_tried++;
+                reject(a, &c, why);
             }
+}
+
+static int by_count(const void *x, const void *y) {
+    return ((const Rejection *)y)->count - ((const Rejection *)x)->count;
 }
 
 static int by_step_time(const void *x, const void *y) {
@@ -662,9 +699,10 @@ static void print_advice(const char *name, const GPTConfig *cfg, const AdviseOpt
                100 * model_flops_utilization(cfg, o, k->step));
     }
     if (a->n_reasons == 0) return;
-    printf("left out (%d layouts), by reason, with the first layout each put out:\n",
-           a->n_tried - a->n_fit);
-    for (int i = 0; i < a->n_reasons; i++)
+    const int shown = a->n_reasons < 8 ? a->n_reasons : 8;
+    printf("left out (%d layouts), the %d most common reasons, with the first layout each put "
+           "out:\n", a->n_tried - a->n_fit, shown);
+    for (int i = 0; i < shown; i++)
         printf("  %6d  %s (e.g. %s)\n", a->reasons[i].count, a->reasons[i].why,
                a->reasons[i].example);
 }
@@ -673,6 +711,7 @@ static void advise(const char *name, const GPTConfig *cfg, const AdviseOptions *
     Advice a = {0};
     search(&a, cfg, o);
     qsort(a.fit, a.n_fit, sizeof *a.fit, by_step_time);
+    qsort(a.reasons, a.n_reasons, sizeof *a.reasons, by_count);
     print_advice(name, cfg, o, &a);
     for (int i = 0; i < a.n_schedules; i++) schedule_free(a.schedules[i].s);
     free(a.schedules);
@@ -823,7 +862,9 @@ int main(int argc, char **argv) {
             USER_ERROR("--seq %d is longer than the model's context (%d; --ctx sets it)", ao.seq,
                        cfg.ctx_len);
         ao.csv = csv;
-        advise(config, &cfg, &ao);
+        int custom = 0;
+        for (int i = 0; i < 7; i++) custom |= sizes[i] != 0;
+        advise(custom || ctx ? "custom" : config, &cfg, &ao);
         return 0;
     }
     if (cp) {
