@@ -520,7 +520,7 @@ static void consider(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, Ca
     MemCategory largest = MEM_PARAMS;
     c.peak = stage_peak(cfg, l, o->cluster.mem_bytes, &largest);
     if (c.peak == 0) {
-        snprintf(why, sizeof why, "memory: over %.1f GiB per device, %s the largest part",
+        snprintf(why, sizeof why, "memory: over %.4g GiB per device, %s the largest part",
                  o->cluster.mem_bytes / 1073741824.0, mem_category_name(largest));
         reject(a, &c, why);
         return;
@@ -826,19 +826,21 @@ int main(int argc, char **argv) {
         ao.recompute = recompute_given ? (int)recompute : -1;
         ao.cp_algo = algo_given ? (int)algo : -1;
     }
-    if (tp && phi > 0) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
-    if (tp && overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
-    if ((sp || recompute || activations) && !tp)
-        USER_ERROR("--sp, --recompute and --activations plan lab 05's train_tp: give --tp N (1 for "
-                   "one device or DDP)");
-    if ((algo_given || fit_mib > 0) && !cp)
-        USER_ERROR("--cp-algo and --fit plan lab 07's train_cp: give --cp N (1 for no split)");
-    if (cp && (phi > 0 || overlap_rs || sp || recompute || activations))
-        USER_ERROR("--cp plans train_cp: DDP over dp, no --params, --overlap-rs, --sp, "
-                   "--sp-regather, --recompute or --activations");
-    if (fit_mib > 0 && seq)
-        USER_ERROR("--fit searches the sequence length: it does not combine with --seq");
-    if (ctx && phi > 0) USER_ERROR("--ctx sets a GPT config's context; --params has none");
+    if (!advise_mode) {  /* the other modes' combinations */
+        if (tp && phi > 0) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
+        if (tp && overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
+        if ((sp || recompute || activations) && !tp)
+            USER_ERROR("--sp, --recompute and --activations plan lab 05's train_tp: give --tp N (1 for "
+                       "one device or DDP)");
+        if ((algo_given || fit_mib > 0) && !cp)
+            USER_ERROR("--cp-algo and --fit plan lab 07's train_cp: give --cp N (1 for no split)");
+        if (cp && (phi > 0 || overlap_rs || sp || recompute || activations))
+            USER_ERROR("--cp plans train_cp: DDP over dp, no --params, --overlap-rs, --sp, "
+                       "--sp-regather, --recompute or --activations");
+        if (fit_mib > 0 && seq)
+            USER_ERROR("--fit searches the sequence length: it does not combine with --seq");
+        if (ctx && phi > 0) USER_ERROR("--ctx sets a GPT config's context; --params has none");
+    }
     if (phi > 0) {
         print_states_only(phi, ranks);
         return 0;
