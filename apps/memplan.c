@@ -546,24 +546,20 @@ static int pinned_or(int pin, int value) { return pin == 0 || pin == value; }
 static void search_options(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, Candidate c) {
     MemLayout *l = &c.layout.mem;
     const int tp = l->tp > 1 ? l->tp : 1, dp = c.layout.dp, cp = l->cp;
-    for (int sp = o->sp >= 0 ? o->sp : tp > 1; sp <= (o->sp >= 0 ? o->sp : tp > 1); sp++)
-        for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++)
-            for (int alg = 0; alg < (cp > 1 && o->cp_algo < 0 ? 2 : 1); alg++)
-                for (int ep = 1; ep <= dp; ep++)
-                    for (int z = o->zero >= 0 ? o->zero : dp * cp > 1; z <= 1; z++) {
-                        if (o->recompute >= 0 && r != o->recompute) continue;
-                        if (dp % ep || !pinned_or(o->ep, ep) ||
-                            (ep > 1 && (!cfg->n_experts || cfg->n_experts % ep)))
-                            continue;
-                        if (o->zero >= 0 && z != o->zero) continue;
-                        l->sp = sp;
-                        l->recompute = (Recompute)r;
-                        l->cp_algo = o->cp_algo >= 0 ? (CpAlgo)o->cp_algo : alg ? CP_ULYSSES : CP_ZIGZAG;
-                        l->ep = ep;
-                        l->zero_stage = z;
-                        l->ranks = z ? dp * cp : dp;  /* ZeRO-1 shards over dp x cp */
-                        consider(a, cfg, o, c);
-                    }
+    l->sp = o->sp >= 0 ? o->sp : tp > 1 && !cfg->n_experts;  /* MoE: no SP (layout.h) */
+    l->zero_stage = o->zero >= 0 ? o->zero : dp * cp > 1;
+    l->ranks = l->zero_stage ? dp * cp : dp;  /* ZeRO-1 shards over dp x cp */
+    for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++)
+        for (int alg = 0; alg < (cp > 1 && o->cp_algo < 0 ? 2 : 1); alg++)
+            for (int ep = 1; ep <= dp; ep++) {
+                if ((o->recompute >= 0 && r != o->recompute) || dp % ep || !pinned_or(o->ep, ep) ||
+                    (ep > 1 && (!cfg->n_experts || cfg->n_experts % ep)))
+                    continue;
+                l->recompute = (Recompute)r;
+                l->cp_algo = o->cp_algo >= 0 ? (CpAlgo)o->cp_algo : alg ? CP_ULYSSES : CP_ZIGZAG;
+                l->ep = ep;
+                consider(a, cfg, o, c);
+            }
 }
 
 /* For degrees tp x cp x pp (dp the rest): m micro-batches per step
