@@ -144,7 +144,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp bench-act bench-pp bench-cp bench-moe bench-ckpt bench-failures tour cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
+.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp bench-act bench-pp bench-cp bench-moe bench-ckpt bench-failures bench-costmodel tour cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -170,6 +170,7 @@ help:
 	@echo "make bench-cp   lab 07: attention pairs and busy time per rank (ring, zigzag, striped, Ulysses), CP bytes per step vs the formula, memory per rank and the longest sequence within a budget vs the planner, the ring's overlap timeline"
 	@echo "make bench-ckpt lab 09: checkpoints: bytes per rank (every element once), save and load time vs the disk, Young/Daly's interval"
 	@echo "make bench-failures lab 09: a job killed at exponential times and resumed, wall time per save interval against Young/Daly"
+	@echo "make bench-costmodel issue 22: the step-time model (memplan --advise) against train_4d: predicted vs measured step time per layout"
 	@echo "make tour        one model trained in 9 layouts by the composed trainer: losses, memory, traffic, step time, runs/tour/report.html"
 	@echo "make bench-moe  lab 08 (one device so far): the router's balance with and without the aux loss (chart), parameters and step time vs experts"
 	@echo "make bench-act  lab 05: activations per rank vs the planner (tp 1, 2, 4; SP; recompute), recompute step times and FLOPs, activations vs seq"
@@ -331,8 +332,10 @@ $(BUILD)/%/10_composed/check_mesh_order: $(BUILD)/apps/check_mesh_order.o $(BUIL
 $(BUILD)/%/10_composed/train_4d: $(BUILD)/apps/train_4d.o $(BUILD)/apps/composed_zero1.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/10_composed/composed.o $(EARLIER_ACT) $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_EP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
-# the memory planner's command line (common/memplan.h)
-$(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(LIBCOMMON)
+# the memory planner's command line (common/memplan.h); --advise builds
+# lab 06's schedules (schedule_by_name) to simulate them
+$(BUILD)/apps/memplan.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline
+$(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(EARLIER_SCHED) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
@@ -445,6 +448,12 @@ bench: deps
 
 # The CUDA flavour (make CUDA=1) in its own directory, beside the CPU build:
 # the GPU suite and benchmark use it, and `make test` never rebuilds it.
+# the step-time model's test builds lab 06's schedules (schedule_by_name)
+$(BUILD)/tests/c/test_costmodel.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline
+$(BUILD)/tests/test_costmodel: $(BUILD)/tests/c/test_costmodel.o $(EARLIER_SCHED) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
+	@mkdir -p $(@D)
+	$(CC) $^ $(LDLIBS) -o $@
+
 GPU_BUILD := $(BUILD)/gpu
 gpu-build:
 	@$(MAKE) --no-print-directory CUDA=1 BUILD=$(GPU_BUILD) all $(GPU_BUILD)/cuda/tests/test_kernels $(GPU_BUILD)/cuda/tests/test_nccl
@@ -515,6 +524,10 @@ bench-ckpt:
 bench-failures:
 	@$(MAKE) --no-print-directory all data
 	bash bench/failures.sh
+
+bench-costmodel:
+	@$(MAKE) --no-print-directory all data
+	bash bench/costmodel.sh
 
 # the composed trainer's tour (tools/tour.sh)
 tour: deps

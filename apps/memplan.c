@@ -7,16 +7,22 @@
  *   memplan --config small --tp 2 --activations        every way of keeping activations (lab 05)
  *   memplan --config tiny --cp 4 --cp-algo ulysses     train_cp's cp 4, and its CP traffic (lab 07)
  *   memplan --config tiny --ctx 1024 --cp 4 --fit 24   the longest sequence that fits 24 MiB per rank
+ *   memplan --advise --config gpt2-124m --batch 64 --gpus-per-node 8   the layouts that fit,
+ *                                                      ranked by predicted step time (costmodel.h)
  * Predict before you measure: lab 03's README asks for these numbers first. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "cli.h"
+#include "costmodel.h"
 #include "layout.h"
 #include "memplan.h"
 #include "model.h"
+#include "schedule.h"
+#include "schedules.h"
 
 static const char *const g_usage =
     "usage: memplan [options]\n"
@@ -52,6 +58,24 @@ static const char *const g_usage =
     "  --csv             machine-readable: layout,category,states_bytes,peak_bytes\n"
     "                    (with --fit: cp,algo,budget_bytes,seq,peak_bytes,next_seq,\n"
     "                    next_peak_bytes)\n"
+    "  --n-layer L, --n-head NH, --n-embd C, --vocab V   the config's sizes, changed\n"
+    "  --experts E, --top-k K, --moe-every N   a mixture of experts (capacity: dropless)\n"
+    "  --advise          the layouts of a cluster that fit, ranked by predicted step time\n"
+    "                    (common/costmodel.h), and why the others are left out. The\n"
+    "                    global batch: --batch sequences of --seq tokens. The cluster:\n"
+    "    --gpus-per-node G   (default 8)          --nodes N       (default 1)\n"
+    "    --gpu-mem GIB       (default 80)         --flops TFLOPS  per device (default 989:\n"
+    "                        H100 bf16 dense peak; give what a device achieves)\n"
+    "    --intra-bw GB/s     (default 450: NVLink per direction)  --intra-lat US (default 3)\n"
+    "    --inter-bw GB/s     (default 50: 400 Gb/s InfiniBand)    --inter-lat US (default 10)\n"
+    "    --bucket-mb MB      DP gradient buckets (default 25)\n"
+    "    --no-overlap        DP traffic after the backward pass (train_4d's buckets)\n"
+    "    --top N             rows of the table (default 10)\n"
+    "                    Each of these pins its dimension (else every value is tried):\n"
+    "                    --tp --cp --pp --ep --micro-batches --schedule --chunks --zero 0|1\n"
+    "                    --recompute --cp-algo --sp | --no-sp. With --csv: one row a layout.\n"
+    "                    Memory is the kit's: fp32 parameters, gradients, AdamW moments and\n"
+    "                    activations (memplan_predict, the largest pipeline stage).\n"
     "  -h, --help        this text\n";
 
 static void print_states_only(double phi, int ranks) {
@@ -350,6 +374,346 @@ static void print_cp_fit(const GPTConfig *cfg, const MemLayout *l, double budget
                 next_peak / 1048576.0);
 }
 
+/* ---- issue 22: --advise, the layouts that fit, ranked by step time -------- */
+
+/* What --advise searches: the cluster, the batch, and each dimension's
+ * values (a flag given pins its dimension to that one value) */
+typedef struct {
+    CostCluster cluster;
+    int batch, seq, top, csv;
+    size_t bucket_bytes;
+    int dp_overlap;
+    int tp, cp, pp, micro_batches, chunks, zero, ep;  /* 0: searched */
+    int sp;                /* -1 searched, 0 off, 1 on */
+    int recompute;         /* -1 searched, else a Recompute */
+    int cp_algo;           /* -1 searched (zigzag and Ulysses), else a CpAlgo */
+    char schedule[32];     /* "" searched */
+} AdviseOptions;
+
+typedef struct {
+    CostLayout layout;
+    const char *schedule;  /* "-" without a pipeline */
+    size_t peak;           /* bytes, the largest stage's */
+    StepCost cost;
+} Candidate;
+
+/* One reason a layout is out, how many layouts it put out, and the first */
+typedef struct {
+    char why[256], example[120];
+    int count;
+} Rejection;
+
+typedef struct {
+    Candidate *fit;
+    int n_fit, cap_fit, n_tried;
+    Rejection reasons[64];
+    int n_reasons;
+    /* schedules built once per (name, p, m, v) */
+    struct { char name[32]; int p, m, v; Schedule *s; } *schedules;
+    int n_schedules, cap_schedules;
+} Advice;
+
+static void layout_label(char *out, size_t n, const Candidate *c) {
+    const MemLayout *l = &c->layout.mem;
+    snprintf(out, n, "tp %d cp %d pp %d dp %d %s m %d %s zero %d", l->tp > 1 ? l->tp : 1,
+             l->cp > 1 ? l->cp : 1, l->pp > 1 ? l->pp : 1, c->layout.dp, c->schedule,
+             c->layout.micro_batches, gpt_recompute_name(l->recompute), l->zero_stage);
+}
+
+static void reject(Advice *a, const Candidate *c, const char *why) {
+    int i = 0;
+    while (i < a->n_reasons && strcmp(a->reasons[i].why, why) != 0) i++;
+    if (i == a->n_reasons) {
+        if (a->n_reasons == (int)(sizeof a->reasons / sizeof a->reasons[0])) i--;  /* the rest */
+        else a->n_reasons++;
+        snprintf(a->reasons[i].why, sizeof a->reasons[i].why, "%s", why);
+        layout_label(a->reasons[i].example, sizeof a->reasons[i].example, c);
+        a->reasons[i].count = 0;
+    }
+    a->reasons[i].count++;
+}
+
+static const Schedule *advice_schedule(Advice *a, const char *name, int p, int m, int v) {
+    for (int i = 0; i < a->n_schedules; i++)
+        if (strcmp(a->schedules[i].name, name) == 0 && a->schedules[i].p == p &&
+            a->schedules[i].m == m && a->schedules[i].v == v)
+            return a->schedules[i].s;
+    if (a->n_schedules == a->cap_schedules) {
+        a->cap_schedules = a->cap_schedules ? 2 * a->cap_schedules : 16;
+        a->schedules = realloc(a->schedules, a->cap_schedules * sizeof *a->schedules);
+        CHECK(a->schedules, "out of memory (%d schedules)", a->cap_schedules);
+    }
+    Schedule *s = schedule_by_name(name, p, m, v);
+    a->schedules[a->n_schedules].s = s;
+    snprintf(a->schedules[a->n_schedules].name, sizeof a->schedules[0].name, "%s", name);
+    a->schedules[a->n_schedules].p = p;
+    a->schedules[a->n_schedules].m = m;
+    a->schedules[a->n_schedules++].v = v;
+    return s;
+}
+
+/* Why the kit can't run this layout (its programs' own checks, train_4d's
+ * order), or NULL */
+static const char *layout_rule(const GPTConfig *cfg, const Candidate *c, int Tg, char *why,
+                               size_t n) {
+    const MemLayout *l = &c->layout.mem;
+    const int tp = l->tp > 1 ? l->tp : 1, pp = l->pp > 1 ? l->pp : 1, v = l->chunks;
+    if (pp > 1 && pipe_schedule_problem(c->schedule, pp, c->layout.micro_batches, v, why, n))
+        return why;
+    const char *p = gpt_layout_problem(cfg, tp);
+    if (!p) p = gpt_pipeline_problem(cfg, pp, v);
+    if (!p) p = gpt_context_problem(cfg, tp, l->cp, l->cp_algo, Tg);
+    if (!p) p = gpt_activation_problem(cfg, tp, l->sp, l->recompute, l->seq);
+    if (!p && l->ep > 1) p = gpt_expert_problem(cfg, l->ep);
+    if (!p && l->cp > 1 && l->recompute == RECOMPUTE_SELECTIVE)
+        p = "selective recomputation rebuilds the attention probabilities, which context "
+            "parallelism never keeps";
+    if (!p && pp > 1 && strcmp(c->schedule, "zb-h1") == 0 &&
+        (l->sp || l->recompute == RECOMPUTE_FULL))
+        p = "zb-h1 keeps each layer's input until its weight gradient: not with SP or full "
+            "recomputation";
+    return p;
+}
+
+/* The largest stage's peak (the first and the last stage hold the most:
+ * the embedding and the most micro-batches in flight, the head and its
+ * logits; a middle stage holds less of both), and its largest category;
+ * 0 as soon as a stage is over the budget. The model states come first,
+ * without the schedule: simulating a long schedule's activations is the
+ * search's slowest part. */
+static size_t stage_peak(const GPTConfig *cfg, const MemLayout *l, double budget,
+                         MemCategory *largest) {
+    const int pp = l->pp > 1 ? l->pp : 1, ends[2] = {0, pp - 1};
+    size_t best = 0;
+    for (int e = 0; e < 2; e++) {
+        MemLayout at = *l;
+        at.pp_rank = ends[e];
+        at.schedule = NULL;
+        MemPlan plan;
+        memplan_predict(cfg, &at, &plan);
+        size_t states = 0;
+        for (int c = 0; c < MEM_NUM_CATEGORIES; c++) states += plan.states[c];
+        if (l->schedule) {
+            at.schedule = l->schedule;
+            if ((double)states <= budget) memplan_predict(cfg, &at, &plan);
+        }
+        *largest = MEM_PARAMS;
+        for (int c = 0; c < MEM_NUM_CATEGORIES; c++)
+            if (plan.peak[c] > plan.peak[*largest]) *largest = (MemCategory)c;
+        if ((double)plan_total(&plan) > budget) return 0;
+        if (plan_total(&plan) > best) best = plan_total(&plan);
+    }
+    return best;
+}
+
+static void consider(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, Candidate c) {
+    a->n_tried++;
+    MemLayout *l = &c.layout.mem;
+    char why[256];
+    const char *rule = layout_rule(cfg, &c, o->seq, why, sizeof why);
+    if (rule) {
+        reject(a, &c, rule);
+        return;
+    }
+    if (l->pp > 1)
+        l->schedule = advice_schedule(a, c.schedule, l->pp, c.layout.micro_batches, l->chunks);
+    MemCategory largest = MEM_PARAMS;
+    c.peak = stage_peak(cfg, l, o->cluster.mem_bytes, &largest);
+    if (c.peak == 0) {
+        snprintf(why, sizeof why, "memory: over %.4g GiB per device, %s the largest part",
+                 o->cluster.mem_bytes / 1073741824.0, mem_category_name(largest));
+        reject(a, &c, why);
+        return;
+    }
+    cost_step(cfg, &c.layout, &o->cluster, &c.cost);
+    if (a->n_fit == a->cap_fit) {
+        a->cap_fit = a->cap_fit ? 2 * a->cap_fit : 64;
+        a->fit = realloc(a->fit, a->cap_fit * sizeof *a->fit);
+        CHECK(a->fit, "out of memory (%d layouts)", a->cap_fit);
+    }
+    a->fit[a->n_fit++] = c;
+}
+
+/* the value pinned, or every value of a dimension the loops below try */
+static int pinned_or(int pin, int value) { return pin == 0 || pin == value; }
+
+/* The recomputations, the CP algorithms, each EP degree that divides dp
+ * and the experts: each of c's variants. SP (when tp > 1) and ZeRO-1
+ * (when dp x cp > 1) are always on unless pinned off: each moves the same
+ * bytes as what it replaces (reduce-scatter + all-gather for an
+ * all-reduce) and holds less, so the variants without them never rank
+ * higher. */
+static void search_options(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, Candidate c) {
+    MemLayout *l = &c.layout.mem;
+    const int tp = l->tp > 1 ? l->tp : 1, dp = c.layout.dp, cp = l->cp;
+    l->sp = o->sp >= 0 ? o->sp : tp > 1 && !cfg->n_experts;  /* MoE: no SP (layout.h) */
+    l->zero_stage = o->zero >= 0 ? o->zero : dp * cp > 1;
+    l->ranks = l->zero_stage ? dp * cp : dp;  /* ZeRO-1 shards over dp x cp */
+    for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++)
+        for (int alg = 0; alg < (cp > 1 && o->cp_algo < 0 ? 2 : 1); alg++)
+            for (int ep = 1; ep <= dp; ep++) {
+                if ((o->recompute >= 0 && r != o->recompute) || dp % ep || !pinned_or(o->ep, ep) ||
+                    (ep > 1 && (!cfg->n_experts || cfg->n_experts % ep)))
+                    continue;
+                l->recompute = (Recompute)r;
+                l->cp_algo = o->cp_algo >= 0 ? (CpAlgo)o->cp_algo : alg ? CP_ULYSSES : CP_ZIGZAG;
+                l->ep = ep;
+                consider(a, cfg, o, c);
+            }
+}
+
+/* For degrees tp x cp x pp (dp the rest): m micro-batches per step
+ * dividing each DP rank's sequences (powers of two from max(pp, 1) to
+ * 8 max(pp, 1): fewer is mostly bubble, more only costs messages), each
+ * schedule (two chunks for the interleaved one) */
+static void search_degrees(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, int tp, int cp,
+                           int pp) {
+    static const char *const schedules[] = {"1f1b", "gpipe", "interleaved", "zb-h1"};
+    const int dp = o->cluster.gpus_per_node * o->cluster.nodes / (tp * cp * pp);
+    const int low = o->micro_batches ? o->micro_batches : pp;
+    const int high = o->micro_batches ? o->micro_batches : 8 * pp;
+    for (int m = low; m <= high; m *= 2) {
+        if ((o->batch / dp) % m) continue;
+        for (int s = 0; s < (pp > 1 ? 4 : 1); s++) {
+            const char *name = pp > 1 ? schedules[s] : "-";
+            if (o->schedule[0] && strcmp(o->schedule, name) != 0) continue;
+            Candidate c = {.schedule = name};
+            c.layout = (CostLayout){
+                .mem = {.rows = o->batch / (dp * m), .seq = o->seq / cp, .tp = tp > 1 ? tp : 0,
+                        .pp = pp, .chunks = o->chunks ? o->chunks : s == 2 ? 2 : 1, .cp = cp},
+                .dp = dp, .micro_batches = m, .bucket_bytes = o->bucket_bytes,
+                .dp_overlap = o->dp_overlap};
+            search_options(a, cfg, o, c);
+        }
+    }
+}
+
+/* Why no variant of degrees tp x cp x pp can run (the rules of the
+ * degrees alone, checked once for all their variants), or NULL */
+static const char *degrees_rule(const GPTConfig *cfg, const AdviseOptions *o, int tp, int cp, int pp) {
+    const char *p = gpt_layout_problem(cfg, tp);
+    if (!p) p = gpt_pipeline_problem(cfg, pp, 1);
+    if (!p) p = gpt_context_problem(cfg, tp, cp, CP_ZIGZAG, o->seq);
+    if (!p && o->batch % (o->cluster.gpus_per_node * o->cluster.nodes / (tp * cp * pp)))
+        p = "dp does not divide --batch (every DP rank takes whole sequences)";
+    return p;
+}
+
+/* Every tp x cp x pp x dp = W (TP within a node, CP at most 32, unless
+ * pinned: longer rings than published runs use are not tried) */
+static void search(Advice *a, const GPTConfig *cfg, const AdviseOptions *o) {
+    const int W = o->cluster.gpus_per_node * o->cluster.nodes;
+    for (int tp = 1; tp <= W; tp++)
+        for (int cp = 1; W % tp == 0 && cp <= W / tp; cp++)
+            for (int pp = 1; (W / tp) % cp == 0 && pp <= W / (tp * cp); pp++) {
+                if ((W / (tp * cp)) % pp || !pinned_or(o->tp, tp) || !pinned_or(o->cp, cp) ||
+                    !pinned_or(o->pp, pp) || (!o->tp && tp > o->cluster.gpus_per_node) ||
+                    (!o->cp && cp > 32))
+                    continue;
+                const char *why = degrees_rule(cfg, o, tp, cp, pp);
+                if (!why) {
+                    search_degrees(a, cfg, o, tp, cp, pp);
+                    continue;
+                }
+                Candidate c = {.schedule = pp > 1 ? "any" : "-", .layout = {.dp = W / (tp * cp * pp)}};
+                c.layout.mem = (MemLayout){.tp = tp, .cp = cp, .pp = pp};
+                a->n_tried++;
+                reject(a, &c, why);
+            }
+}
+
+static int by_count(const void *x, const void *y) {
+    return ((const Rejection *)y)->count - ((const Rejection *)x)->count;
+}
+
+static int by_step_time(const void *x, const void *y) {
+    const double a = ((const Candidate *)x)->cost.step, b = ((const Candidate *)y)->cost.step;
+    return (a > b) - (a < b);
+}
+
+/* The model's useful FLOPs (config.h's 6 Phi' + 12 L C T a token, no
+ * recomputation) over what the W devices could do in the step */
+static double model_flops_utilization(const GPTConfig *cfg, const AdviseOptions *o, double step) {
+    const double W = (double)o->cluster.gpus_per_node * o->cluster.nodes;
+    return gpt_flops_per_token(cfg, o->seq) * o->batch * o->seq / (W * o->cluster.flops * step);
+}
+
+static const char *link_name(int intra) { return intra ? "intra" : "inter"; }
+
+static void print_advice(const char *name, const GPTConfig *cfg, const AdviseOptions *o,
+                         const Advice *a) {
+    const int n = a->n_fit < o->top ? a->n_fit : o->top;
+    if (o->csv) {
+        printf("rank,tp,cp,pp,dp,ep,schedule,chunks,micro_batches,rows,sp,recompute,zero,cp_algo,"
+               "peak_bytes,step_s,compute_s,bubble,tp_s,cp_s,pp_send_s,dp_s,dp_exposed_s,mfu,"
+               "tp_link,cp_link,dp_link,pp_link\n");
+        for (int i = 0; i < n; i++) {
+            const Candidate *c = &a->fit[i];
+            const MemLayout *l = &c->layout.mem;
+            const StepCost *k = &c->cost;
+            printf("%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%s,%d,%s,%zu,%.6g,%.6g,%.4f,%.6g,%.6g,%.6g,"
+                   "%.6g,%.6g,%.4f,%s,%s,%s,%s\n",
+                   i + 1, l->tp > 1 ? l->tp : 1, l->cp, l->pp, c->layout.dp, l->ep, c->schedule,
+                   l->chunks, c->layout.micro_batches, l->rows, l->sp,
+                   gpt_recompute_name(l->recompute), l->zero_stage, gpt_cp_algo_name(l->cp_algo),
+                   c->peak, k->step, k->compute, k->bubble_fraction, k->tp, k->cp, k->pp_send, k->dp,
+                   k->dp_exposed, model_flops_utilization(cfg, o, k->step), link_name(k->tp_intra),
+                   link_name(k->cp_intra), link_name(k->dp_intra), link_name(k->pp_intra));
+        }
+        return;
+    }
+    const CostCluster *cl = &o->cluster;
+    printf("memplan --advise: config %s (%d layers, C %d, %d heads, vocab %d, ctx %d%s), %zu "
+           "parameters; batch %d x %d tokens\n",
+           name, cfg->n_layer, cfg->n_embd, cfg->n_head, cfg->vocab_size, cfg->ctx_len,
+           cfg->n_experts ? ", MoE" : "", gpt_num_params(cfg), o->batch, o->seq);
+    printf("cluster: %d node%s x %d GPUs, %.4g TFLOP/s and %.4g GiB each; intra-node %.4g GB/s "
+           "%.3g us, inter-node %.4g GB/s %.3g us; DP buckets %.4g MB%s\n",
+           cl->nodes, cl->nodes == 1 ? "" : "s", cl->gpus_per_node, cl->flops / 1e12,
+           cl->mem_bytes / 1073741824.0, 1e-9 / cl->intra.beta, cl->intra.alpha * 1e6,
+           1e-9 / cl->inter.beta, cl->inter.alpha * 1e6, o->bucket_bytes / 1e6,
+           o->dp_overlap ? ", overlapped with the backward" : ", after the backward");
+    printf("%d layouts tried, %d fit; the fastest %d by predicted step time (memory: fp32 states "
+           "and activations, the largest stage; times in seconds):\n", a->n_tried, a->n_fit, n);
+    printf("  %3s %3s %3s %3s %5s %3s %-11s %4s %4s %2s %-9s %4s %-7s %8s %9s %9s %6s %8s %8s %8s "
+           "%5s\n", "#", "tp", "cp", "pp", "dp", "ep", "schedule", "m", "rows", "sp", "recompute",
+           "zero", "cp-algo", "GiB", "step", "compute", "bubble", "tp", "cp", "dp", "MFU");
+    for (int i = 0; i < n; i++) {
+        const Candidate *c = &a->fit[i];
+        const MemLayout *l = &c->layout.mem;
+        const StepCost *k = &c->cost;
+        char sched[24];
+        if (l->chunks > 1) snprintf(sched, sizeof sched, "%s(v%d)", c->schedule, l->chunks);
+        else snprintf(sched, sizeof sched, "%s", c->schedule);
+        printf("  %3d %3d %3d %3d %5d %3d %-11s %4d %4d %2s %-9s %4d %-7s %8.2f %9.4g %9.4g %5.1f%% "
+               "%8.3g %8.3g %8.3g %4.0f%%\n",
+               i + 1, l->tp > 1 ? l->tp : 1, l->cp, l->pp, c->layout.dp, l->ep, sched,
+               c->layout.micro_batches, l->rows, l->sp ? "on" : "-",
+               gpt_recompute_name(l->recompute), l->zero_stage,
+               l->cp > 1 ? gpt_cp_algo_name(l->cp_algo) : "-", c->peak / 1073741824.0, k->step,
+               k->compute, 100 * k->bubble_fraction, k->tp, k->cp, k->dp_exposed,
+               100 * model_flops_utilization(cfg, o, k->step));
+    }
+    if (a->n_reasons == 0) return;
+    const int shown = a->n_reasons < 8 ? a->n_reasons : 8;
+    printf("left out (%d layouts), the %d most common reasons, with the first layout each put "
+           "out:\n", a->n_tried - a->n_fit, shown);
+    for (int i = 0; i < shown; i++)
+        printf("  %6d  %s (e.g. %s)\n", a->reasons[i].count, a->reasons[i].why,
+               a->reasons[i].example);
+}
+
+static void advise(const char *name, const GPTConfig *cfg, const AdviseOptions *o) {
+    Advice a = {0};
+    search(&a, cfg, o);
+    qsort(a.fit, a.n_fit, sizeof *a.fit, by_step_time);
+    qsort(a.reasons, a.n_reasons, sizeof *a.reasons, by_count);
+    print_advice(name, cfg, o, &a);
+    for (int i = 0; i < a.n_schedules; i++) schedule_free(a.schedules[i].s);
+    free(a.schedules);
+    free(a.fit);
+}
+
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     static const struct option opts[] = {
@@ -362,6 +726,19 @@ int main(int argc, char **argv) {
         {"activations", no_argument, 0, 'A'},  {"sp-regather", no_argument, 0, 'G'},
         {"cp", required_argument, 0, 'P'},     {"cp-algo", required_argument, 0, 'a'},
         {"ctx", required_argument, 0, 'x'},    {"fit", required_argument, 0, 'F'},
+        {"n-layer", required_argument, 0, 'L'}, {"n-head", required_argument, 0, 'H'},
+        {"n-embd", required_argument, 0, 'E'},  {"vocab", required_argument, 0, 'V'},
+        {"experts", required_argument, 0, 'X'}, {"top-k", required_argument, 0, 'K'},
+        {"moe-every", required_argument, 0, 'M'}, {"advise", no_argument, 0, 'D'},
+        {"gpus-per-node", required_argument, 0, 1}, {"nodes", required_argument, 0, 2},
+        {"gpu-mem", required_argument, 0, 3},   {"flops", required_argument, 0, 4},
+        {"intra-bw", required_argument, 0, 5},  {"inter-bw", required_argument, 0, 6},
+        {"intra-lat", required_argument, 0, 7}, {"inter-lat", required_argument, 0, 8},
+        {"bucket-mb", required_argument, 0, 9}, {"no-overlap", no_argument, 0, 10},
+        {"top", required_argument, 0, 11},      {"pp", required_argument, 0, 12},
+        {"ep", required_argument, 0, 13},       {"micro-batches", required_argument, 0, 14},
+        {"schedule", required_argument, 0, 15}, {"chunks", required_argument, 0, 16},
+        {"zero", required_argument, 0, 17},     {"no-sp", no_argument, 0, 18},
         {0, 0, 0, 0}};
     char config[32] = "tiny";
     int ranks = 1, batch = 0, accum = 1, seq = 0, csv = 0, overlap_rs = 0, tp = 0,
@@ -370,6 +747,14 @@ int main(int argc, char **argv) {
     Recompute recompute = RECOMPUTE_NONE;
     CpAlgo algo = CP_RING;
     double phi = 0, fit_mib = 0;
+    /* --advise: the cluster's defaults, an 8-GPU H100 node */
+    int advise_mode = 0, pinned = 0, recompute_given = 0, no_sp = 0;
+    int sizes[7] = {0};  /* --n-layer --n-head --n-embd --vocab --experts --top-k --moe-every */
+    AdviseOptions ao = {.cluster = {.gpus_per_node = 8, .nodes = 1, .flops = 989e12,
+                                    .mem_bytes = 80 * 1073741824.0,
+                                    .intra = {3e-6, 1 / 450e9}, .inter = {10e-6, 1 / 50e9}},
+                        .top = 10, .bucket_bytes = 25000000, .dp_overlap = 1, .zero = -1,
+                        .sp = -1, .recompute = -1, .cp_algo = -1};
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -386,29 +771,72 @@ int main(int argc, char **argv) {
         case 'S': sp = 1; break;
         case 'G': sp = sp_regather = 1; break;
         case 'A': activations = 1; break;
-        case 'R': recompute = gpt_recompute_parse(optarg); break;
+        case 'R': recompute = gpt_recompute_parse(optarg); recompute_given = 1; break;
         case 'P': cp = (int)cli_int("--cp", optarg, 1, 1 << 12); break;
         case 'a': algo = gpt_cp_algo_parse(optarg); algo_given = 1; break;
         case 'x': ctx = (int)cli_int("--ctx", optarg, 1, 1 << 20); break;
         case 'F': fit_mib = cli_double("--fit", optarg, 1e-3, 1e12); break;
+        case 'L': sizes[0] = (int)cli_int("--n-layer", optarg, 1, 4096); break;
+        case 'H': sizes[1] = (int)cli_int("--n-head", optarg, 1, 4096); break;
+        case 'E': sizes[2] = (int)cli_int("--n-embd", optarg, 1, 1 << 17); break;
+        case 'V': sizes[3] = (int)cli_int("--vocab", optarg, 2, 65536); break;
+        case 'X': sizes[4] = (int)cli_int("--experts", optarg, 2, 1024); break;
+        case 'K': sizes[5] = (int)cli_int("--top-k", optarg, 1, 1024); break;
+        case 'M': sizes[6] = (int)cli_int("--moe-every", optarg, 1, 4096); break;
+        case 'D': advise_mode = 1; break;
+        case 1: ao.cluster.gpus_per_node = (int)cli_int("--gpus-per-node", optarg, 1, 1024); break;
+        case 2: ao.cluster.nodes = (int)cli_int("--nodes", optarg, 1, 1 << 16); break;
+        case 3: ao.cluster.mem_bytes = cli_double("--gpu-mem", optarg, 1e-6, 1e6) * 1073741824.0; break;
+        case 4: ao.cluster.flops = cli_double("--flops", optarg, 1e-9, 1e9) * 1e12; break;
+        case 5: ao.cluster.intra.beta = 1e-9 / cli_double("--intra-bw", optarg, 1e-6, 1e6); break;
+        case 6: ao.cluster.inter.beta = 1e-9 / cli_double("--inter-bw", optarg, 1e-6, 1e6); break;
+        case 7: ao.cluster.intra.alpha = 1e-6 * cli_double("--intra-lat", optarg, 0, 1e6); break;
+        case 8: ao.cluster.inter.alpha = 1e-6 * cli_double("--inter-lat", optarg, 0, 1e6); break;
+        case 9: ao.bucket_bytes = (size_t)(1e6 * cli_double("--bucket-mb", optarg, 1e-3, 1e6)); break;
+        case 10: ao.dp_overlap = 0; break;
+        case 11: ao.top = (int)cli_int("--top", optarg, 1, 1 << 20); break;
+        case 12: ao.pp = (int)cli_int("--pp", optarg, 1, 1 << 12); pinned = 1; break;
+        case 13: ao.ep = (int)cli_int("--ep", optarg, 1, 1 << 12); pinned = 1; break;
+        case 14: ao.micro_batches = (int)cli_int("--micro-batches", optarg, 1, 1 << 16); pinned = 1; break;
+        case 15: cli_string(ao.schedule, sizeof ao.schedule, "--schedule", optarg); pinned = 1; break;
+        case 16: ao.chunks = (int)cli_int("--chunks", optarg, 1, 1 << 10); pinned = 1; break;
+        case 17: ao.zero = (int)cli_int("--zero", optarg, 0, 1); pinned = 1; break;
+        case 18: no_sp = 1; break;
         case 'h': printf("%s", g_usage); return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
-    if (tp && phi > 0) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
-    if (tp && overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
-    if ((sp || recompute || activations) && !tp)
-        USER_ERROR("--sp, --recompute and --activations plan lab 05's train_tp: give --tp N (1 for "
-                   "one device or DDP)");
-    if ((algo_given || fit_mib > 0) && !cp)
-        USER_ERROR("--cp-algo and --fit plan lab 07's train_cp: give --cp N (1 for no split)");
-    if (cp && (phi > 0 || overlap_rs || sp || recompute || activations))
-        USER_ERROR("--cp plans train_cp: DDP over dp, no --params, --overlap-rs, --sp, "
-                   "--sp-regather, --recompute or --activations");
-    if (fit_mib > 0 && seq)
-        USER_ERROR("--fit searches the sequence length: it does not combine with --seq");
-    if (ctx && phi > 0) USER_ERROR("--ctx sets a GPT config's context; --params has none");
+    if (!advise_mode && (pinned || no_sp))
+        USER_ERROR("--pp, --ep, --micro-batches, --schedule, --chunks, --zero and --no-sp pin "
+                   "a dimension of --advise's search: give --advise");
+    if (advise_mode) {
+        if (phi > 0 || ranks_given || overlap_rs || activations || fit_mib > 0 || accum != 1 ||
+            sp_regather)
+            USER_ERROR("--advise searches the layouts of the cluster: not with --params, --ranks, "
+                       "--overlap-rs, --activations, --fit, --grad-accum or --sp-regather");
+        if (sp && no_sp) USER_ERROR("--sp and --no-sp: give one of them");
+        ao.tp = tp;
+        ao.cp = cp;
+        ao.sp = sp ? 1 : no_sp ? 0 : -1;
+        ao.recompute = recompute_given ? (int)recompute : -1;
+        ao.cp_algo = algo_given ? (int)algo : -1;
+    }
+    if (!advise_mode) {  /* the other modes' combinations */
+        if (tp && phi > 0) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
+        if (tp && overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
+        if ((sp || recompute || activations) && !tp)
+            USER_ERROR("--sp, --recompute and --activations plan lab 05's train_tp: give --tp N (1 for "
+                       "one device or DDP)");
+        if ((algo_given || fit_mib > 0) && !cp)
+            USER_ERROR("--cp-algo and --fit plan lab 07's train_cp: give --cp N (1 for no split)");
+        if (cp && (phi > 0 || overlap_rs || sp || recompute || activations))
+            USER_ERROR("--cp plans train_cp: DDP over dp, no --params, --overlap-rs, --sp, "
+                       "--sp-regather, --recompute or --activations");
+        if (fit_mib > 0 && seq)
+            USER_ERROR("--fit searches the sequence length: it does not combine with --seq");
+        if (ctx && phi > 0) USER_ERROR("--ctx sets a GPT config's context; --params has none");
+    }
     if (phi > 0) {
         print_states_only(phi, ranks);
         return 0;
@@ -417,6 +845,26 @@ int main(int argc, char **argv) {
     if (gpt_config_by_name(config, &cfg) != 0)
         USER_ERROR("unknown --config '%s' (known: %s)", config, gpt_config_names());
     if (ctx) cfg.ctx_len = ctx;
+    int *const fields[7] = {&cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size,
+                            &cfg.n_experts, &cfg.top_k, &cfg.moe_every};
+    for (int i = 0; i < 7; i++)
+        if (sizes[i]) *fields[i] = sizes[i];
+    if (sizes[4] && !sizes[5]) cfg.top_k = 1;
+    if (sizes[4] && !sizes[6]) cfg.moe_every = 1;
+    const char *bad = gpt_config_problem(&cfg);
+    if (bad) USER_ERROR("%s (config %s with the sizes given)", bad, config);
+    if (advise_mode) {
+        ao.batch = batch ? batch : strcmp(config, "small") == 0 ? 16 : 8;
+        ao.seq = seq ? seq : cfg.ctx_len;
+        if (ao.seq > cfg.ctx_len)
+            USER_ERROR("--seq %d is longer than the model's context (%d; --ctx sets it)", ao.seq,
+                       cfg.ctx_len);
+        ao.csv = csv;
+        int custom = 0;
+        for (int i = 0; i < 7; i++) custom |= sizes[i] != 0;
+        advise(custom || ctx ? "custom" : config, &cfg, &ao);
+        return 0;
+    }
     if (cp) {
         if (!tp) tp = 1;
         const char *why = gpt_layout_problem(&cfg, tp);
