@@ -8,7 +8,9 @@
 #      the measurement by construction: the other layouts test the model.
 #   2. the shared-memory transport's alpha-beta: lab 01's bench_collectives
 #      fits t = 2(p-1) alpha + 2(p-1)/p S beta to the library's all-reduce
-#      on 2 ranks.
+#      on 2, 4 and 8 ranks; a layout on p ranks is predicted with the fit
+#      of p ranks, so that what p ranks sharing the cores cost a collective
+#      (a rank descheduled while the others wait) is in its alpha-beta.
 #   3. each layout of the equivalence matrix (tests/composed.bats): the
 #      measured step time (metrics.csv's step_ms, median from step SKIP on)
 #      and the model's, with this machine's figures. The ranks share the
@@ -28,7 +30,7 @@ STEPS=${BENCH_STEPS:-8}
 OUT=${BENCH_OUT:-runs/costmodel-bench}
 LIMIT=300
 CORES=$(nproc)
-T4D=build/bin/train_4d
+T4D=build/solutions/10_composed/train_4d
 MEMPLAN=build/bin/memplan
 COLL=$(earlier_program 01_collectives bench_collectives)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -55,19 +57,24 @@ predict() {
     local pin=(--tp "$tp" --cp "$cp" --pp "$pp" --recompute "$rec" "$sp" --zero 0 --ep 1 --micro-batches 2)
     [ "$pp" -gt 1 ] && pin+=(--schedule "$sched" --chunks "$chunks")
     [ "$cp" -gt 1 ] && pin+=(--cp-algo "$algo")
+    local lat=${LAT[$np]:-${LAT[2]}} bw=${BW[$np]:-${BW[2]}}
     "$MEMPLAN" --advise --config tiny --batch 8 --gpus-per-node "$np" --nodes 1 --gpu-mem 1000 \
-        --flops "$share" --intra-bw "$BW" --intra-lat "$LAT" --inter-bw "$BW" --inter-lat "$LAT" \
+        --flops "$share" --intra-bw "$bw" --intra-lat "$lat" --inter-bw "$bw" --inter-lat "$lat" \
         --bucket-mb 0.262144 --no-overlap --csv --top 1 "${pin[@]}" |
         awk -F, 'NR == 2 { print $16, $17 }'
 }
 
-# 2. alpha-beta of the transport
-timeout --kill-after=10 "$LIMIT" mpirun -q --oversubscribe -np 2 "$COLL" --impl library \
-    --max-bytes 4M --iters 20 --out "$OUT/collectives" > "$OUT/collectives.log" 2>&1 ||
-    { tail -n 20 "$OUT/collectives.log" >&2; die "bench_collectives failed"; }
-fit=$(grep -E '^ +library: alpha = ' "$OUT/collectives.log") || die "no alpha-beta fit in $OUT/collectives.log"
-LAT=$(sed -E 's/.*alpha = ([0-9.e+-]+) us.*/\1/' <<<"$fit")
-BW=$(sed -E 's/.*1\/beta = ([0-9.e+-]+) GB\/s.*/\1/' <<<"$fit")
+# 2. alpha-beta of the transport, per rank count
+declare -A LAT BW
+for np in 2 4 8; do
+    log="$OUT/collectives-$np.log"
+    timeout --kill-after=10 "$LIMIT" mpirun -q --oversubscribe -np "$np" "$COLL" --impl library \
+        --max-bytes 4M --iters 20 --out "$OUT/collectives-$np" > "$log" 2>&1 ||
+        { tail -n 20 "$log" >&2; die "bench_collectives on $np ranks failed"; }
+    fit=$(grep -E '^ +library: alpha = ' "$log") || die "no alpha-beta fit in $log"
+    LAT[$np]=$(sed -E 's/.*alpha = ([0-9.e+-]+) us.*/\1/' <<<"$fit")
+    BW[$np]=$(sed -E 's/.*1\/beta = ([0-9.e+-]+) GB\/s.*/\1/' <<<"$fit")
+done
 
 # 1. the CPU's rate
 run_ranks 1 "$OUT/one" "$T4D" "${COMMON[@]}"
@@ -77,7 +84,8 @@ RATE=$(awk -v s="$flops_at_1t" -v ms="$one_ms" 'BEGIN { printf "%.6g", s * 1e12 
 
 echo "$BENCH_NAME: $CORES cores; one rank: $(awk -v r="$RATE" 'BEGIN { printf "%.2f", r / 1e9 }') GFLOP/s" \
      "(the model's FLOPs of a tiny step over its $one_ms ms); shared-memory all-reduce:" \
-     "alpha $LAT us, 1/beta $BW GB/s"
+     "alpha ${LAT[2]}, ${LAT[4]}, ${LAT[8]} us and 1/beta ${BW[2]}, ${BW[4]}, ${BW[8]} GB/s" \
+     "on 2, 4, 8 ranks"
 printf '%-58s %5s %12s %12s %7s\n' layout ranks predicted_ms measured_ms ratio
 echo "layout,ranks,predicted_ms,measured_ms,ratio" > "$OUT/compare.csv"
 while IFS='|' read -r np flags; do

@@ -159,6 +159,46 @@ composed() {
     [[ "$output" == *"error:"* ]]
 }
 
+@test "composed: placement on simulated nodes: the spans printed and in mesh.csv; another order, or auto, trains the same model" {
+    require_solution 00 02 03 04 05 06 07 08 09 10
+    local d="$BATS_TEST_TMPDIR" f=(--dp 2 --cp 2 --tp 2 --ranks-per-node 4)
+    composed 8 "$BASE" "${f[*]}" "${f[*]} --mesh-order dp-tp-cp-pp" "${f[*]} --mesh-order auto"
+    local joined="${f[*]}"
+    local out="$d/4d-8-${joined// /_}"
+    [ "$(head -n 1 "$out/mesh.csv")" = "rank,node,tp,cp,dp,pp,ep" ]
+    [ "$(tail -n +2 "$out/mesh.csv" | wc -l)" -eq 8 ]
+    # Megatron's order: TP and CP inside each node of 4, DP across the two
+    run mpirun_t 120 8 "$T4D" "${COMMON[@]}" "${f[@]}" --steps 1 --out "$d/p1"
+    [[ "$output" == *"mesh order tp-cp-dp-pp on 2 nodes (simulated); the most nodes a group spans: tp 1, cp 1, dp 2, pp 1"* ]]
+    run mpirun_t 120 8 "$T4D" "${COMMON[@]}" "${f[@]}" --steps 1 --mesh-order dp-tp-cp-pp --out "$d/p2"
+    [[ "$output" == *"mesh order dp-tp-cp-pp on 2 nodes (simulated); the most nodes a group spans: tp 1, cp 2, dp 1, pp 1"* ]]
+    # rank 1 is (tp 1) in one order and (dp 1) in the other
+    [ "$(sed -n 3p "$d/p1/mesh.csv")" = "1,0,1,0,0,0,0" ]
+    [ "$(sed -n 3p "$d/p2/mesh.csv")" = "1,0,0,0,1,0,0" ]
+    run mpirun_t 60 8 "$T4D" "${COMMON[@]}" "${f[@]}" --mesh-order tp-cp-dp --out "$d/x"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"mesh order 'tp-cp-dp': expected the four names"* ]]
+}
+
+@test "composed: the extension's order search against check_mesh_order's own; Megatron's order is not always the best" {
+    require_solution 10
+    run t 60 "$BUILD/solutions/10_composed/check_mesh_order"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"tp 2 x cp 2 x dp 3 x pp 1 on nodes of 6: expected tp-dp-cp-pp"*"ok"* ]]
+    [[ "$output" == *"check_mesh_order: ok"* ]]
+}
+
+@test "composed: lab 10's untouched skeleton stops cleanly at its first TODO, naming it" {
+    require_untouched 10
+    run mpirun_t 60 2 "$BUILD/labs/10_composed/train_4d" --config tiny --dp 2 --out "$BATS_TEST_TMPDIR/s"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: composed_mesh_order"* ]]
+    run t 60 "$BUILD/labs/10_composed/check_mesh_order"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: composed_best_mesh_order"* ]]
+}
+
 @test "composed: make tour's script trains 9 layouts, their losses within tolerance of one device, and draws 4 charts and a report" {
     require_solution 00 02 03 04 05 06 07 08 09 10
     cd "$ROOT"

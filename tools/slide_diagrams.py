@@ -532,10 +532,110 @@ def ep_dispatch(path, ep=2, E=4, counts=((3, 2, 1, 2), (2, 1, 3, 2))):
     s.save(path)
 
 
+MESH_DIMS = ("tp", "cp", "dp", "pp")
+GROUP_COLORS = [BLUE, ORANGE, GREEN, "#9467bd", "#8c564b", "#e377c2", "#17a2b8", "#7f7f7f"]
+
+
+def mesh_coords(deg, order, rank):
+    """mesh.h's mesh_coords: the rank's digits, innermost dimension first."""
+    x = {}
+    for d in order:
+        x[d] = rank % deg[d]
+        rank //= deg[d]
+    return x
+
+
+def mesh_draw(s, x0, y0, deg, order, per_node, rows, cell=60, note=True):
+    """One mesh (mesh.h): a cell per world rank, the nodes of per_node
+    consecutive ranks as grey boxes, then a row per group kind; a cell in
+    the colour of its group (same colour, same group), showing the rank's
+    coordinate in it; a group spanning more than one node outlined in red.
+    rows: names of MESH_DIMS, or "dcp" (dp x cp). Returns the bottom y."""
+    world = deg["tp"] * deg["cp"] * deg["dp"] * deg["pp"]
+    coords = [mesh_coords(deg, order, r) for r in range(world)]
+    gap = 14
+    xs = [x0 + r * (cell + 2) + (r // per_node) * gap for r in range(world)]
+    row_h, top = 42, y0 + 26
+    bottom = top + 48 + len(rows) * row_h
+    for n in range(world // per_node):
+        a, b = xs[n * per_node], xs[(n + 1) * per_node - 1] + cell
+        s.rect(a - 6, y0, b - a + 12, bottom - y0 + 4, "#eeeeee", "#aaaaaa", 1)
+        s.text((a + b) / 2, y0 + 18, f"node {n}", 15, weight="bold")
+    s.text(x0 - 12, top + 20, "rank", 16, "end", weight="bold")
+    s.text(x0 - 12, top + 38, "tp cp dp pp", 12, "end")
+    for r in range(world):
+        s.rect(xs[r], top, cell, 44, "#ffffff", "#999999", 1)
+        s.text(xs[r] + cell / 2, top + 20, str(r), 17, weight="bold")
+        s.text(xs[r] + cell / 2, top + 38, " ".join(str(coords[r][d]) for d in MESH_DIMS), 12)
+    spans = {}
+    for i, kind in enumerate(rows):
+        y = top + 48 + i * row_h
+        dims = ("dp", "cp") if kind == "dcp" else (kind,)
+        # a group: the ranks that agree on every other coordinate
+        key = lambda r: tuple(coords[r][d] for d in MESH_DIMS if d not in dims)
+        groups = {}
+        for r in range(world):
+            groups.setdefault(key(r), []).append(r)
+        colour = {k: GROUP_COLORS[j % len(GROUP_COLORS)] for j, k in enumerate(groups)}
+        crossing = {k for k, g in groups.items() if len({r // per_node for r in g}) > 1}
+        spans[kind] = (max(len({r // per_node for r in g}) for g in groups.values()),
+                       len(crossing), len(groups))
+        label = "dp x cp" if kind == "dcp" else kind
+        s.text(x0 - 12, y + 25, label, 17, "end", weight="bold")
+        for r in range(world):
+            k = key(r)
+            pos = coords[r]["cp"] + deg["cp"] * coords[r]["dp"] if kind == "dcp" else coords[r][kind]
+            s.rect(xs[r], y, cell, row_h - 6, colour[k], "#c0392b" if k in crossing else "#ffffff",
+                   3 if k in crossing else 1)
+            s.text(xs[r] + cell / 2, y + 24, str(pos), 15, fill="white", weight="bold")
+    return bottom, spans, xs[-1] + cell
+
+
+def mesh_groups(path):
+    """16 ranks, tp 2 x cp 2 x dp 2 x pp 2, in Megatron-LM's order
+    (tp-cp-dp-pp: rank = t + 2 (c + 2 (d + 2 p))) on nodes of 8: every
+    group kind's groups, coloured, the ones crossing a node outlined."""
+    deg = {"tp": 2, "cp": 2, "dp": 2, "pp": 2}
+    s = Svg(1180, 372)
+    bottom, spans, right = mesh_draw(s, 150, 10, deg, ("tp", "cp", "dp", "pp"), 8,
+                                     ("tp", "cp", "dp", "pp", "dcp"))
+    s.text(20, bottom + 34, "rank = tp + 2 (cp + 2 (dp + 2 pp)), tp innermost. A row per kind of "
+           "group: one colour, one group; the number is the rank's place in it.", 16, "start")
+    s.text(20, bottom + 60, "Outlined in red: a group spanning two nodes (the slow link). "
+           "Here only the pipeline's: one activation per micro-batch and boundary.", 16, "start")
+    s.save(path)
+
+
+def mesh_summit(path):
+    """lab 10's extension: tp 2 x cp 2 x dp 3 on nodes of 6 (Summit's six
+    GPUs a node). Megatron-LM's order (top) sends some CP groups and every
+    DP group across the nodes; tp-dp-cp-pp (bottom) keeps DP inside and
+    sends every CP group across: the same worst CP group, no DP crossing."""
+    deg = {"tp": 2, "cp": 2, "dp": 3, "pp": 1}
+    s = Svg(1180, 560)
+    y = 40
+    for order in (("tp", "cp", "dp", "pp"), ("tp", "dp", "cp", "pp")):
+        s.text(20, y - 12, "-".join(order) + (": Megatron-LM's order" if order[1] == "cp" else
+                                               ": what composed_best_mesh_order picks"),
+               19, "start", weight="bold")
+        bottom, spans, right = mesh_draw(s, 150, y, deg, order, 6, ("tp", "cp", "dp"))
+        for i, kind in enumerate(("tp", "cp", "dp")):
+            most, crossing, n = spans[kind]
+            s.text(right + 24, y + 26 + 48 + i * 42 + 25,
+                   f"spans {most} node{'s' if most > 1 else ''}" +
+                   (f" ({crossing} of {n} groups)" if crossing else ""),
+                   16, "start", fill="#c0392b" if crossing else INK)
+        y = bottom + 70
+    s.text(20, y - 26, "Compared busiest dimension first (tp, then cp, dp, pp), by the most nodes "
+           "one group spans: (1, 2, 2, 1) against (1, 2, 1, 1).", 16, "start")
+    s.save(path)
+
+
 DIAGRAMS = {"zero-stages": zero_stages, "ring-allreduce": ring_allreduce, "ddp-overlap": ddp_overlap,
             "tp-block": tp_block, "sp-block": sp_block, "recompute-kept": recompute_kept,
             "pp-stages": pp_stages, "cp-balance": cp_balance, "cp-ring": cp_ring,
-            "cp-ulysses": cp_ulysses, "ep-dispatch": ep_dispatch}
+            "cp-ulysses": cp_ulysses, "ep-dispatch": ep_dispatch,
+            "mesh-groups": mesh_groups, "mesh-summit": mesh_summit}
 
 
 def main():

@@ -13,6 +13,8 @@
 # schedule's simulated Gantt chart, p 4, m 8) and from train_pp (a measured
 # timeline of tiny at pp 2 next to its simulation), lab 07's from train_cp
 # (a timeline of the contiguous ring and of zigzag, tiny at cp 2, Tg 256).
+# Lab 10's from tools/tour.sh (make tour) and from train_4d with and
+# without --zero 1.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:?usage: slide_figures.sh OUT_DIR}
@@ -88,4 +90,49 @@ for a in ring zigzag; do
     bash tools/plot_cp_timeline.sh "$out/runs/07-$a" "$out/fig/07/timeline-$a.png" \
         "tiny, cp 2, Tg 256, $a: one step" > /dev/null
 done
+# lab 10: the tour (tools/tour.sh: one model in 9 layouts of the composed
+# trainer and on one device: the losses overlaid, the busiest rank's memory,
+# the bytes per group), then ZeRO-1 over dp x cp against replicated states in
+# the tour's three composed layouts (8 ranks, the busiest rank's memory.csv)
+mkdir -p "$out/fig/10"
+TOUR_OUT="$out/runs/10-tour" TOUR_STEPS="$([ "$quick" = 1 ] && echo 20 || echo 100)" \
+    bash tools/tour.sh > "$out/runs/10-tour.log"
+for f in losses memory traffic; do
+    copy "$out/runs/10-tour/$f.png" "$out/fig/10/tour-$f.png"
+done
+t4d=$(bench_program 10_composed train_4d)
+z1="$out/runs/10-zero1.dat"
+echo "layout params grads optimizer activations comm workspace" > "$z1"
+for entry in "dp 2 x tp 2 x pp 2|--dp 2 --tp 2 --pp 2" \
+    "tp 2 x cp 2 x pp 2|--tp 2 --cp 2 --pp 2 --cp-algo zigzag" \
+    "dp 2 x cp 2 x tp 2 + sp|--dp 2 --cp 2 --tp 2 --sp"; do
+    name=${entry%%|*}
+    for zero in 0 1; do
+        dir="$out/runs/10-zero$zero-${name// /}"
+        # shellcheck disable=SC2046  # the layout's flags, split on purpose
+        run_ranks 8 "$dir" "$t4d" ${entry#*|} $([ "$zero" = 1 ] && echo --zero 1) --config tiny \
+            --steps 3 --batch 8 --grad-accum 2 --eval-every 0 --threads 1
+        ! grep -q DIFFERENT "$dir.log" || die "$dir: a memory check differs from the planner's"
+        awk -F, -v name="$name$([ "$zero" = 1 ] && echo ", ZeRO-1")" '
+            NR > 1 { m[$1, $2] = $4; tot[$1] += $4 }
+            END { for (r in tot) if (tot[r] > best) { best = tot[r]; b = r }
+                  printf "\"%s\" %d %d %d %d %d %d\n", name, m[b, "params"], m[b, "grads"],
+                         m[b, "optimizer"], m[b, "activations"], m[b, "comm"], m[b, "workspace"] }' \
+            "$dir/memory.csv" >> "$z1"
+    done
+done
+gnuplot <<EOF || die "gnuplot failed drawing $out/fig/10/zero1.png"
+set terminal pngcairo size 1000,560 font 'sans,11' noenhanced
+set output '$out/fig/10/zero1.png'
+set title "The busiest rank's peak memory (tiny, 8 ranks): replicated states, then ZeRO-1 over dp x cp"
+set style data histograms
+set style histogram rowstacked
+set style fill solid 0.85 border -1
+set boxwidth 0.7
+set ylabel 'MB'
+set xtics rotate by -25
+set key outside right top
+set grid ytics
+plot for [c=2:7] '$z1' using (column(c) / 1e6):xtic(1) title columnhead(c)
+EOF
 echo "slides: figures in $out/fig/ (benchmark logs in $out/runs/)"
