@@ -46,6 +46,18 @@ composed() {
     done
 }
 
+# follows_base_tail RUN: a run resumed at step 2 of 4 follows the
+# single-device run's last two steps and ends with its parameters
+follows_base_tail() {
+    local tail="$BATS_TEST_TMPDIR/base-tail"
+    mkdir -p "$tail"
+    { head -n 1 "$BASE/metrics.csv"; tail -n 2 "$BASE/metrics.csv"; } > "$tail/metrics.csv"
+    cp "$BASE/params.bin" "$tail/"
+    run env BASE="$tail" bash -c "source '$BATS_TEST_DIRNAME/helpers.bash'; same_run '$1'"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
 @test "composed: dp 2 x tp 2 x pp 2 and tp 2 x cp 2 x pp 2 (8 ranks) follow the single-device run" {
     require_solution 00 02 03 04 05 06 07 08 09 10
     composed 8 "$BASE" "--dp 2 --tp 2 --pp 2" "--tp 2 --cp 2 --pp 2 --cp-algo zigzag"
@@ -90,13 +102,7 @@ composed() {
     [ "$status" -eq 0 ] || { echo "$output"; return 1; }
     [[ "$output" == *"2 steps done, 2 to go"* ]]
     [[ "$output" != *DIFFERENT* ]]
-    # the single-device run's last two steps and its final parameters
-    mkdir -p "$d/base-tail"
-    { head -n 1 "$BASE/metrics.csv"; tail -n 2 "$BASE/metrics.csv"; } > "$d/base-tail/metrics.csv"
-    cp "$BASE/params.bin" "$d/base-tail/"
-    run env BASE="$d/base-tail" bash -c "source '$BATS_TEST_DIRNAME/helpers.bash'; same_run '$d/b'"
-    echo "$output"
-    [ "$status" -eq 0 ]
+    follows_base_tail "$d/b"
 }
 
 @test "composed: ZeRO-1 shards saved by tp 2 x cp 2 x pp 2 resume bit for bit, and in dp 4 with ZeRO-1 follow the single-device run" {
@@ -116,12 +122,7 @@ composed() {
     run mpirun_t 300 4 "$T4D" "${COMMON[@]}" --dp 4 --zero 1 --resume "$d/ck/step-000002" \
         --out "$d/c" --dump-params "$d/c/params.bin"
     [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-    mkdir -p "$d/base-tail"
-    { head -n 1 "$BASE/metrics.csv"; tail -n 2 "$BASE/metrics.csv"; } > "$d/base-tail/metrics.csv"
-    cp "$BASE/params.bin" "$d/base-tail/"
-    run env BASE="$d/base-tail" bash -c "source '$BATS_TEST_DIRNAME/helpers.bash'; same_run '$d/c'"
-    echo "$output"
-    [ "$status" -eq 0 ]
+    follows_base_tail "$d/c"
 }
 
 @test "composed: combinations no lab meets, and degrees that do not multiply to the ranks, are one clear error" {
@@ -199,14 +200,14 @@ composed() {
     [[ "$output" == *"not implemented: composed_best_mesh_order"* ]]
 }
 
-@test "composed: make tour's script trains 9 layouts, their losses within tolerance of one device, and draws 4 charts and a report" {
+@test "composed: make tour's script trains 10 layouts, their losses within tolerance of one device, and draws 4 charts and a report" {
     require_solution 00 02 03 04 05 06 07 08 09 10
     cd "$ROOT"
     run t 900 env TOUR_OUT="$BATS_TEST_TMPDIR/tour" TOUR_STEPS=6 bash tools/tour.sh
     echo "$output"
     [ "$status" -eq 0 ]
     local d="$BATS_TEST_TMPDIR/tour"
-    [ "$(tail -n +2 "$d/table.tsv" | wc -l)" -eq 9 ]
+    [ "$(tail -n +2 "$d/table.tsv" | wc -l)" -eq 10 ]
     # every layout's largest loss difference from one device within the grader's absolute tolerance
     awk -F'\t' 'NR > 1 && $4 + 0 > 1e-4 { print "too far: " $0; bad = 1 } END { exit bad }' "$d/table.tsv"
     # the layouts that communicate sent bytes; one device none

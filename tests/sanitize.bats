@@ -171,6 +171,20 @@ san_flags() {
     done
 }
 
+@test "sanitize: lab 10, train_4d with ZeRO-1 over dp x cp (tp 2 x cp 2 x pp 2, zigzag), interleaved dp 2 x tp 2 x pp 2 with SP, simulated nodes; the order search" {
+    require_solution 10
+    for case in "8 --tp 2 --cp 2 --pp 2 --cp-algo zigzag --zero 1 --micro-batches 2" \
+        "8 --dp 2 --tp 2 --pp 2 --sp --schedule interleaved --chunks 2 --micro-batches 2 --ranks-per-node 4"; do
+        read -r np flags <<<"$case"
+        # shellcheck disable=SC2086  # flags is a list
+        run mpirun_t 300 "$np" "$SAN/solutions/10_composed/train_4d" "${SHORT[@]}" $flags \
+            --out "$BATS_TEST_TMPDIR/${flags// /}" --dump-params "$BATS_TEST_TMPDIR/p.bin"
+        no_reports
+    done
+    run t 60 "$SAN/solutions/10_composed/check_mesh_order"
+    no_reports
+}
+
 @test "sanitize: token-file tools, memory planner, C unit tests" {
     local d=$BATS_TEST_TMPDIR
     run t 60 "$SAN/bin/gen_synthetic" --out "$d/s.tok" --tokens 20000

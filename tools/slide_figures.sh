@@ -90,7 +90,7 @@ for a in ring zigzag; do
     bash tools/plot_cp_timeline.sh "$out/runs/07-$a" "$out/fig/07/timeline-$a.png" \
         "tiny, cp 2, Tg 256, $a: one step" > /dev/null
 done
-# lab 10: the tour (tools/tour.sh: one model in 9 layouts of the composed
+# lab 10: the tour (tools/tour.sh: one model in 10 layouts of the composed
 # trainer and on one device: the losses overlaid, the busiest rank's memory,
 # the bytes per group), then ZeRO-1 over dp x cp against replicated states in
 # the tour's three composed layouts (8 ranks, the busiest rank's memory.csv)
@@ -100,6 +100,7 @@ TOUR_OUT="$out/runs/10-tour" TOUR_STEPS="$([ "$quick" = 1 ] && echo 20 || echo 1
 for f in losses memory traffic; do
     copy "$out/runs/10-tour/$f.png" "$out/fig/10/tour-$f.png"
 done
+LIMIT=300
 t4d=$(bench_program 10_composed train_4d)
 z1="$out/runs/10-zero1.dat"
 echo "layout params grads optimizer activations comm workspace" > "$z1"
@@ -113,26 +114,10 @@ for entry in "dp 2 x tp 2 x pp 2|--dp 2 --tp 2 --pp 2" \
         run_ranks 8 "$dir" "$t4d" ${entry#*|} $([ "$zero" = 1 ] && echo --zero 1) --config tiny \
             --steps 3 --batch 8 --grad-accum 2 --eval-every 0 --threads 1
         ! grep -q DIFFERENT "$dir.log" || die "$dir: a memory check differs from the planner's"
-        awk -F, -v name="$name$([ "$zero" = 1 ] && echo ", ZeRO-1")" '
-            NR > 1 { m[$1, $2] = $4; tot[$1] += $4 }
-            END { for (r in tot) if (tot[r] > best) { best = tot[r]; b = r }
-                  printf "\"%s\" %d %d %d %d %d %d\n", name, m[b, "params"], m[b, "grads"],
-                         m[b, "optimizer"], m[b, "activations"], m[b, "comm"], m[b, "workspace"] }' \
+        bash tools/plot_stacked_bars.sh --memory-row "$name$([ "$zero" = 1 ] && echo ", ZeRO-1")" \
             "$dir/memory.csv" >> "$z1"
     done
 done
-gnuplot <<EOF || die "gnuplot failed drawing $out/fig/10/zero1.png"
-set terminal pngcairo size 1000,560 font 'sans,11' noenhanced
-set output '$out/fig/10/zero1.png'
-set title "The busiest rank's peak memory (tiny, 8 ranks): replicated states, then ZeRO-1 over dp x cp"
-set style data histograms
-set style histogram rowstacked
-set style fill solid 0.85 border -1
-set boxwidth 0.7
-set ylabel 'MB'
-set xtics rotate by -25
-set key outside right top
-set grid ytics
-plot for [c=2:7] '$z1' using (column(c) / 1e6):xtic(1) title columnhead(c)
-EOF
+bash tools/plot_stacked_bars.sh "$out/fig/10/zero1.png" "$z1" 7 MB \
+    "The busiest rank's peak memory (tiny, 8 ranks): replicated states, then ZeRO-1 over dp x cp"
 echo "slides: figures in $out/fig/ (benchmark logs in $out/runs/)"

@@ -38,6 +38,7 @@ mkdir -p "$OUT"
 LAYOUTS=(
     "one device|1|"
     "dp 4|4|--dp 4"
+    "dp 4 + zero-1|4|--dp 4 --zero 1"
     "tp 4|4|--tp 4"
     "tp 4 + sp|4|--tp 4 --sp"
     "pp 4 (1f1b)|4|--pp 4"
@@ -142,38 +143,16 @@ column -t -s $'\t' "$table"
     echo
 } | gnuplot || die "gnuplot failed drawing the losses"
 
-# stacked_bars PNG DAT LAST_COLUMN YLABEL TITLE: DAT's columns 2..LAST
-# (bytes, headed by their names) stacked in MB, one bar a layout
-stacked_bars() {
-    gnuplot <<EOF || die "gnuplot failed drawing $1"
-set terminal pngcairo size 1000,600 font 'sans,11' noenhanced
-set output '$1'
-set title "$5"
-set style data histograms
-set style histogram rowstacked
-set style fill solid 0.85 border -1
-set boxwidth 0.7
-set ylabel '$4'
-set xtics rotate by -30
-set key outside right top
-set grid ytics
-plot for [c=2:$3] '$2' using (column(c) / 1e6):xtic(1) title columnhead(c)
-EOF
-}
-
 # (b) memory of the busiest rank by category, stacked
 mem="$OUT/memory.dat"
 echo "layout params grads optimizer activations comm workspace" > "$mem"
 for ((i = 0; i < N; i++)); do
-    awk -F, -v name="$(cat "$OUT/run$i.name")" 'NR > 1 { m[$1, $2] = $4; tot[$1] += $4 }
-        END { for (r in tot) if (tot[r] > best) { best = tot[r]; b = r }
-              printf "\"%s\" %d %d %d %d %d %d\n", name, m[b, "params"], m[b, "grads"], m[b, "optimizer"],
-                     m[b, "activations"], m[b, "comm"], m[b, "workspace"] }' "$OUT/run$i/memory.csv" >> "$mem"
+    bash tools/plot_stacked_bars.sh --memory-row "$(cat "$OUT/run$i.name")" "$OUT/run$i/memory.csv" >> "$mem"
 done
-stacked_bars "$OUT/memory.png" "$mem" 7 MB \
+bash tools/plot_stacked_bars.sh "$OUT/memory.png" "$mem" 7 MB \
     "Memory of each layout's busiest rank, by category (peak bytes, checked against the planner)"
 
-stacked_bars "$OUT/traffic.png" "$traffic" 9 "MB per step" \
+bash tools/plot_stacked_bars.sh "$OUT/traffic.png" "$traffic" 9 "MB per step" \
     "Bytes on the wire per step, all ranks, per group (comm.csv's payloads x the ring algorithms' share)"
 
 # (d) step time
