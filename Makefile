@@ -144,7 +144,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp bench-act bench-pp bench-cp bench-moe bench-ckpt bench-failures bench-costmodel tour cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
+.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp bench-act bench-pp bench-cp bench-moe bench-ckpt bench-failures bench-costmodel tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -171,6 +171,8 @@ help:
 	@echo "make bench-ckpt lab 09: checkpoints: bytes per rank (every element once), save and load time vs the disk, Young/Daly's interval"
 	@echo "make bench-failures lab 09: a job killed at exponential times and resumed, wall time per save interval against Young/Daly"
 	@echo "make bench-costmodel lab 10: the step-time model (memplan --advise) against train_4d: predicted vs measured step time per layout"
+	@echo "make cluster-up [NODES=2 SLOTS=2 LINK_BW=10gbit LINK_LAT=20us]  a cluster of network namespaces on this machine (root); scripts/cluster.sh run -- PROGRAM runs on it"
+	@echo "make cluster-down  remove it (namespaces, links, processes, files)"
 	@echo "make tour       lab 10: one model trained in 10 layouts by the composed trainer: losses, memory, traffic, step time, runs/tour/report.html"
 	@echo "make bench-moe  lab 08 (one device so far): the router's balance with and without the aux loss (chart), parameters and step time vs experts"
 	@echo "make bench-act  lab 05: activations per rank vs the planner (tp 1, 2, 4; SP; recompute), recompute step times and FLOPs, activations vs seq"
@@ -528,6 +530,18 @@ bench-failures:
 bench-costmodel:
 	@$(MAKE) --no-print-directory all data
 	bash bench/costmodel.sh
+
+# A cluster on this machine (scripts/cluster.sh, root only): NODES network
+# namespaces of SLOTS ranks, links shaped to LINK_BW (and LINK_LAT where the
+# kernel has netem); `scripts/cluster.sh run -- PROGRAM ARGS` runs on it
+NODES ?= 2
+SLOTS ?= 2
+LINK_BW ?= 10gbit
+cluster-up:
+	bash scripts/cluster.sh up --nodes $(NODES) --slots $(SLOTS) --link-bandwidth $(LINK_BW) $(if $(LINK_LAT),--link-latency $(LINK_LAT))
+
+cluster-down:
+	bash scripts/cluster.sh down
 
 # the composed trainer's tour (tools/tour.sh)
 tour: deps

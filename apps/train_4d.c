@@ -152,35 +152,27 @@ static void check_options(TrainOptions *o, Options4d *p) {
                    "same memory without the split)");
 }
 
-/* Where the groups run: the most nodes one group of each dimension spans
- * (one: the node's fast links; more: the slow links between nodes) */
-static void print_placement(const Mesh *m, int ranks_per_node) {
-    int *node = malloc((size_t)m->world->size * sizeof(int)), spans[MESH_DIMS];
-    CHECK(node, "out of memory");
-    mesh_nodes(m->world, ranks_per_node, node);
+/* Where the groups run (node: every world rank's, mesh_nodes): the most
+ * nodes one group of each dimension spans (one: the node's fast links;
+ * more: the slow links between nodes) */
+static void print_placement(const Mesh *m, const int *node, int simulated) {
+    int spans[MESH_DIMS];
     mesh_group_spans(&m->deg, node, spans);
-    if (m->world->rank == 0) {
-        printf("train_4d: mesh order %s on %d node%s%s; the most nodes a group spans:",
-               m->deg.order, node[m->world->size - 1] + 1, node[m->world->size - 1] ? "s" : "",
-               ranks_per_node ? " (simulated)" : "");
-        for (int k = 0; k < MESH_DIMS; k++)
-            printf("%s %s %d", k ? "," : "", MESH_DIM_NAMES[k], spans[k]);
-        printf("\n");
-    }
-    free(node);
+    if (m->world->rank != 0) return;
+    const int nodes = node[m->world->size - 1] + 1;
+    printf("train_4d: mesh order %s on %d node%s%s; the most nodes a group spans:", m->deg.order,
+           nodes, nodes > 1 ? "s" : "", simulated ? " (simulated)" : "");
+    for (int k = 0; k < MESH_DIMS; k++) printf("%s %s %d", k ? "," : "", MESH_DIM_NAMES[k], spans[k]);
+    printf("\n");
 }
 
 /* mesh.csv: every rank's node and coordinates (the grader's placement check) */
-static void write_mesh_csv(const TrainOptions *o, const Mesh *m, int ranks_per_node) {
-    int *node = malloc((size_t)m->world->size * sizeof(int));
-    CHECK(node, "out of memory");
-    mesh_nodes(m->world, ranks_per_node, node);
+static void write_mesh_csv(const TrainOptions *o, const Mesh *m, const int *node) {
     char row[128], path[600];
     snprintf(row, sizeof row, "%d,%d,%d,%d,%d,%d,%d\n", m->world->rank, node[m->world->rank],
              m->tp_rank, m->cp_rank, m->dp_rank, m->pp_rank, m->ep_rank);
     snprintf(path, sizeof path, "%s/mesh.csv", o->out_dir);
     comm_write_gathered(m->world, path, "rank,node,tp,cp,dp,pp,ep\n", row);
-    free(node);
 }
 
 int main(int argc, char **argv) {
@@ -198,13 +190,15 @@ int main(int argc, char **argv) {
     const int tp = p.tp, cp = p.cp, pp = p.pp, v = p.chunks, m = o.grad_accum;
     /* lab 10: the mesh's order, and which group repairs which split */
     MeshDegrees degrees = {.tp = tp, .cp = cp, .dp = p.dp, .pp = pp, .ep = p.ep};
+    int *node = malloc((size_t)world->size * sizeof(int));
+    CHECK(node, "out of memory");
+    mesh_nodes(world, p.ranks_per_node, node);
     if (strcmp(p.mesh_order, "auto") == 0) {
+        /* nodes of the given size, or of rank 0's node's (the machine's) */
         int per_node = p.ranks_per_node;
-        if (!per_node) {  /* the machine's: the ranks sharing this one's memory */
-            Comm *here = comm_split_node(world, "node");
-            per_node = here->size;
-            comm_free(here);
-        }
+        for (int r = 0; !per_node && r < world->size; r++)
+            if (node[r] != 0) per_node = r;
+        if (!per_node) per_node = world->size;
         degrees = mesh_resolve_degrees(degrees, world->size);  /* dp, to search */
         composed_best_mesh_order(&degrees, per_node, p.mesh_order, sizeof p.mesh_order);
         degrees.order = p.mesh_order;
@@ -252,8 +246,8 @@ int main(int argc, char **argv) {
                                     pipeline_backward_weight, 1};
 
     const int rows = train_micro_batch_rows(&o, dp->size);
-    MemLayout ml = {.zero_stage = p.zero, .ranks = groups.zero->size, .rows = rows, .seq = o.seq / cp, .tp = tp > 1 ? tp : 0,
-                    .sp = layout.sp, .recompute = layout.recompute, .pp = pp,
+    MemLayout ml = {.zero_stage = p.zero, .ranks = groups.zero->size, .rows = rows,
+                    .seq = o.seq / cp, .tp = tp > 1 ? tp : 0, .sp = layout.sp, .recompute = layout.recompute, .pp = pp,
                     .pp_rank = mesh->pp_rank, .chunks = v, .schedule = schedule, .cp = cp,
                     .cp_algo = p.cp_algo, .ep = p.ep};
     preflight_run(&o, &ml, world);
@@ -278,7 +272,7 @@ int main(int argc, char **argv) {
                p.zero ? "ZeRO-1 over dp x cp" : "replicated states",
                pp > 1 ? "schedule " : "no pipeline", pp > 1 ? p.schedule : "",
                layout.num_params, gpt_num_params(&o.model));
-    print_placement(mesh, p.ranks_per_node);
+    print_placement(mesh, node, p.ranks_per_node > 0);
     TrainParallel par = {.world = world, .dp = dp, .metrics = groups.loss, .sync = sync,
                          .states = p.zero ? &z1.states : NULL,
                          .layout = &layout, .schedule = schedule,
@@ -302,7 +296,8 @@ int main(int argc, char **argv) {
     if (p.zero) composed_zero1_free(&z1);
     else if (moe) ep_sync_free(&es);
     else ddp_sync_free(&ds);
-    write_mesh_csv(&o, mesh, p.ranks_per_node);
+    write_mesh_csv(&o, mesh, node);
+    free(node);
     schedule_free(schedule);
     composed_groups_free(&groups);
     if (layout.embed_group) comm_free(layout.embed_group);

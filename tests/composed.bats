@@ -213,5 +213,5 @@ follows_base_tail() {
     # the layouts that communicate sent bytes; one device none
     awk -F'\t' 'NR == 2 && $6 != 0 { exit 1 } NR > 2 && $6 + 0 <= 0 { exit 1 }' "$d/table.tsv"
     for png in losses memory traffic steps; do is_png "$d/$png.png"; done
-    [ "$(grep -c '<tr>' "$d/report.html")" -eq 10 ]
+    [ "$(grep -c '<tr>' "$d/report.html")" -eq 11 ]
 }

@@ -1,0 +1,164 @@
+#!/usr/bin/env bats
+# A cluster on one machine (scripts/cluster.sh, issue 23): 2 nodes of 2
+# slots, each a network namespace, joined by shaped links through a bridge.
+# Every parallel layout trained across the two nodes (TCP between them,
+# shared memory inside each) must equal its run on one node, bit for bit;
+# each rank must be on the node its rank says; a node that dies must end
+# the job; and `down` must leave nothing behind. Needs root: without it
+# every test skips, saying why.
+load helpers
+
+CL="$ROOT/scripts/cluster.sh"
+NAME=batsc
+SHORT=(--config tiny --steps 6 --eval-every 3 --threads 1 --batch 8)
+
+can_make_namespaces() {
+    [ "$(id -u)" = 0 ] && ip netns add batsc-probe 2> /dev/null && ip netns del batsc-probe
+}
+
+setup_file() {
+    can_make_namespaces || return 0
+    bash "$CL" down --name "$NAME" > /dev/null 2>&1 || true
+    t 120 bash "$CL" up --name "$NAME" --nodes 2 --slots 2 > "$BATS_FILE_TMPDIR/up.log" 2>&1
+}
+
+teardown_file() {
+    can_make_namespaces || return 0
+    bash "$CL" down --name "$NAME" > /dev/null 2>&1 || true
+}
+
+setup() {
+    can_make_namespaces || skip "needs root and network namespaces (ip netns): run as root, as CI does"
+}
+
+# cl_run SECONDS ARGS...: a program on the cluster's 4 ranks
+cl_run() {
+    local secs=$1
+    shift
+    t "$secs" bash "$CL" run --name "$NAME" -q -- "$@"
+}
+
+# across PROGRAM ARGS...: PROGRAM on 4 ranks of one node and on 2 nodes x 2
+# ranks: the same losses (metrics.csv's loss, val_loss, grad_norm) and the
+# same parameters, bit for bit
+across() {
+    local d="$BATS_TEST_TMPDIR/$(basename "$1")-$RANDOM"
+    run mpirun_t 300 4 "$1" "${SHORT[@]}" "${@:2}" --out "$d/one" --dump-params "$d/one/p.bin"
+    [ "$status" -eq 0 ] || { echo "one node: $output"; return 1; }
+    run cl_run 300 "$1" "${SHORT[@]}" "${@:2}" --out "$d/two" --dump-params "$d/two/p.bin"
+    [ "$status" -eq 0 ] || { echo "two nodes: $output"; return 1; }
+    [[ "$output" != *DIFFERENT* ]] || { echo "$output"; return 1; }
+    diff <(cut -d, -f1-3,5 "$d/one/metrics.csv") <(cut -d, -f1-3,5 "$d/two/metrics.csv") ||
+        { echo "$*: the losses differ across nodes"; return 1; }
+    cmp "$d/one/p.bin" "$d/two/p.bin" || { echo "$*: the parameters differ across nodes"; return 1; }
+    echo "$*: the same losses and parameters on 2 nodes"
+}
+
+@test "cluster: up made 2 nodes of 2 slots behind a switch, a hostfile and an agent; status lists them" {
+    cat "$BATS_FILE_TMPDIR/up.log"
+    grep -q "up: 2 nodes x 2 slots" "$BATS_FILE_TMPDIR/up.log"
+    run bash "$CL" status --name "$NAME"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(grep -cE "^$NAME-(n0|n1|sw)$" <<<"$output")" -eq 3 ]
+    [ "$(cat "/tmp/dtlab-cluster-$NAME/hostfile")" = "$(printf '10.77.0.1 slots=2\n10.77.0.2 slots=2')" ]
+    # the machine's own network has no new interface
+    ! ip link show | grep -qE "$NAME|10\.77\."
+    # the links are shaped: each node's interface sends through a rate limiter
+    ip netns exec "$NAME-n1" tc qdisc show dev eth0 | grep -qE "tbf|netem"
+}
+
+@test "cluster: every rank runs on the node its rank says, with its node's hostname and local rank" {
+    run cl_run 120 sh -c 'echo "rank $OMPI_COMM_WORLD_RANK local $OMPI_COMM_WORLD_LOCAL_RANK host $(hostname)"'
+    echo "$output"
+    [ "$status" -eq 0 ]
+    for r in 0 1 2 3; do
+        grep -qx "rank $r local $((r % 2)) host $NAME-n$((r / 2))" <<<"$output"
+    done
+    # the kit's own view: train_4d's mesh.csv (node from the ranks sharing memory)
+    require_solution 10
+    run cl_run 300 "$BUILD/solutions/10_composed/train_4d" "${SHORT[@]}" --tp 2 --pp 2 \
+        --out "$BATS_TEST_TMPDIR/4d"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"mesh order tp-cp-dp-pp on 2 nodes; the most nodes a group spans: tp 1, cp 1, dp 1, pp 2"* ]]
+    awk -F, 'NR > 1 && $2 != int($1 / 2) { print "rank " $1 " on node " $2; bad = 1 } END { exit bad }' \
+        "$BATS_TEST_TMPDIR/4d/mesh.csv"
+}
+
+@test "cluster: DDP and ZeRO-1, 2 and 3 on 2 nodes x 2 ranks equal their runs on one node, bit for bit" {
+    require_solution 02 03
+    across "$BUILD/solutions/02_ddp/train_ddp" --ddp bucketed --bucket-mb 0.1
+    across "$BUILD/solutions/02_ddp/train_ddp" --ddp overlapped --bucket-mb 0.1
+    for z in 1 2 3; do across "$BUILD/solutions/03_zero/train_zero" --zero $z; done
+}
+
+@test "cluster: TP 2 x DP 2, PP 2 x DP 2, CP 2 x DP 2 and EP 2 x DP 2 on 2 nodes equal their runs on one node" {
+    require_solution 04 06 07 08
+    across "$BUILD/solutions/04_tensor_parallel/train_tp" --tp 2
+    across "$BUILD/solutions/06_pipeline/train_pp" --pp 2 --micro-batches 2
+    across "$BUILD/solutions/07_context_parallel/train_cp" --cp 2 --cp-algo zigzag
+    across "$BUILD/solutions/08_moe/train_moe" --ep 2 --config tiny-moe
+}
+
+@test "cluster: the composed trainer (tp 2 x pp 2, and tp 2 x cp 2 with ZeRO-1) on 2 nodes equals its run on one node" {
+    require_solution 10
+    across "$BUILD/solutions/10_composed/train_4d" --tp 2 --pp 2
+    across "$BUILD/solutions/10_composed/train_4d" --tp 2 --cp 2 --zero 1
+}
+
+@test "cluster: a node that dies ends the job within seconds, naming the node, and leaves no rank behind" {
+    require_solution 02
+    local d="$BATS_TEST_TMPDIR/die"
+    bash "$CL" run --name "$NAME" -- "$BUILD/solutions/02_ddp/train_ddp" --config tiny --steps 100000 \
+        --threads 1 --eval-every 100000 --out "$d" > "$d.log" 2>&1 &
+    local job=$!
+    # training has started on every rank: rank 0 has begun stepping
+    for _ in $(seq 1 120); do grep -q "step " "$d.log" 2> /dev/null && break; sleep 0.5; done
+    grep -q "step " "$d.log"
+    ip netns pids "$NAME-n1" | xargs -r kill -9
+    local start=$SECONDS
+    t 120 tail --pid "$job" -f /dev/null
+    wait "$job" && { echo "the job exited 0"; cat "$d.log"; return 1; }
+    echo "ended in $((SECONDS - start)) s: $(tr '\r' '\n' < "$d.log" | grep -v '^step' | tail -n 5)"
+    [ "$((SECONDS - start))" -lt 100 ]
+    # Open MPI names the node it lost (the watchdog sees only its own node's ranks)
+    grep -q "10.77.0.2" "$d.log"
+    [ -z "$(ip netns pids "$NAME-n0")" ] && [ -z "$(ip netns pids "$NAME-n1")" ]
+}
+
+@test "cluster: bad input is one clear error; a second cluster of the same name is refused; not root says so" {
+    for args in "up --nodes 0" "up --slots x" "up --link-bandwidth fast" "up --name Bad!" \
+                "up --frobnicate" "frob" "run --name $NAME" "status --name nosuch"; do
+        # shellcheck disable=SC2086  # args is a list
+        run t 30 bash "$CL" $args
+        echo "$args: $output"
+        [ "$status" -eq 2 ]
+        [ "$(grep -c 'error:' <<<"$output")" -eq 1 ]
+    done
+    run t 30 bash "$CL" up --name "$NAME"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"a cluster '$NAME' is up already"* ]]
+    run t 30 setpriv --reuid=65534 --regid=65534 --clear-groups bash "$CL" up --name other
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"needs root"* ]]
+}
+
+@test "cluster: down removes every namespace, link, process and file of the cluster" {
+    local d="$BATS_TEST_TMPDIR"
+    t 60 bash "$CL" up --name batsd --nodes 3 --slots 1 > /dev/null
+    [ "$(ip netns list | grep -c '^batsd-')" -eq 4 ]
+    # something left running in a node, as a crashed job would
+    ip netns exec batsd-n2 sleep 300 &
+    run t 60 bash "$CL" down --name batsd
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(ip netns list | grep -c '^batsd-')" -eq 0 ]
+    [ ! -e /tmp/dtlab-cluster-batsd ]
+    ! pgrep -f "sleep 300" > /dev/null
+    ! ip link show | grep -q batsd
+    # and down of nothing is no error
+    run t 60 bash "$CL" down --name batsd
+    [ "$status" -eq 0 ]
+}
