@@ -13,7 +13,9 @@
 
 /* One rank's record in the node's shared page. Written by its owner only;
  * read by the others when they time out or outlive it. */
-enum { SLOT_RUNNING, SLOT_LEAVING };
+/* RUNNING, then LEAVING when the rank ends by itself (exit, an error it
+ * reported, MPI_Finalize), or ENDED when mpirun's SIGTERM ends it */
+enum { SLOT_RUNNING, SLOT_LEAVING, SLOT_ENDED };
 typedef struct {
     int world_rank, pid;
     volatile int state;
@@ -67,11 +69,17 @@ static int is_gone(const Slot *s) {
 }
 
 /* SIGTERM: mpirun ends the job because a rank ended. Name it if it died
- * without saying anything (its slot still says running), once per node. */
+ * without saying anything (its slot still says running), once per node;
+ * but not when a rank of the node left by itself: that rank said why, and
+ * a rank gone while still "running" may then be one that mpirun ended
+ * (SIGKILL after SIGTERM) before its own handler ran. */
 static void on_sigterm(int sig) {
     if (g_page) {
-        g_mine->state = SLOT_LEAVING;
-        for (int i = 0; i < g_page->nslots; i++) {
+        g_mine->state = SLOT_ENDED;
+        int left = 0;
+        for (int i = 0; i < g_page->nslots; i++)
+            left |= &g_page->slots[i] != g_mine && g_page->slots[i].state == SLOT_LEAVING;
+        for (int i = 0; i < g_page->nslots && !left; i++) {
             const Slot *s = &g_page->slots[i];
             if (s == g_mine || s->state != SLOT_RUNNING || !is_gone(s)) continue;
             if (__atomic_exchange_n(&g_page->reported, 1, __ATOMIC_SEQ_CST)) break;
