@@ -122,9 +122,9 @@ across() {
     wait "$job" && { echo "the job exited 0"; cat "$d.log"; return 1; }
     echo "ended in $((SECONDS - start)) s: $(tr '\r' '\n' < "$d.log" | grep -v '^step' | tail -n 5)"
     [ "$((SECONDS - start))" -lt 100 ]
-    # one says why: Open MPI (naming the lost node) or the kit's watchdog (a
-    # rank that died), whichever notices first
-    grep -Eq "10\.77\.0\.2|died without a message" "$d.log"
+    # one says why: Open MPI (the lost node, or its daemon's connection) or
+    # the kit's watchdog (a rank that died), whichever notices first
+    grep -Eiq "10\.77\.0\.2|died without a message|lost|connection" "$d.log"
     [ -z "$(ip netns pids "$NAME-n0")" ] && [ -z "$(ip netns pids "$NAME-n1")" ]
 }
 
