@@ -144,7 +144,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp bench-act bench-pp bench-cp bench-moe bench-ckpt bench-failures bench-costmodel tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
+.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp bench-act bench-pp bench-cp bench-moe bench-ckpt bench-failures bench-costmodel bench-cluster tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -173,6 +173,7 @@ help:
 	@echo "make bench-costmodel lab 10: the step-time model (memplan --advise) against train_4d: predicted vs measured step time per layout"
 	@echo "make cluster-up [NODES=2 SLOTS=2 LINK_BW=10gbit LINK_LAT=20us]  a cluster of network namespaces on this machine (root); scripts/cluster.sh run -- PROGRAM runs on it"
 	@echo "make cluster-down  remove it (namespaces, links, processes, files)"
+	@echo "make bench-cluster  lab 01 on a cluster of namespaces (root): both links' alpha-beta, hierarchical vs flat all-reduce on 2x2 and 4x1, predicted and measured, charts"
 	@echo "make tour       lab 10: one model trained in 10 layouts by the composed trainer: losses, memory, traffic, step time, runs/tour/report.html"
 	@echo "make bench-moe  lab 08 (one device so far): the router's balance with and without the aux loss (chart), parameters and step time vs experts"
 	@echo "make bench-act  lab 05: activations per rank vs the planner (tp 1, 2, 4; SP; recompute), recompute step times and FLOPs, activations vs seq"
@@ -530,6 +531,10 @@ bench-failures:
 bench-costmodel:
 	@$(MAKE) --no-print-directory all data
 	bash bench/costmodel.sh
+
+bench-cluster:
+	@$(MAKE) --no-print-directory all
+	bash bench/cluster.sh
 
 # A cluster on this machine (scripts/cluster.sh, root only): NODES network
 # namespaces of SLOTS ranks, links shaped to LINK_BW (and LINK_LAT where the

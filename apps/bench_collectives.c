@@ -8,7 +8,7 @@
  *   3. algbw = S / t and busbw = algbw * factor, decimal GB/s, the factor
  *      (nccl-tests, doc/PERFORMANCE.md) making busbw comparable with a link's
  *      bandwidth whatever p is:
- *        allreduce (all three: ring, tree, halving) 2(p-1)/p;
+ *        allreduce (all four: ring, tree, halving, hierarchical) 2(p-1)/p;
  *        reduce_scatter, allgather, alltoall (p-1)/p; broadcast 1.
  * Out of place, float32, sum, root 0. Rank 0 prints a table and writes
  * DIR/busbw.csv (size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps) and
@@ -20,6 +20,13 @@
  * fix alpha and the large ones beta). The library is fitted in the same form:
  * its algorithm may differ, but 1/beta is then directly comparable, and for
  * every op but broadcast it is the busbw the curve tends to.
+ *
+ * hierarchical_allreduce runs on the machine's nodes (the ranks that share
+ * memory), or with --ranks-per-node K on nodes of K consecutive ranks
+ * simulated on one machine; its library counterpart is the flat
+ * comm_allreduce over all ranks. Its form assumes one link per rank, alike
+ * inside and across nodes; on scripts/cluster.sh's cluster the two links
+ * differ, and bench/cluster.sh fits each link alone and predicts from both.
  *
  * The ceiling: the ranks of one machine move data through memory, so one
  * core's memcpy bandwidth (64 MiB, measured here on rank 0) bounds what a
@@ -40,6 +47,7 @@
 #include "comm.h"
 #include "device.h"
 #include "fileio.h"
+#include "mesh.h"
 
 /* Large sizes get fewer iterations: at most this many bytes per size and
  * implementation (at least 2 iterations), so that the default sweep to
@@ -50,7 +58,8 @@
 #define MAX_SIZES 40
 
 typedef enum { BENCH_ALLREDUCE, BENCH_REDUCE_SCATTER, BENCH_ALLGATHER, BENCH_BROADCAST,
-               BENCH_ALLTOALL, BENCH_TREE_ALLREDUCE, BENCH_HALVING_ALLREDUCE, BENCH_NUM_OPS } BenchOp;
+               BENCH_ALLTOALL, BENCH_TREE_ALLREDUCE, BENCH_HALVING_ALLREDUCE,
+               BENCH_HIERARCHICAL_ALLREDUCE, BENCH_NUM_OPS } BenchOp;
 typedef enum { IMPL_STUDENT, IMPL_LIBRARY, IMPL_NUM } Impl;
 static const char *const g_impl_names[IMPL_NUM] = {"student", "library"};
 
@@ -70,7 +79,12 @@ static const OpInfo g_ops[BENCH_NUM_OPS] = {
     {"halving_allreduce", "halving_doubling_allreduce",
      "t = 2 log2(p) alpha + 2(p-1)/p S beta; p no power of 2: q = 2^floor(log2 p) for p, "
      "+2 (alpha + S beta)"},
+    {"hierarchical_allreduce", "hierarchical_allreduce",
+     "t = 2(k-1) (alpha + S/k beta) + 2(N-1) (alpha + S/(kN) beta), N nodes of k ranks"},
 };
+
+/* hierarchical_allreduce's groups (mesh_node_groups); NULL for other ops */
+static Comm *g_node, *g_across;
 
 static int ceil_log2(int p) {
     int k = 0;
@@ -79,6 +93,12 @@ static int ceil_log2(int p) {
 }
 
 static void model_terms(BenchOp op, int p, double *latency_steps, double *bandwidth_factor) {
+    if (op == BENCH_HIERARCHICAL_ALLREDUCE) {  /* k ranks a node, N nodes */
+        const int k = g_node->size, N = g_across->size;
+        *latency_steps = 2.0 * (k - 1) + 2.0 * (N - 1);
+        *bandwidth_factor = 2.0 * (k - 1) / k + 2.0 * (N - 1) / ((double)k * N);
+        return;
+    }
     /* the folded all-reduces: k rounds among q = 2^k <= p ranks, and for
      * q < p the fold and the result back, 2 (alpha + S beta) */
     int k = 0;
@@ -100,7 +120,8 @@ static double busbw_factor(BenchOp op, int p) {
     switch (op) {
     case BENCH_ALLREDUCE:
     case BENCH_TREE_ALLREDUCE:
-    case BENCH_HALVING_ALLREDUCE: return 2.0 * (p - 1) / p;
+    case BENCH_HALVING_ALLREDUCE:
+    case BENCH_HIERARCHICAL_ALLREDUCE: return 2.0 * (p - 1) / p;
     case BENCH_BROADCAST: return 1.0;
     default: return (double)(p - 1) / p;
     }
@@ -119,9 +140,11 @@ static void run_op(Comm *c, BenchOp op, Impl impl, float *send, float *recv, siz
     case BENCH_ALLREDUCE:
     case BENCH_TREE_ALLREDUCE:
     case BENCH_HALVING_ALLREDUCE:
+    case BENCH_HIERARCHICAL_ALLREDUCE:
         if (lib) comm_allreduce(c, send, recv, count, COMM_FLOAT, COMM_SUM);
         else if (op == BENCH_TREE_ALLREDUCE) tree_allreduce(c, send, recv, count);
         else if (op == BENCH_HALVING_ALLREDUCE) halving_doubling_allreduce(c, send, recv, count);
+        else if (op == BENCH_HIERARCHICAL_ALLREDUCE) hierarchical_allreduce(g_node, g_across, send, recv, count);
         else ring_allreduce(c, send, recv, count);
         break;
     case BENCH_REDUCE_SCATTER:
@@ -275,6 +298,7 @@ static void write_outputs(const char *dir, BenchOp op, int p, const char *impl_a
                           size_t min_bytes, size_t max_bytes, int warmup, int iters,
                           const Row *rows, int num_rows, double memcpy_bw,
                           const double fit[IMPL_NUM][2], const int fitted[IMPL_NUM]) {
+    const int nodes = g_across ? g_across->size : 1;
     char path[1100];
     AtomicFile af;
     make_dirs(dir);
@@ -296,6 +320,7 @@ static void write_outputs(const char *dir, BenchOp op, int p, const char *impl_a
                "  \"busbw_factor\": %.6f,\n  \"memcpy_GBps\": %.3f,\n  \"model\": \"%s\"",
             g_ops[op].name, p, impl_arg, min_bytes, max_bytes, warmup, iters,
             busbw_factor(op, p), memcpy_bw, g_ops[op].model);
+    if (g_node) fprintf(f, ",\n  \"nodes\": %d,\n  \"ranks_per_node\": %d", nodes, g_node->size);
     for (int impl = 0; impl < IMPL_NUM; impl++)
         if (fitted[impl])
             fprintf(f, ",\n  \"%s_alpha_us\": %.3f,\n  \"%s_inv_beta_GBps\": %.4f", g_impl_names[impl],
@@ -314,11 +339,12 @@ int main(int argc, char **argv) {
         {"warmup", required_argument, 0, 'w'},    {"iters", required_argument, 0, 'n'},
         {"out", required_argument, 0, 'O'},       {"device", required_argument, 0, 'd'},
         {"comm-timeout", required_argument, 0, 'T'},
+        {"ranks-per-node", required_argument, 0, 'k'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     BenchOp op = BENCH_ALLREDUCE;
     const char *impl_arg = "both";
     size_t min_bytes = 1024, max_bytes = (size_t)64 << 20;
-    int warmup = 5, iters = 40;
+    int warmup = 5, iters = 40, ranks_per_node = 0;
     char out_dir[1024] = "", device[8] = "cpu";
     opterr = 0;
     int ch, found;
@@ -342,18 +368,22 @@ int main(int argc, char **argv) {
         case 'O': cli_string(out_dir, sizeof out_dir, "--out", optarg); break;
         case 'd': cli_string(device, sizeof device, "--device", optarg); break;
         case 'T': comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
+        case 'k': ranks_per_node = (int)cli_int("--ranks-per-node", optarg, 1, 1 << 16); break;
         case 'h':
             if (r == 0) {
                 printf("usage: mpirun -np P %s [options]\n"
                        "Bus bandwidth of lab 01's collectives and of the library's, nccl-tests style.\n"
                        "  --op NAME        allreduce (default), reduce_scatter, allgather, broadcast,\n"
-                       "                   alltoall, tree_allreduce, halving_allreduce (the extension)\n"
+                       "                   alltoall, tree_allreduce, and the extensions halving_allreduce\n"
+                       "                   and hierarchical_allreduce\n"
                        "  --impl WHICH     student, library or both (default)\n"
                        "  --min-bytes S    smallest buffer (default 1K; suffixes K, M, G)\n"
                        "  --max-bytes S    largest buffer (default 64M); sizes double in between\n"
                        "  --warmup N       untimed runs per size (default 5)\n"
                        "  --iters N        timed runs per size (default 40; fewer from 16M, at least 2)\n"
                        "  --out DIR        busbw.csv and run.json (default runs/01_collectives-OP-npP)\n"
+                       "  --ranks-per-node K  hierarchical_allreduce's nodes: K consecutive ranks each\n"
+                       "                   (default: the machine's nodes, the ranks sharing memory)\n"
                        "  --device cpu|cuda  buffers in host or GPU memory (default cpu); cuda times\n"
                        "                   the library (NCCL, or MPI with host staging): --impl library\n"
                        COMM_TIMEOUT_HELP,
@@ -372,6 +402,10 @@ int main(int argc, char **argv) {
                    "compute on host memory): add --impl library");
     if (on_gpu && op == BENCH_ALLTOALL)
         USER_ERROR("--device cuda: comm.h's alltoall takes host buffers only");
+    if (on_gpu && op == BENCH_HIERARCHICAL_ALLREDUCE)
+        USER_ERROR("--device cuda: hierarchical_allreduce is the lab's own (host memory): time it on the CPU");
+    if (ranks_per_node && op != BENCH_HIERARCHICAL_ALLREDUCE)
+        USER_ERROR("--ranks-per-node is for --op hierarchical_allreduce only");
     if (min_bytes > max_bytes) USER_ERROR("--min-bytes (%zu) is above --max-bytes (%zu)", min_bytes, max_bytes);
     if (op == BENCH_ALLTOALL && min_bytes < sizeof(float) * (size_t)p)
         USER_ERROR("alltoall needs --min-bytes of at least 4 p = %zu (one float per rank)",
@@ -382,12 +416,14 @@ int main(int argc, char **argv) {
     const int first_impl = strcmp(impl_arg, "library") == 0 ? IMPL_LIBRARY : IMPL_STUDENT;
     const int last_impl = strcmp(impl_arg, "student") == 0 ? IMPL_STUDENT : IMPL_LIBRARY;
 
+    if (op == BENCH_HIERARCHICAL_ALLREDUCE) mesh_node_groups(c, ranks_per_node, &g_node, &g_across);
     double memcpy_bw = 0;
     if (r == 0) memcpy_bw = memcpy_gbps();
     comm_barrier(c);
     if (r == 0) {
         printf("bench_collectives: %s on %d ranks, float32, out of place; student = %s\n",
                g_ops[op].name, p, g_ops[op].student_function);
+        if (g_node) printf("nodes: %d of %d ranks each\n", g_across->size, g_node->size);
         printf("memcpy ceiling: %.2f GB/s (one core, 64 MiB)\n", memcpy_bw);
         printf("%12s %11s %8s %11s %11s %11s\n", "size_bytes", "count", "impl", "time_us",
                "algbw_GBps", "busbw_GBps");

@@ -17,8 +17,12 @@
  *     comm_send and comm_sendrecv) equal what the README's schedule sends,
  *     see sent_elements below.
  * --impl library runs the same cases on comm.h's collectives.
- * --op all runs the core's ops; the extension's (halving_allreduce) runs
- * only by name, so that the core grades without it.
+ * --op all runs the core's ops; the extensions' (halving_allreduce,
+ * hierarchical_allreduce) run only by name, so that the core grades
+ * without them. hierarchical_allreduce runs on the machine's nodes (ranks
+ * sharing memory: one node here, several on scripts/cluster.sh's cluster)
+ * or, with --ranks-per-node K, on nodes of K consecutive ranks simulated
+ * on this machine (mesh_node_groups).
  */
 #include <getopt.h>
 #include <math.h>
@@ -31,6 +35,7 @@
 #include "cli.h"
 #include "collectives.h"
 #include "comm.h"
+#include "mesh.h"
 
 #define LARGE_COUNT 262147  /* odd, and 1 MiB of floats: many eager-limit multiples */
 #define GUARD 16            /* floats after every output buffer that must stay untouched */
@@ -40,18 +45,22 @@ typedef enum { IMPL_STUDENT, IMPL_LIBRARY } Impl;
 
 typedef enum { CHECK_REDUCE_SCATTER, CHECK_ALLGATHER, CHECK_ALLREDUCE, CHECK_BROADCAST,
                CHECK_TREE_ALLREDUCE, CHECK_ALLTOALL,
-               CHECK_HALVING_ALLREDUCE,  /* the extension: not in --op all */
+               CHECK_HALVING_ALLREDUCE, CHECK_HIERARCHICAL_ALLREDUCE,  /* the extensions:
+                                                                          not in --op all */
                CHECK_NUM_OPS } CheckedOp;
 
 static const char *const g_op_names[CHECK_NUM_OPS] = {
     "reduce_scatter", "allgather", "allreduce", "broadcast", "tree_allreduce", "alltoall",
-    "halving_allreduce"};
+    "halving_allreduce", "hierarchical_allreduce"};
 
-static int is_extension(int op) { return op == CHECK_HALVING_ALLREDUCE; }
+static int is_extension(int op) {
+    return op == CHECK_HALVING_ALLREDUCE || op == CHECK_HIERARCHICAL_ALLREDUCE;
+}
 
 /* One case on this rank: what ran, and the first thing found wrong. */
 typedef struct {
     Comm *c;
+    Comm *node, *across;  /* hierarchical_allreduce's groups (mesh_node_groups), else NULL */
     Impl impl;
     CheckedOp op;
     size_t n;        /* elements of the whole buffer (alltoall: per rank) */
@@ -171,6 +180,17 @@ static size_t sent_elements(CheckedOp op, size_t n, int p, int r, int root) {
     }
 }
 
+/* Elements rank l of a node of k sends in the hierarchical all-reduce, its
+ * across group being N ranks of which it is rank a, m = count(l) of n over k:
+ *   reduce-scatter in the node   n - count(l)              (over k)
+ *   all-reduce across the nodes  2m - count(a) - count(a+1)  (of m over N)
+ *   all-gather in the node       n - count(l+1)            (over k) */
+static size_t hierarchical_sent(size_t n, int k, int l, int N, int a) {
+    const size_t m = shard_count(n, k, l);
+    return n - m + 2 * m - shard_count(m, N, a) - shard_count(m, N, (a + 1) % N) + n -
+           shard_count(n, k, (l + 1) % k);
+}
+
 static void run_reduce_scatter(const Case *k, const float *send, float *recv) {
     if (k->impl == IMPL_STUDENT) ring_reduce_scatter(k->c, send, recv, k->n);
     else comm_reduce_scatter(k->c, send, recv, k->n, COMM_FLOAT, COMM_SUM);
@@ -187,6 +207,7 @@ static void run_allreduce(const Case *k, const float *send, float *recv) {
     if (k->impl == IMPL_LIBRARY) comm_allreduce(k->c, send, recv, k->n, COMM_FLOAT, COMM_SUM);
     else if (k->op == CHECK_TREE_ALLREDUCE) tree_allreduce(k->c, send, recv, k->n);
     else if (k->op == CHECK_HALVING_ALLREDUCE) halving_doubling_allreduce(k->c, send, recv, k->n);
+    else if (k->op == CHECK_HIERARCHICAL_ALLREDUCE) hierarchical_allreduce(k->node, k->across, send, recv, k->n);
     else ring_allreduce(k->c, send, recv, k->n);
 }
 
@@ -282,22 +303,40 @@ static void check_alltoall(Case *k) {
     mem_free(want);
 }
 
+/* Bytes this rank sent in its groups' point-to-point calls */
+static uint64_t bytes_sent(const Case *k) {
+    const Comm *groups[3] = {k->c, k->node, k->across};
+    uint64_t sent = 0;
+    for (int g = 0; g < 3; g++)
+        if (groups[g]) sent += groups[g]->stats[OP_SEND].bytes + groups[g]->stats[OP_SENDRECV].bytes;
+    return sent;
+}
+
 static void run_case(Case *k) {
     comm_reset_stats(k->c);
+    if (k->node) {
+        comm_reset_stats(k->node);
+        comm_reset_stats(k->across);
+    }
     switch (k->op) {
     case CHECK_REDUCE_SCATTER: check_reduce_scatter(k); break;
     case CHECK_ALLGATHER: check_allgather(k); break;
     case CHECK_ALLREDUCE:
     case CHECK_TREE_ALLREDUCE:
-    case CHECK_HALVING_ALLREDUCE: check_allreduce(k); break;
+    case CHECK_HALVING_ALLREDUCE:
+    case CHECK_HIERARCHICAL_ALLREDUCE: check_allreduce(k); break;
     case CHECK_BROADCAST: check_broadcast(k); break;
     case CHECK_ALLTOALL: check_alltoall(k); break;
     default: CHECK(0, "bad op %d", (int)k->op);
     }
     if (k->impl != IMPL_STUDENT || k->error[0]) return;
     const int p = k->c->size, r = k->c->rank;
-    const uint64_t sent = k->c->stats[OP_SEND].bytes + k->c->stats[OP_SENDRECV].bytes;
-    const uint64_t want = sent_elements(k->op, k->n, p, r, k->variant ? p - 1 : 0) * sizeof(float);
+    const uint64_t sent = bytes_sent(k);
+    const uint64_t want = (k->op == CHECK_HIERARCHICAL_ALLREDUCE
+                               ? hierarchical_sent(k->n, k->node->size, k->node->rank,
+                                                   k->across->size, k->across->rank)
+                               : sent_elements(k->op, k->n, p, r, k->variant ? p - 1 : 0)) *
+                          sizeof(float);
     if (sent != want) {
         snprintf(k->error, MESSAGE_MAX, "rank %d sent %llu bytes, the schedule sends %llu", r,
                  (unsigned long long)sent, (unsigned long long)want);
@@ -337,9 +376,11 @@ int main(int argc, char **argv) {
     static const struct option opts[] = {{"op", required_argument, 0, 'o'},
                                          {"impl", required_argument, 0, 'i'},
                                          {"comm-timeout", required_argument, 0, 'T'},
+                                         {"ranks-per-node", required_argument, 0, 'k'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *op_name = "all";
     Impl impl = IMPL_STUDENT;
+    int ranks_per_node = 0;  /* 0: the machine's nodes */
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -351,16 +392,20 @@ int main(int argc, char **argv) {
             else USER_ERROR("--impl expects student or library, got '%s'", optarg);
             break;
         case 'T': comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
+        case 'k': ranks_per_node = (int)cli_int("--ranks-per-node", optarg, 1, 1 << 16); break;
         case 'h':
             if (world->rank == 0) {
-                printf("usage: mpirun -np P %s [--op NAME] [--impl student|library] [--comm-timeout S]\n"
+                printf("usage: mpirun -np P %s [--op NAME] [--impl student|library] [--ranks-per-node K]\n"
+                       "       [--comm-timeout S]\n"
                        "Checks lab 01's collectives bit for bit on P ranks.\n"
                        "NAME: all (default: the core's ops) or one op:",
                        g_program_name);
                 for (int op = 0; op < CHECK_NUM_OPS; op++)
                     printf("%s %s%s", op ? "," : "", g_op_names[op],
-                           is_extension(op) ? " (the extension: never in all)" : "");
+                           is_extension(op) ? " (an extension: never in all)" : "");
                 printf("\n--impl library checks comm.h's collectives instead of collectives.c.\n"
+                       "--ranks-per-node K: hierarchical_allreduce's nodes are K consecutive ranks\n"
+                       "each (default: the machine's nodes, the ranks that share memory).\n"
                        "--comm-timeout S ends the job when a communication waits over S seconds\n"
                        "(default 300; 0 = never): a deadlock is reported instead of hanging.\n"
                        "Exit status: 0 all pass, 1 a case failed, 3 a lab function is not "
@@ -376,13 +421,19 @@ int main(int argc, char **argv) {
     for (int op = 0; op < CHECK_NUM_OPS; op++)
         if (strcmp(op_name, g_op_names[op]) == 0) chosen = op;
     if (chosen < 0 && strcmp(op_name, "all") != 0) USER_ERROR("unknown --op '%s'; see --help", op_name);
+    Comm *node = NULL, *across = NULL;
+    if (chosen == CHECK_HIERARCHICAL_ALLREDUCE) mesh_node_groups(world, ranks_per_node, &node, &across);
+    else if (ranks_per_node) USER_ERROR("--ranks-per-node is for --op hierarchical_allreduce only");
 
     const int p = world->size;
     const size_t counts[] = {0, 1, (size_t)p - 1, (size_t)p, (size_t)p + 1, 1000, 4099, LARGE_COUNT};
     const int num_counts = (int)(sizeof counts / sizeof counts[0]);
-    if (world->rank == 0)
-        printf("check_collectives: %s implementation on %d rank%s\n",
+    if (world->rank == 0) {
+        printf("check_collectives: %s implementation on %d rank%s",
                impl == IMPL_STUDENT ? "student" : "library", p, p == 1 ? "" : "s");
+        if (node) printf(", %d node%s of %d", across->size, across->size == 1 ? "" : "s", node->size);
+        printf("\n");
+    }
     int cases = 0, failures = 0;
     for (int op = 0; op < CHECK_NUM_OPS; op++) {
         if (chosen >= 0 ? op != chosen : is_extension(op)) continue;
@@ -390,8 +441,8 @@ int main(int argc, char **argv) {
             int repeated = 0;  /* p - 1, p, p + 1 are 0, 1, 2 on one rank */
             for (int j = 0; j < i; j++) repeated |= counts[j] == counts[i];
             for (int variant = 0; variant < 2 && !repeated; variant++) {
-                Case k = {.c = world, .impl = impl, .op = (CheckedOp)op, .n = counts[i],
-                          .variant = variant};
+                Case k = {.c = world, .node = node, .across = across, .impl = impl,
+                          .op = (CheckedOp)op, .n = counts[i], .variant = variant};
                 failures += report_case(&k);
                 cases++;
             }

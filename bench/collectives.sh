@@ -36,7 +36,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # One thread per rank: the ranks already share the cores.
 export OMP_NUM_THREADS=1
 
-json_value() { sed -n "s/.*\"$2\": *\([0-9.eE+-]*\).*/\1/p" "$1" | head -n 1; }
 # busbw_GBps of implementation $2 at the largest size in CSV $1
 busbw_at_largest() {
     awk -F, -v impl="$2" 'NR > 1 && $3 == impl && $1 + 0 >= max { max = $1 + 0; bw = $6 }
@@ -54,12 +53,12 @@ for np in $RANKS; do
     student=$(busbw_at_largest "$out/busbw.csv" student) || die "no student rows in $out/busbw.csv"
     library=$(busbw_at_largest "$out/busbw.csv" library) || die "no library rows in $out/busbw.csv"
     ratio=$(awk -v a="$student" -v b="$library" 'BEGIN { printf "%.2f", a / b }')
-    memcpy=$(json_value "$out/run.json" memcpy_GBps)
+    memcpy=$(json_number "$out/run.json" memcpy_GBps)
     echo "bench-collectives: $np ranks, largest buffer: ring $student GB/s, library $library GB/s, ring/library = $ratio (memcpy ceiling $memcpy GB/s)"
     summary+=("np${np}_student_busbw_GBps=$student" "np${np}_library_busbw_GBps=$library" "np${np}_ratio=$ratio")
     for impl in student library; do
-        summary+=("np${np}_${impl}_alpha_us=$(json_value "$out/run.json" "${impl}_alpha_us")"
-                  "np${np}_${impl}_inv_beta_GBps=$(json_value "$out/run.json" "${impl}_inv_beta_GBps")")
+        summary+=("np${np}_${impl}_alpha_us=$(json_number "$out/run.json" "${impl}_alpha_us")"
+                  "np${np}_${impl}_inv_beta_GBps=$(json_number "$out/run.json" "${impl}_inv_beta_GBps")")
     done
     echo
 done

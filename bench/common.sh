@@ -31,6 +31,10 @@ earlier_program() {
     if [ -d "solutions/$1" ]; then echo "build/solutions/$1/$2"; else echo "build/labs/$1/$2"; fi
 }
 
+# json_number FILE KEY: the number under "KEY" in the JSON file FILE (a
+# bench_collectives run.json), empty when absent
+json_number() { sed -n "s/.*\"$2\": *\([0-9.eE+-]*\).*/\1/p" "$1" | head -n 1; }
+
 # The median of the numbers on stdin (one a line), to 2 decimals; fails on
 # none.
 middle_value() {

@@ -110,6 +110,29 @@ void mesh_nodes(Comm *world, int ranks_per_node, int *node) {
     free(number);
 }
 
+void mesh_node_groups(Comm *world, int ranks_per_node, Comm **node, Comm **across) {
+    const int p = world->size, me = world->rank;
+    int *node_of = malloc((size_t)p * sizeof(int)), *ranks_on = calloc((size_t)p, sizeof(int));
+    CHECK(node_of && ranks_on, "out of memory");
+    if (ranks_per_node > 0 && p % ranks_per_node != 0)
+        USER_ERROR("--ranks-per-node %d does not divide the %d ranks", ranks_per_node, p);
+    mesh_nodes(world, ranks_per_node, node_of);
+    int local = 0, nodes = 0;
+    for (int r = 0; r < p; r++) {
+        local += r < me && node_of[r] == node_of[me];
+        nodes += ranks_on[node_of[r]]++ == 0;
+    }
+    for (int i = 1; i < nodes; i++)
+        if (ranks_on[i] != ranks_on[0])
+            USER_ERROR("node %d runs %d ranks and node 0 runs %d: a hierarchical collective "
+                       "needs the same number on every node", i, ranks_on[i], ranks_on[0]);
+    const int this_node = node_of[me];
+    free(node_of);
+    free(ranks_on);
+    *node = comm_split(world, this_node, me, "node");
+    *across = comm_split(world, local, me, "across");
+}
+
 void mesh_group_spans(const MeshDegrees *d, const int *node, int spans[MESH_DIMS]) {
     const int world = d->tp * d->cp * d->dp * d->pp;
     for (int k = 0; k < MESH_DIMS; k++) {

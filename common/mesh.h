@@ -74,6 +74,15 @@ Comm *mesh_pipeline_ends(const Mesh *m);
  * Collective over the world, kept out of comm.csv. */
 void mesh_nodes(Comm *world, int ranks_per_node, int *node);
 
+/* The two groups of a hierarchical collective (lab 01's extension), nodes
+ * placed as mesh_nodes does: *node holds the ranks of this rank's node
+ * ("node", in world order, so its rank is the local rank l) and *across
+ * the ranks of local rank l on every node ("across", one per node, in node
+ * order). Every node must hold the same number of ranks, or the ranks
+ * would not pair up across nodes: a user error otherwise, on every rank.
+ * Collective over the world; comm_free both after. */
+void mesh_node_groups(Comm *world, int ranks_per_node, Comm **node, Comm **across);
+
 /* The most nodes one group of each dimension spans (spans[MESH_TP] ...
  * spans[MESH_PP]), from every rank's node: a pure function of the degrees
  * (their order included). A group spanning one node runs on the node's

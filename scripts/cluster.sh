@@ -176,12 +176,23 @@ run() {
     DIR=${CLUSTER_DIR:-/tmp/dtlab-cluster-$NAME}
     need_root
     load_settings
-    local np=$((NODES * SLOTS))
+    # every slot, unless the options choose how many ranks (-np 2 --map-by node...)
+    local np=(-np $((NODES * SLOTS))) opt
+    for opt in "${mpi[@]}"; do
+        case $opt in -np | -n | --np | -c) np=() ;; esac
+    done
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # A waiting rank yields its core when nothing progressed. Here the
+    # kernel's network processing (ksoftirqd) is the NIC, and it shares the
+    # cores with the ranks: a rank that spins gives it a core only at the
+    # scheduler's next tick, and every message between nodes then took one
+    # tick (4 ms) instead of ~30 us. (--mca mpi_yield_when_idle 0 restores
+    # spinning.)
+    export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
     # the daemons and the ranks talk over eth0 only (the nodes have no other
     # interface but lo, which Open MPI would otherwise try between nodes)
     exec ip netns exec "$(node_ns 0)" unshare --uts "$(dirname "$0")/cluster.sh" _mpirun "$NAME" \
-        --hostfile "$DIR/hostfile" -np "$np" \
+        --hostfile "$DIR/hostfile" "${np[@]}" \
         --mca plm_rsh_agent "$DIR/agent" --mca oob_tcp_if_include 10.77.0.0/24 \
         --mca btl_tcp_if_include 10.77.0.0/24 --mca btl self,vader,tcp "${mpi[@]}" "$@"
 }

@@ -107,6 +107,51 @@ across() {
     across "$BUILD/solutions/10_composed/train_4d" --tp 2 --cp 2 --zero 1
 }
 
+@test "cluster: lab 01's hierarchical all-reduce on the real nodes (2 x 2 and 2 x 1), to the bit and the byte" {
+    require_solution 01
+    local out="$BATS_TEST_TMPDIR/hier"
+    # the nodes are the ranks that share memory: no --ranks-per-node
+    run cl_run 300 "$BUILD/solutions/01_collectives/check_collectives" --op hierarchical_allreduce
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"on 4 ranks, 2 nodes of 2"* ]]
+    [[ "$output" == *"all 16 cases pass"* ]]
+    run t 300 bash "$CL" run --name "$NAME" -q -np 2 --map-by node -- \
+        "$BUILD/solutions/01_collectives/check_collectives" --op hierarchical_allreduce
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"on 2 ranks, 2 nodes of 1"* ]]
+}
+
+@test "bench-cluster: the links' fits, and flat vs hierarchical predicted and measured on 2x2 and 4x1, with charts" {
+    require_solution 01
+    # a short sweep (1K to 64K) on a cluster of its own, shaped to 1gbit
+    run t 600 env BENCH_MAX=64K bash "$ROOT/bench/cluster.sh"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    local out="$ROOT/runs/01_collectives-cluster" key
+    for key in intra_alpha_us intra_inv_beta_GBps oneway_alpha_us oneway_inv_beta_GBps \
+               exchange_alpha_us exchange_inv_beta_GBps \
+               2x2_flat_over_hierarchical_predicted 2x2_flat_over_hierarchical_measured; do
+        grep -qE "^$key=[0-9.]+$" <<<"$output"
+    done
+    # the model: 4 x 1 is the same ring both ways; 2 x 2's hierarchical pays
+    # 2 inter-node alphas where the flat ring pays 6: at 1K it should win
+    grep -qx "4x1_flat_over_hierarchical_predicted=1.00" <<<"$output"
+    awk -F, '$1 == "2x2" && $3 == 1024 { t[$2] = $4 } END { exit !(t["flat"] > 1.5 * t["hierarchical"]) }' \
+        "$out/predicted.csv"
+    # every measured size of the four runs (7 sizes each), with a positive measured time
+    [ "$(awk -F, 'NR > 1 && $5 > 0' "$out/predicted.csv" | wc -l)" -eq 28 ]
+    [ "$(wc -l < "$out/links.csv")" -eq 4 ]
+    grep -q '"nodes": 2,' "$out/2x2-hierarchical/run.json"
+    grep -q '"nodes": 4,' "$out/4x1-hierarchical/run.json"
+    for png in links hierarchical; do
+        [ "$(head -c 4 "$out/$png.png" | tail -c 3)" = PNG ]
+    done
+    # its cluster is gone
+    [ "$(ip netns list | grep -c '^dtbench-')" -eq 0 ]
+}
+
 @test "cluster: a node that dies ends the job within seconds, with a reason, and leaves no rank behind" {
     require_solution 02
     local d="$BATS_TEST_TMPDIR/die"

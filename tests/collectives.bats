@@ -60,6 +60,39 @@ checker_passes() {
     done
 }
 
+@test "collectives: hierarchical all-reduce is right to the bit and to the byte on simulated nodes" {
+    require_solution 01
+    local spec np k
+    # ranks:ranks-per-node: 2 x 2, 2 x 3, 3 x 2, 4 x 1, 1 x 5 (one node: the flat ring)
+    for spec in 4:2 6:3 6:2 4:1 5:5; do
+        np=${spec%:*} k=${spec#*:}
+        run mpirun_t 120 "$np" "$SOL01/check_collectives" --op hierarchical_allreduce --ranks-per-node "$k"
+        echo "$spec: ${output##*$'\n'}"
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"on $np ranks, $((np / k)) node"*" of $k"* ]]
+        [ "$(printf '%s\n' "$output" | grep -cE '^hierarchical_allreduce +n=[0-9]+ +(in place|out of place) +ok$')" -eq 16 ]
+    done
+    # without --ranks-per-node, the machine's nodes: here one node of all the ranks
+    run mpirun_t 120 3 "$SOL01/check_collectives" --op hierarchical_allreduce
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"1 node of 3"* ]]
+}
+
+@test "checker's byte counters catch a hierarchical all-reduce that sends the whole buffer across nodes" {
+    # right sums (the all-gather overwrites what the whole-buffer sum got
+    # wrong), k times the bytes on the slow links: only the counters see it
+    mutant_fails 's|    ring_allreduce(across, shard, shard, count);|    ring_allreduce(across, recv, recv, n + 0 * count);|' \
+        hierarchical_allreduce 4 --ranks-per-node 2
+    [[ "$output" == *"sent "*" bytes, the schedule sends "* ]]
+    [[ "$output" != *"want"* ]]
+}
+
+@test "checker catches a hierarchical all-reduce whose all-gather comes before the sum across nodes" {
+    mutant_fails '/^void hierarchical_allreduce/,/^}/{/ring_allreduce(across/d;s|    ring_allgather(node, shard, recv, n);|&\n    ring_allreduce(across, shard, shard, count);|}' \
+        hierarchical_allreduce 4 --ranks-per-node 2
+    [[ "$output" == *"want"* ]]
+}
+
 @test "collectives: the untouched skeleton says not implemented (exit 3) without hanging" {
     require_untouched 01
     run mpirun_t 60 2 "$LAB01/check_collectives"
@@ -77,15 +110,15 @@ checker_passes() {
     [[ "$output" == *"not implemented: ring_allreduce"* ]]
 }
 
-# Planted bugs: mutant_fails SED_EXPR OP NP builds the checker from the
-# solution edited by SED_EXPR and expects OP to fail on NP ranks.
+# Planted bugs: mutant_fails SED_EXPR OP NP [ARGS...] builds the checker from
+# the solution edited by SED_EXPR and expects OP to fail on NP ranks.
 mutant_fails() {
     local expr=$1 op=$2 np=$3 src="$BATS_TEST_TMPDIR/collectives.c" dir="$BATS_TEST_TMPDIR/mutant"
     require_solution 01
     sed "$expr" "$ROOT/solutions/01_collectives/collectives.c" > "$src"
     ! cmp -s "$src" "$ROOT/solutions/01_collectives/collectives.c"
     build_variant "$src" "$ROOT/solutions/01_collectives" "$dir" check_collectives
-    run mpirun_t 120 "$np" "$dir/check_collectives" --op "$op"
+    run mpirun_t 120 "$np" "$dir/check_collectives" --op "$op" "${@:4}"
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"FAIL"* ]]
@@ -201,6 +234,21 @@ HALVING='/^void halving_doubling_allreduce/,/^}/'
     grep -q '"op": "halving_allreduce"' "$out/run.json"
 }
 
+@test "bench: hierarchical_allreduce on 2 simulated nodes of 2: its nodes, form and fit in run.json" {
+    require_solution 01
+    local out="$BATS_TEST_TMPDIR/hier"
+    run mpirun_t 120 4 "$SOL01/bench_collectives" --op hierarchical_allreduce --ranks-per-node 2 \
+        --min-bytes 4K --max-bytes 16K --iters 2 --out "$out"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"nodes: 2 of 2 ranks each"* ]]
+    [[ "$output" == *"alpha-beta fit, t = 2(k-1) (alpha + S/k beta) + 2(N-1) (alpha + S/(kN) beta)"* ]]
+    [ "$(tail -n +2 "$out/busbw.csv" | wc -l)" -eq 6 ]
+    grep -q '"nodes": 2,' "$out/run.json"
+    grep -q '"ranks_per_node": 2,' "$out/run.json"
+    grep -q '"student_inv_beta_GBps"' "$out/run.json"
+}
+
 @test "collectives: bad flags are one clear error, exit 2" {
     require_solution 01
     run mpirun_t 60 2 "$SOL01/check_collectives" --op allreduse
@@ -214,5 +262,15 @@ HALVING='/^void halving_doubling_allreduce/,/^}/'
     run mpirun_t 60 2 "$SOL01/bench_collectives" --iters 0
     assert_user_error
     run mpirun_t 60 2 "$SOL01/bench_collectives" --op gather
+    assert_user_error
+    # nodes that do not pair up, and --ranks-per-node for another op
+    run mpirun_t 60 6 "$SOL01/check_collectives" --op hierarchical_allreduce --ranks-per-node 4
+    assert_user_error
+    [[ "$output" == *"--ranks-per-node 4 does not divide the 6 ranks"* ]]
+    run mpirun_t 60 2 "$SOL01/check_collectives" --op allreduce --ranks-per-node 1
+    assert_user_error
+    run mpirun_t 60 4 "$SOL01/bench_collectives" --op allreduce --ranks-per-node 2
+    assert_user_error
+    run mpirun_t 60 4 "$SOL01/bench_collectives" --op hierarchical_allreduce --ranks-per-node 0
     assert_user_error
 }

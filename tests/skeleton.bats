@@ -67,11 +67,11 @@ load helpers
     [[ "$output" == *"not implemented: layernorm_backward"* ]]
 }
 
-@test "lab 01 skeleton: each of the seven collectives becomes a TODO, the shared fold is left out, the header stays whole" {
+@test "lab 01 skeleton: each of the eight collectives becomes a TODO, the shared fold is left out, the header stays whole" {
     require_solution 01
     require_untouched 01
     regions=$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/01_collectives/collectives.c")
-    [ "$regions" -eq 7 ]
+    [ "$regions" -eq 8 ]
     [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/01_collectives/collectives.c")" -eq "$regions" ]
     # the fold tree_allreduce and the extension share is solution-only code:
     # in the skeleton it would give the tree's TODO away

@@ -121,3 +121,16 @@ void halving_doubling_allreduce(Comm *c, const float *send, float *recv, size_t 
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }
+
+/* The hierarchical all-reduce (the second extension): the sum on every
+ * rank, in place when send == recv, with this rank's node (k ranks, local
+ * rank l = node->rank) and the ranks of its local rank on every node
+ * (across, N ranks). Three phases, each one of your rings: reduce-scatter
+ * inside the node into shard l of recv, all-reduce of that shard across the
+ * nodes, all-gather inside the node. Why this order, what each phase sends
+ * over which link, and its cost against the flat ring are the exercise
+ * (README). */
+void hierarchical_allreduce(Comm *node, Comm *across, const float *send, float *recv, size_t n) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}

@@ -47,6 +47,17 @@ void tree_allreduce(Comm *c, const float *send, float *recv, size_t n);
  * when send == recv. */
 void halving_doubling_allreduce(Comm *c, const float *send, float *recv, size_t n);
 
+/* The same sum on every rank, in three rings for ranks on several nodes
+ * (the second extension): with k ranks on each of N nodes, node is this
+ * rank's node (k ranks, local rank l) and across holds the N ranks with
+ * local rank l, one per node. A ring reduce-scatter inside the node leaves
+ * this rank shard l of n over k, summed over its node; a ring all-reduce
+ * across the nodes sums that shard over all N; a ring all-gather inside
+ * the node copies every shard everywhere. Only (N-1)/N of the shard, not of
+ * the buffer, goes out on the slow links per phase. In place when
+ * send == recv. */
+void hierarchical_allreduce(Comm *node, Comm *across, const float *send, float *recv, size_t n);
+
 /* Block j (n_per_rank elements at send + j * n_per_rank) goes to rank j, into
  * block `rank` of its recv; both buffers hold p blocks. In place when
  * send == recv. */

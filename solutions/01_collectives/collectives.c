@@ -289,3 +289,23 @@ void halving_doubling_allreduce(Comm *c, const float *send, float *recv, size_t 
     fold_out(c, recv, n, &f);
     /* END SOLUTION */
 }
+
+/* The hierarchical all-reduce (the second extension): the sum on every
+ * rank, in place when send == recv, with this rank's node (k ranks, local
+ * rank l = node->rank) and the ranks of its local rank on every node
+ * (across, N ranks). Three phases, each one of your rings: reduce-scatter
+ * inside the node into shard l of recv, all-reduce of that shard across the
+ * nodes, all-gather inside the node. Why this order, what each phase sends
+ * over which link, and its cost against the flat ring are the exercise
+ * (README). */
+void hierarchical_allreduce(Comm *node, Comm *across, const float *send, float *recv, size_t n) {
+    /* BEGIN SOLUTION */
+    /* shard l of n over the node's k ranks: the node's sum lands here, and
+     * the all-reduce across sums it over the N nodes in place */
+    float *shard = recv + shard_offset(n, node->size, node->rank);
+    const size_t count = shard_count(n, node->size, node->rank);
+    ring_reduce_scatter(node, send, shard, n);
+    ring_allreduce(across, shard, shard, count);
+    ring_allgather(node, shard, recv, n);
+    /* END SOLUTION */
+}
