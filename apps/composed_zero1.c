@@ -5,12 +5,8 @@
 
 #include "check.h"
 #include "device.h"
-#include "kernels.h"
 
-static void begin_step(void *ctx) {
-    Zero *z = &((ComposedZero1 *)ctx)->z;
-    set_zero(z->grads_full, z->padded_total);
-}
+static void begin_step(void *ctx) { zero_begin_step(&((ComposedZero1 *)ctx)->z); }
 
 static void begin_backward(void *ctx, int last) {
     (void)ctx;

@@ -192,13 +192,9 @@ int main(int argc, char **argv) {
     MeshDegrees degrees = {.tp = tp, .cp = cp, .dp = p.dp, .pp = pp, .ep = p.ep};
     int *node = malloc((size_t)world->size * sizeof(int));
     CHECK(node, "out of memory");
-    mesh_nodes(world, p.ranks_per_node, node);
+    /* nodes of the given size, or of rank 0's node's (the machine's) */
+    const int per_node = mesh_nodes(world, p.ranks_per_node, node);
     if (strcmp(p.mesh_order, "auto") == 0) {
-        /* nodes of the given size, or of rank 0's node's (the machine's) */
-        int per_node = p.ranks_per_node;
-        for (int r = 0; !per_node && r < world->size; r++)
-            if (node[r] != 0) per_node = r;
-        if (!per_node) per_node = world->size;
         degrees = mesh_resolve_degrees(degrees, world->size);  /* dp, to search */
         composed_best_mesh_order(&degrees, per_node, p.mesh_order, sizeof p.mesh_order);
         degrees.order = p.mesh_order;

@@ -12,7 +12,6 @@
 #include "cli.h"
 #include "comm.h"
 #include "device.h"
-#include "kernels.h"
 #include "memplan.h"
 #include "mesh.h"
 #include "preflight.h"
@@ -54,12 +53,7 @@ static void on_zero_option(void *ctx, int index, const char *arg) {
 }
 
 /* ModelStates and ModelHooks (train.h, model.h) on top of the lab's functions */
-static void begin_step(void *ctx) {
-    Zero *z = ctx;
-    /* a kernel: with --device cuda the gradients are GPU memory */
-    if (z->stage == 1) set_zero(z->grads_full, z->padded_total);
-    else set_zero(z->grads_shard, z->shard_total);
-}
+static void begin_step(void *ctx) { zero_begin_step(ctx); }
 static void begin_backward(void *ctx, int last) { (void)ctx; (void)last; }
 static double finish_grads(void *ctx, int micro) { return zero_finish_grads(ctx, micro); }
 static void update(void *ctx, const AdamWStep *s) { zero_update(ctx, s); }

@@ -1,26 +1,12 @@
 #include "costmodel.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "layout.h"
 #include "model.h"
 #include "schedule.h"
-
-int cost_group_intra_node(const MeshDegrees *deg, unsigned dims, int gpus_per_node) {
-    CHECK(gpus_per_node >= 1, "gpus per node %d", gpus_per_node);
-    const int world = deg->tp * deg->cp * deg->dp * deg->pp;
-    /* every rank on the node of its group's first member (the one whose
-     * coordinates along `dims` are 0) */
-    for (int r = 0; r < world; r++) {
-        int t, c, d, p;
-        mesh_coords(deg, r, &t, &c, &d, &p);
-        const int first = mesh_rank_of(deg, dims & COST_DIM_TP ? 0 : t, dims & COST_DIM_CP ? 0 : c,
-                                       dims & COST_DIM_DP ? 0 : d, dims & COST_DIM_PP ? 0 : p);
-        if (r / gpus_per_node != first / gpus_per_node) return 0;
-    }
-    return 1;
-}
 
 double cost_allreduce(CostLink link, int p, double calls, double bytes) {
     if (p <= 1) return 0;
@@ -130,11 +116,17 @@ void cost_step(const GPTConfig *cfg, const CostLayout *layout, const CostCluster
           "a pipeline needs its schedule of %d micro-batches", m);
     memset(out, 0, sizeof *out);
     const MeshDegrees deg = {.tp = tp, .cp = cp, .dp = dp, .pp = pp, .ep = degree(l->ep)};
-    const int G = cluster->gpus_per_node;
-    out->tp_intra = cost_group_intra_node(&deg, COST_DIM_TP, G);
-    out->cp_intra = cost_group_intra_node(&deg, COST_DIM_CP, G);
-    out->dp_intra = cost_group_intra_node(&deg, COST_DIM_DP | COST_DIM_CP, G);
-    out->pp_intra = cost_group_intra_node(&deg, COST_DIM_PP, G);
+    /* rank r on node r / G: a group's link is intra-node when it spans one */
+    const int G = cluster->gpus_per_node, world = tp * cp * dp * pp;
+    CHECK(G >= 1, "gpus per node %d", G);
+    int *node = malloc((size_t)world * sizeof(int));
+    CHECK(node, "out of memory");
+    for (int r = 0; r < world; r++) node[r] = r / G;
+    out->tp_intra = mesh_group_span(&deg, MESH_BIT(MESH_TP), node) == 1;
+    out->cp_intra = mesh_group_span(&deg, MESH_BIT(MESH_CP), node) == 1;
+    out->dp_intra = mesh_group_span(&deg, MESH_BIT(MESH_DP) | MESH_BIT(MESH_CP), node) == 1;
+    out->pp_intra = mesh_group_span(&deg, MESH_BIT(MESH_PP), node) == 1;
+    free(node);
     const CostLink tp_link = link_of(cluster, out->tp_intra), cp_link = link_of(cluster, out->cp_intra);
 
     /* the busiest rank's costs per micro-batch (every stage's are computed:

@@ -111,13 +111,6 @@ typedef struct {
     int tp_intra, cp_intra, dp_intra, pp_intra;  /* 1: the group's link is intra-node */
 } StepCost;
 
-/* The mesh dimensions a group spans, as a bit mask */
-enum { COST_DIM_TP = 1, COST_DIM_CP = 2, COST_DIM_DP = 4, COST_DIM_PP = 8 };
-
-/* 1 when every group spanning `dims` (the ranks that agree on the other
- * coordinates) lies within one node of gpus_per_node ranks, else 0. */
-int cost_group_intra_node(const MeshDegrees *deg, unsigned dims, int gpus_per_node);
-
 /* The alpha-beta times above (0 for a group of one) */
 double cost_allreduce(CostLink link, int p, double calls, double bytes);
 double cost_scatter_gather(CostLink link, int p, double calls, double bytes);  /* RS, AG, all-to-all */

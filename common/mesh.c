@@ -61,16 +61,29 @@ static void order_of(const MeshDegrees *d, MeshDim order[MESH_DIMS]) {
     CHECK(mesh_order_parse(d->order, order, why, sizeof why) == 0, "%s", why);
 }
 
+/* rank -> coordinates (x[MESH_TP] ...) and back, in a parsed order:
+ * digit by digit, the innermost dimension first */
+static void coords_in(const MeshDegrees *d, const MeshDim order[MESH_DIMS], int rank,
+                      int x[MESH_DIMS]) {
+    for (int i = 0; i < MESH_DIMS; i++) {
+        const int k = degree_of(d, order[i]);
+        x[order[i]] = rank % k;
+        rank /= k;
+    }
+}
+
+static int rank_in(const MeshDegrees *d, const MeshDim order[MESH_DIMS], const int x[MESH_DIMS]) {
+    int rank = 0;
+    for (int i = MESH_DIMS - 1; i >= 0; i--) rank = rank * degree_of(d, order[i]) + x[order[i]];
+    return rank;
+}
+
 void mesh_coords(const MeshDegrees *deg, int rank, int *tp_rank, int *cp_rank, int *dp_rank,
                  int *pp_rank) {
     MeshDim order[MESH_DIMS];
     order_of(deg, order);
     int x[MESH_DIMS];
-    for (int i = 0; i < MESH_DIMS; i++) {  /* digit by digit, innermost first */
-        const int k = degree_of(deg, order[i]);
-        x[order[i]] = rank % k;
-        rank /= k;
-    }
+    coords_in(deg, order, rank, x);
     *tp_rank = x[MESH_TP];
     *cp_rank = x[MESH_CP];
     *dp_rank = x[MESH_DP];
@@ -81,15 +94,13 @@ int mesh_rank_of(const MeshDegrees *deg, int tp_rank, int cp_rank, int dp_rank, 
     MeshDim order[MESH_DIMS];
     order_of(deg, order);
     const int x[MESH_DIMS] = {tp_rank, cp_rank, dp_rank, pp_rank};
-    int rank = 0;
-    for (int i = MESH_DIMS - 1; i >= 0; i--) rank = rank * degree_of(deg, order[i]) + x[order[i]];
-    return rank;
+    return rank_in(deg, order, x);
 }
 
-void mesh_nodes(Comm *world, int ranks_per_node, int *node) {
+int mesh_nodes(Comm *world, int ranks_per_node, int *node) {
     if (ranks_per_node > 0) {
         for (int r = 0; r < world->size; r++) node[r] = r / ranks_per_node;
-        return;
+        return ranks_per_node < world->size ? ranks_per_node : world->size;
     }
     /* each node's first world rank, known to every rank */
     Comm *here = comm_split_node(world, "node");
@@ -106,8 +117,13 @@ void mesh_nodes(Comm *world, int ranks_per_node, int *node) {
     CHECK(number, "out of memory");
     for (int r = 0, count = 0; r < world->size; r++)
         if (node[r] == r) number[r] = count++;
-    for (int r = 0; r < world->size; r++) node[r] = number[node[r]];
+    int on_node_0 = 0;
+    for (int r = 0; r < world->size; r++) {
+        node[r] = number[node[r]];
+        on_node_0 += node[r] == 0;
+    }
     free(number);
+    return on_node_0;
 }
 
 void mesh_node_groups(Comm *world, int ranks_per_node, Comm **node, Comm **across) {
@@ -133,32 +149,41 @@ void mesh_node_groups(Comm *world, int ranks_per_node, Comm **node, Comm **acros
     *across = comm_split(world, local, me, "across");
 }
 
-void mesh_group_spans(const MeshDegrees *d, const int *node, int spans[MESH_DIMS]) {
+static int compare_keys(const void *a, const void *b) {
+    const unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return (x > y) - (x < y);
+}
+
+int mesh_group_span(const MeshDegrees *d, unsigned dims, const int *node) {
+    MeshDim order[MESH_DIMS];
+    order_of(d, order);  /* once: the loop below runs world times */
     const int world = d->tp * d->cp * d->dp * d->pp;
-    for (int k = 0; k < MESH_DIMS; k++) {
-        spans[k] = 1;
-        /* each group: the ranks whose coordinates agree but for k's; the
-         * group of rank r with k's coordinate 0 stands for it */
-        for (int r = 0; r < world; r++) {
-            int x[MESH_DIMS];
-            mesh_coords(d, r, &x[MESH_TP], &x[MESH_CP], &x[MESH_DP], &x[MESH_PP]);
-            if (x[k] != 0) continue;
-            const int size = degree_of(d, (MeshDim)k);
-            int distinct = 0;
-            for (int i = 0; i < size; i++) {
-                x[k] = i;
-                const int ni = node[mesh_rank_of(d, x[MESH_TP], x[MESH_CP], x[MESH_DP], x[MESH_PP])];
-                int seen = 0;
-                for (int j = 0; j < i && !seen; j++) {
-                    x[k] = j;
-                    seen = node[mesh_rank_of(d, x[MESH_TP], x[MESH_CP], x[MESH_DP], x[MESH_PP])] == ni;
-                }
-                distinct += !seen;
-            }
-            x[k] = 0;
-            if (distinct > spans[k]) spans[k] = distinct;
-        }
+    /* every rank as (its group, its node): a group named by its member
+     * whose coordinates along dims are 0; sorted, each group's distinct
+     * nodes come together */
+    unsigned long long *key = malloc((size_t)world * sizeof *key);
+    CHECK(key, "out of memory");
+    for (int r = 0; r < world; r++) {
+        int x[MESH_DIMS];
+        coords_in(d, order, r, x);
+        for (int k = 0; k < MESH_DIMS; k++)
+            if (dims & MESH_BIT(k)) x[k] = 0;
+        key[r] = (unsigned long long)rank_in(d, order, x) * (unsigned long long)world +
+                 (unsigned long long)node[r];
     }
+    qsort(key, (size_t)world, sizeof *key, compare_keys);
+    int span = 0, nodes = 0;
+    for (int i = 0; i < world; i++) {
+        if (i > 0 && key[i] == key[i - 1]) continue;          /* a node seen already */
+        if (i == 0 || key[i] / world != key[i - 1] / world) nodes = 0;  /* a new group */
+        if (++nodes > span) span = nodes;
+    }
+    free(key);
+    return span;
+}
+
+void mesh_group_spans(const MeshDegrees *d, const int *node, int spans[MESH_DIMS]) {
+    for (int k = 0; k < MESH_DIMS; k++) spans[k] = mesh_group_span(d, MESH_BIT(k), node);
 }
 
 Mesh *mesh_create(Comm *world, MeshDegrees deg) {

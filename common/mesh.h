@@ -71,8 +71,9 @@ Comm *mesh_pipeline_ends(const Mesh *m);
  * rank gets all). ranks_per_node > 0 simulates nodes of that many
  * consecutive ranks on one machine; 0 takes the machine's (ranks that
  * share memory, comm_split_node), nodes numbered by their first rank.
- * Collective over the world, kept out of comm.csv. */
-void mesh_nodes(Comm *world, int ranks_per_node, int *node);
+ * Collective over the world, kept out of comm.csv. Returns how many
+ * ranks node 0 holds (the node size, when the nodes are alike). */
+int mesh_nodes(Comm *world, int ranks_per_node, int *node);
 
 /* The two groups of a hierarchical collective (lab 01's extension), nodes
  * placed as mesh_nodes does: *node holds the ranks of this rank's node
@@ -83,10 +84,18 @@ void mesh_nodes(Comm *world, int ranks_per_node, int *node);
  * Collective over the world; comm_free both after. */
 void mesh_node_groups(Comm *world, int ranks_per_node, Comm **node, Comm **across);
 
-/* The most nodes one group of each dimension spans (spans[MESH_TP] ...
- * spans[MESH_PP]), from every rank's node: a pure function of the degrees
- * (their order included). A group spanning one node runs on the node's
- * fast links; more than one, on the slow links between nodes. */
+/* A set of the mesh's dimensions, one bit each: lab 10's gradients
+ * group is MESH_BIT(MESH_DP) | MESH_BIT(MESH_CP). */
+#define MESH_BIT(k) (1u << (k))
+
+/* The most nodes one group spanning the dimensions `dims` covers (a group:
+ * the ranks whose coordinates agree outside dims), from every rank's node
+ * (node[world size]): a pure function of the degrees, their order
+ * included. A group on one node runs on the node's fast links; one
+ * spanning more, on the slow links between nodes. */
+int mesh_group_span(const MeshDegrees *d, unsigned dims, const int *node);
+
+/* mesh_group_span of each dimension alone: spans[MESH_TP] ... spans[MESH_PP] */
 void mesh_group_spans(const MeshDegrees *d, const int *node, int spans[MESH_DIMS]);
 
 /* Coordinates of a world rank, and back (pure functions of the degrees). */

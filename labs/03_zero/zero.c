@@ -211,13 +211,19 @@ void zero_gather_params(Zero *z, float *out) {
     }
 }
 
+/* Given (zero.h); set_zero is a kernel: with --device cuda the gradients
+ * are GPU memory */
+void zero_begin_step(Zero *z) {
+    if (z->stage == 1) set_zero(z->grads_full, z->padded_total);
+    else set_zero(z->grads_shard, z->shard_total);
+}
+
 /* Given: the checkpoint's view of the states (zero.h) */
 void zero_held(Zero *z, CkptHeld *h) {
     const size_t r = (size_t)z->dp->rank;
     for (int u = 0; u < z->nunits; u++) {
         const ZeroUnit *x = &z->units[u];
-        const size_t lo = r * x->shard < x->count ? r * x->shard : x->count;
-        const size_t hi = (r + 1) * x->shard < x->count ? (r + 1) * x->shard : x->count;
+        const size_t lo = zero_slice_start(x, r), hi = zero_slice_start(x, r + 1);
         z->shard_runs[u] = (CkptRun){x->offset + lo, hi - lo, x->shard_offset};
         z->whole_runs[u] = (CkptRun){x->offset, x->count, x->padded_offset};
     }

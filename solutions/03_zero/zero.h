@@ -42,6 +42,14 @@ typedef struct {
     size_t shard_offset;    /* where this rank's S_u start in a shard buffer */
 } ZeroUnit;
 
+/* Where rank r's slice [r S_u, (r+1) S_u) of unit x starts among the
+ * unit's real elements, clamped to its count: the real part of the slice
+ * is [zero_slice_start(x, r), zero_slice_start(x, r + 1)), empty for a
+ * rank whose slice is all padding. */
+static inline size_t zero_slice_start(const ZeroUnit *x, size_t r) {
+    return r * x->shard < x->count ? r * x->shard : x->count;
+}
+
 typedef struct {
     int stage;              /* 1, 2 or 3 */
     int prefetch;           /* ZeRO-3: gather the next unit while this one computes */
@@ -87,6 +95,10 @@ typedef struct {
 void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const GPTLayout *layout,
                unsigned long long seed);
 void zero_free(Zero *z);
+
+/* Before a step's first micro-batch: zero the gradients it accumulates
+ * into (ZeRO-1's full buffer, ZeRO-2/3's shards). */
+void zero_begin_step(Zero *z);
 
 /* ---- gradients ----
  * reduce-scatter unit u's padded gradient `unit_grads` (N S_u elements,

@@ -60,8 +60,7 @@ double composed_zero1_finish_grads(ComposedZero1 *c, int micro_batches) {
         scale_inplace(mine, 1.0f / (float)z->dp->size, x->shard);
         if (micro_batches > 1) scale_inplace(mine, 1.0f / micro_batches, x->shard);
         /* 4. the squares of the slice's real elements (the padding is 0) */
-        const size_t lo = r * x->shard < x->count ? r * x->shard : x->count;
-        const size_t hi = (r + 1) * x->shard < x->count ? (r + 1) * x->shard : x->count;
+        const size_t lo = zero_slice_start(x, r), hi = zero_slice_start(x, r + 1);
         sumsq += layout_counted_sum_squares(l, c->tensors, x->offset + lo, hi - lo, mine);
     }
     /* the slices of one copy, then the copy's parts (tp, pp) */

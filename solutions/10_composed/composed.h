@@ -38,7 +38,8 @@
  *    r the rank in z.dp), lab 05 the layernorm sums (l->sp_ops), lab 06 the
  *    tied embedding's (l->sum_tied_embedding: wte is the first tensor of
  *    unit 0, which starts the padded buffer), train.h the counting
- *    (layout_counted_sum_squares over the real elements of a slice, then
+ *    (layout_counted_sum_squares over the real elements of a slice,
+ *    zero_slice_start(x, r) .. zero_slice_start(x, r + 1) of the unit, then
  *    layout_model_sum). Which must come before the shards are cut, and
  *    which after?
  */

@@ -10,21 +10,35 @@
 
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b) + 1e-15; }
 
+/* 1 when every group spanning dims lies within one node of G ranks */
+static int intra(const MeshDegrees *d, unsigned dims, int G) {
+    int node[64];
+    for (int r = 0; r < d->tp * d->cp * d->dp * d->pp; r++) node[r] = r / G;
+    return mesh_group_span(d, dims, node) == 1;
+}
+
 static void test_links(void) {
     /* tp 8 fills an 8-GPU node: TP inside, DP (stride 8) across nodes */
     MeshDegrees d = {.tp = 8, .cp = 1, .dp = 2, .pp = 1, .ep = 1};
-    EXPECT(cost_group_intra_node(&d, COST_DIM_TP, 8), "tp 8 on 8-GPU nodes is intra-node");
-    EXPECT(!cost_group_intra_node(&d, COST_DIM_DP, 8), "dp across two nodes is inter-node");
+    EXPECT(intra(&d, MESH_BIT(MESH_TP), 8), "tp 8 on 8-GPU nodes is intra-node");
+    EXPECT(!intra(&d, MESH_BIT(MESH_DP), 8), "dp across two nodes is inter-node");
     /* tp 2 x dp 2 x pp 2 on 4-GPU nodes: a pipeline's stages 4 ranks apart */
     d = (MeshDegrees){.tp = 2, .cp = 1, .dp = 2, .pp = 2, .ep = 1};
-    EXPECT(cost_group_intra_node(&d, COST_DIM_DP, 4), "dp {0,2} on node 0");
-    EXPECT(!cost_group_intra_node(&d, COST_DIM_PP, 4), "pp {0,4} spans nodes 0 and 1");
-    EXPECT(cost_group_intra_node(&d, COST_DIM_PP, 8), "one 8-GPU node holds everything");
+    EXPECT(intra(&d, MESH_BIT(MESH_DP), 4), "dp {0,2} on node 0");
+    EXPECT(!intra(&d, MESH_BIT(MESH_PP), 4), "pp {0,4} spans nodes 0 and 1");
+    EXPECT(intra(&d, MESH_BIT(MESH_PP), 8), "one 8-GPU node holds everything");
     /* cp 2 inside tp 2: the dp x cp group of 4-GPU nodes, ranks {0,2,4,6} */
     d = (MeshDegrees){.tp = 2, .cp = 2, .dp = 2, .pp = 1, .ep = 1};
-    EXPECT(cost_group_intra_node(&d, COST_DIM_CP, 4), "cp {0,2}");
-    EXPECT(!cost_group_intra_node(&d, COST_DIM_CP | COST_DIM_DP, 4), "dcp {0,2,4,6}");
-    EXPECT(cost_group_intra_node(&d, COST_DIM_CP | COST_DIM_DP, 1) == 0, "one GPU a node");
+    EXPECT(intra(&d, MESH_BIT(MESH_CP), 4), "cp {0,2}");
+    EXPECT(!intra(&d, MESH_BIT(MESH_CP) | MESH_BIT(MESH_DP), 4), "dcp {0,2,4,6}");
+    EXPECT(intra(&d, MESH_BIT(MESH_CP) | MESH_BIT(MESH_DP), 1) == 0, "one GPU a node");
+    /* how many nodes: dcp {0,2,4,6} covers 2 nodes of 4, 4 nodes of 1 */
+    int node[8];
+    for (int r = 0; r < 8; r++) node[r] = r / 4;
+    EXPECT(mesh_group_span(&d, MESH_BIT(MESH_CP) | MESH_BIT(MESH_DP), node) == 2, "dcp on 2 nodes of 4");
+    for (int r = 0; r < 8; r++) node[r] = r;
+    EXPECT(mesh_group_span(&d, MESH_BIT(MESH_CP) | MESH_BIT(MESH_DP), node) == 4, "dcp on 4 nodes of 1");
+    EXPECT(mesh_group_span(&d, MESH_BIT(MESH_TP), node) == 2, "tp on nodes of 1");
 }
 
 static void test_formulas(void) {
