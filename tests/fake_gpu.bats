@@ -216,7 +216,7 @@ same_bits() {
     cd "$ROOT"
     local dir=$BATS_TEST_TMPDIR offset
     # planted: begin_step clears the gradients with memset, as it once did
-    sed '/^static void begin_step/,/^}/ s/^    Zero \*z = ctx;$/&\n    memset(z->stage == 1 ? z->grads_full : z->grads_shard, 0, sizeof(float)); \/* planted *\//' \
+    sed 's|^static void begin_step(void \*ctx) { zero_begin_step(ctx); }$|static void begin_step(void *ctx) {\n    Zero *z = ctx;\n    memset(z->stage == 1 ? z->grads_full : z->grads_shard, 0, sizeof(float)); /* planted */\n    zero_begin_step(z);\n}|' \
         apps/train_zero.c > "$dir/train_zero.c"
     grep -q 'planted' "$dir/train_zero.c"
     build_fake_zero "$dir/train_zero.c" "$dir/train_zero"
