@@ -35,6 +35,11 @@ static void inspect(const char *path) {
            "%zu parameters\n", c->vocab_size, c->ctx_len, c->n_layer, c->n_head, c->n_embd,
            c->n_experts, c->top_k, gpt_num_params(c));
     printf("saved by: %s\n", ix.saved_by);
+    printf("lineage:");  /* the runs that led here, the first (fresh) one first */
+    for (int i = 0; i < ix.lineage.n; i++)
+        printf("%s run %016llx from step %d", i ? " ->" : "", ix.lineage.run[i],
+               ix.lineage.from[i]);
+    printf("%s\n", ix.lineage.n ? "" : " none (an older kit's checkpoint)");
     const GPTLayout whole = gpt_layout_whole(c);
     const int nt = gpt_num_tensors(&whole);
     TensorInfo *t = malloc((size_t)nt * sizeof *t);

@@ -283,7 +283,7 @@ int main(int argc, char **argv) {
             mesh->pp_rank == stage) {
             char name[64];
             snprintf(name, sizeof name, "train_4d stage %d", stage);
-            memplan_print_check(name, &o.model, &ml);
+            memplan_print_check(name, &o.model, &ml, train_steps_run(&o));
             train_print_tp_traffic(name, &o, &ml, mesh->tp_group, 0);
             train_print_cp_traffic(name, &o, &ml, mesh->cp_group);
             fflush(stdout);

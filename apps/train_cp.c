@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
     comm_write_gathered(world, path,
                         "rank,cp_rank,algo,block_pairs,block_seconds,attention_seconds\n", row);
     if (world->rank == 0) {
-        memplan_print_check("train_cp", &o.model, &ml);
+        memplan_print_check("train_cp", &o.model, &ml, train_steps_run(&o));
         train_print_cp_traffic("train_cp", &o, &ml, mesh->cp_group);
     }
     ddp_sync_free(&ds);

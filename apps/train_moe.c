@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
     if (world->rank == 0) {
         print_traffic(&o, &layout, mesh->ep_group, rows, mo.overlap);
         train_print_tp_traffic("train_moe", &o, &ml, mesh->tp_group, 0);
-        memplan_print_check("train_moe", &o.model, &ml);
+        memplan_print_check("train_moe", &o.model, &ml, train_steps_run(&o));
     }
     ep_sync_free(&es);
     mesh_free(mesh);

@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
         if (mesh->tp_rank == 0 && mesh->dp_rank == 0 && mesh->pp_rank == stage) {
             char name[64];
             snprintf(name, sizeof name, "train_pp stage %d", stage);
-            memplan_print_check(name, &o.model, &ml);
+            memplan_print_check(name, &o.model, &ml, train_steps_run(&o));
             train_print_tp_traffic(name, &o, &ml, mesh->tp_group, 0);
             fflush(stdout);
         }

@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
                          .layout = &layout};
     train_run_parallel(&o, &par);
     if (world->rank == 0) {
-        memplan_print_check("train_tp", &o.model, &ml);
+        memplan_print_check("train_tp", &o.model, &ml, train_steps_run(&o));
         train_print_tp_traffic("train_tp", &o, &ml, mesh->tp_group, topt.fused_ce);
     }
     ddp_sync_free(&ds);

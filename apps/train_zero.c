@@ -152,7 +152,8 @@ int main(int argc, char **argv) {
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .states = &states,
                          .layout = &model};
     train_run_parallel(&o, &par);
-    if (world->rank == 0) memplan_print_check("train_zero", &o.model, &layout);
+    if (world->rank == 0)
+        memplan_print_check("train_zero", &o.model, &layout, train_steps_run(&o));
     zero_free(&z);
     mesh_free(mesh);
     comm_finalize();

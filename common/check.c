@@ -42,23 +42,34 @@ static void let_rank0_report_first(void) {
     if (g_abort_job && g_world_rank != 0) sleep(CHECK_GRACE_SECONDS);
 }
 
-static int g_open_line;  /* stdout ends in a progress line without its newline */
+static int g_open_line;  /* stdout ends in a progress bar's line without its newline */
 
 void check_set_open_line(int open) { g_open_line = open; }
 
+void check_end_open_line(void) {
+    if (g_open_line) fputc('\n', stdout);
+    g_open_line = 0;
+}
+
+/* The line break a message owes a progress bar left open on stdout
+ * (runlog.h: only a bar leaves one): "\n" once, then "". It heads the
+ * message's own write to stderr rather than going to stdout: a bar is drawn
+ * for a person at a terminal, where the two streams meet, and under mpirun
+ * they reach it by separate channels in either order, so a newline written
+ * to stdout could land after the message. */
+static const char *open_line_break(void) {
+    const char *brk = g_open_line ? "\n" : "";
+    g_open_line = 0;
+    return brk;
+}
+
 /* "<program>: <kind>: <message>[: <strerror>]" in a single write, so the
- * lines of several ranks sharing one terminal never interleave mid-line;
- * on a line of its own, after a progress line left open on the terminal. */
+ * lines of several ranks sharing one terminal never interleave mid-line. */
 static void print_line(const char *kind, int errnum, const char *fmt, va_list ap) {
     char msg[2048];
-    if (g_open_line) {
-        fputc('\n', stdout);
-        fflush(stdout);
-        g_open_line = 0;
-    }
     vsnprintf(msg, sizeof msg, fmt, ap);
-    fprintf(stderr, "%s: %s: %s%s%s\n", g_program_name, kind, msg, errnum ? ": " : "",
-            errnum ? strerror(errnum) : "");
+    fprintf(stderr, "%s%s: %s: %s%s%s\n", open_line_break(), g_program_name, kind, msg,
+            errnum ? ": " : "", errnum ? strerror(errnum) : "");
 }
 
 /* The end of every fatal path: undo, then end the job (or the process). */
@@ -110,7 +121,7 @@ void user_error(const char *fmt, ...) {
 
 void not_implemented_at(const char *func, const char *file, int line) {
     let_rank0_report_first();
-    fprintf(stderr, "%s: not implemented: %s (%s:%d) - this is your task in the lab\n",
-            g_program_name, func, file, line);
+    fprintf(stderr, "%s%s: not implemented: %s (%s:%d) - this is your task in the lab\n",
+            open_line_break(), g_program_name, func, file, line);
     exit(EXIT_NOT_IMPLEMENTED);
 }

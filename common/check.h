@@ -48,6 +48,10 @@ void die_job(int status, const char *kind, const char *fmt, ...);
  * a new line instead of running on after it. */
 void check_set_open_line(int open);
 
+/* Before another stdout line while the training runs (a checkpoint's
+ * "saved ..."): ends the open progress line, if any, on stdout. */
+void check_end_open_line(void);
+
 /* Work to do before any exit through these paths (fatal, user error, not
  * implemented), such as removing the temporary file of an atomic write
  * (fileio.h) or telling the other ranks this one leaves on purpose

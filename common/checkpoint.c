@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,15 +95,122 @@ static int list_steps(const char *dir, int *steps, int max) {
 
 enum { MAX_CHECKPOINTS = 4096 };
 
-/* Remove the checkpoints beyond the newest keep. Each is first renamed out
- * of the step-NNNNNN names (one atomic step), so that a job killed while
- * removing its files leaves a dotted leftover, never a step directory
- * with half its files; leftovers of earlier kills go too. */
-static void prune(const char *dir, int keep) {
+/* ---- lineages (checkpoint.h) ---------------------------------------------- */
+
+static unsigned long long new_run_id(void) {
+    unsigned long long id = 0;
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
+        id = (unsigned long long)time(NULL) * 6364136223846793005ull ^ (unsigned long long)getpid();
+    return id ? id : 1;  /* 0 is no run's: ckpt_lineage_problem's stand-in */
+}
+
+static void lineage_append(CkptLineage *l, unsigned long long run, int from) {
+    if (l->n == CKPT_LINEAGE_MAX) {  /* keep the first run, drop the oldest after it */
+        memmove(l->run + 1, l->run + 2, (CKPT_LINEAGE_MAX - 2) * sizeof *l->run);
+        memmove(l->from + 1, l->from + 2, (CKPT_LINEAGE_MAX - 2) * sizeof *l->from);
+        l->n--;
+    }
+    l->run[l->n] = run;
+    l->from[l->n++] = from;
+}
+
+void ckpt_lineage_extend(CkptLineage *out, const CkptLineage *parent, int from) {
+    CkptLineage l = {0};
+    if (parent) l = *parent;
+    lineage_append(&l, new_run_id(), from);
+    *out = l;
+}
+
+typedef enum { CKPT_OURS, CKPT_BRANCH, CKPT_FOREIGN } CkptRelation;
+
+/* A checkpoint's relation to the run of lineage r: c is the checkpoint's
+ * lineage, step its steps done (see checkpoint.h) */
+static CkptRelation lineage_relation(const CkptLineage *r, const CkptLineage *c, int step) {
+    if (c->n == 0 || c->run[0] != r->run[0]) return CKPT_FOREIGN;
+    const unsigned long long writer = c->run[c->n - 1];
+    for (int j = 0; j < r->n; j++)
+        if (r->run[j] == writer)
+            return j == r->n - 1 || step <= r->from[j + 1] ? CKPT_OURS : CKPT_BRANCH;
+    return CKPT_BRANCH;
+}
+
+/* The relation of DIR/step-NNNNNN to lineage r; FOREIGN with why when
+ * its index can't be read */
+static CkptRelation step_relation(const char *dir, int step, const CkptLineage *r, char *why,
+                                  size_t n) {
+    char ck[1100];
+    snprintf(ck, sizeof ck, "%s/step-%06d", dir, step);
+    CkptIndex ix;
+    if (ckpt_index_read(ck, &ix, why, n)) return CKPT_FOREIGN;
+    why[0] = '\0';
+    const CkptRelation rel = lineage_relation(r, &ix.lineage, step);
+    if (rel == CKPT_FOREIGN)  /* the program, the first word */
+        snprintf(why, n, "saved by %.*s", (int)strcspn(ix.saved_by, " "), ix.saved_by);
+    ckpt_index_free(&ix);
+    return rel;
+}
+
+const char *ckpt_lineage_problem(const char *dir, const CkptLineage *parent, char *why, size_t n) {
+    static int steps[MAX_CHECKPOINTS];
+    CkptLineage r = {0};
+    if (parent) r = *parent;
+    lineage_append(&r, 0, 0);  /* the run to come: no checkpoint is its own yet */
+    const int count = list_steps(dir, steps, MAX_CHECKPOINTS);
+    char what[1400];
+    for (int i = 0; i < count; i++) {
+        if (step_relation(dir, steps[i], &r, what, sizeof what) != CKPT_FOREIGN) continue;
+        if (!parent)
+            snprintf(why, n, "%s holds another run's checkpoints (%d of them, the newest %s/step-%06d %s): "
+                     "continue that run with --resume %s, or save into a new directory", dir,
+                     count, dir, steps[0], what, dir);
+        else
+            snprintf(why, n, "%s/step-%06d is not of the resumed run's lineage (%s): save into a "
+                     "new directory, or continue that run with --resume %s", dir, steps[i], what,
+                     dir);
+        return why;
+    }
+    return NULL;
+}
+
+int ckpt_set_branches_aside(const CkptSaveTo *to, int *aside) {
+    static int steps[MAX_CHECKPOINTS];
+    const int count = list_steps(to->dir, steps, MAX_CHECKPOINTS);
+    char why[1400], from[1100], dest[1200], into[1100];
+    int moved = 0;
+    struct stat st;
+    for (int i = 0; i < count; i++) {
+        if (step_relation(to->dir, steps[i], &to->lineage, why, sizeof why) != CKPT_BRANCH)
+            continue;
+        if (!moved) {  /* the first free abandoned-N */
+            for (*aside = 1;; (*aside)++) {
+                snprintf(into, sizeof into, "%s/abandoned-%d", to->dir, *aside);
+                if (stat(into, &st) != 0) break;
+            }
+            IO_CHECK(mkdir(into, 0755) == 0, "making %s", into);
+        }
+        snprintf(from, sizeof from, "%s/step-%06d", to->dir, steps[i]);
+        snprintf(dest, sizeof dest, "%s/step-%06d", into, steps[i]);
+        IO_CHECK(rename(from, dest) == 0, "moving %s to %s", from, dest);
+        moved++;
+    }
+    if (moved) {
+        ckpt_fsync_path(into);
+        ckpt_fsync_path(to->dir);
+    }
+    return moved;
+}
+
+/* Remove the checkpoints of lineage r beyond its newest keep. Each is
+ * first renamed out of the step-NNNNNN names (one atomic step), so that a
+ * job killed while removing its files leaves a dotted leftover, never a
+ * step directory with half its files; leftovers of earlier kills go too. */
+static void prune(const char *dir, int keep, const CkptLineage *r) {
     static int steps[MAX_CHECKPOINTS];
     const int n = keep > 0 ? list_steps(dir, steps, MAX_CHECKPOINTS) : 0;
-    char path[1100], gone[1100];
-    for (int i = keep; i < n; i++) {
+    char path[1100], gone[1100], why[1400];
+    for (int i = 0, ours = 0; i < n; i++) {
+        if (step_relation(dir, steps[i], r, why, sizeof why) != CKPT_OURS || ++ours <= keep)
+            continue;
         snprintf(path, sizeof path, "%s/step-%06d", dir, steps[i]);
         snprintf(gone, sizeof gone, "%s/.step-%06d.removing", dir, steps[i]);
         IO_CHECK(rename(path, gone) == 0, "renaming %s to %s", path, gone);
@@ -277,9 +386,8 @@ static void save_begin(const char *dir, int steps, const GPTLayout *l, const Ckp
 
 /* A save's last collective step, every rank file written (this rank's:
  * mine, its bytes and checksum): rank 0 writes the index and commits */
-static void save_commit(const char *dir, int steps, int keep, unsigned long long seed,
-                        const GPTLayout *l, const char *what, Comm *world, const char *program,
-                        const uint64_t mine[2]) {
+static void save_commit(const CkptSaveTo *to, int steps, const GPTLayout *l, const char *what,
+                        Comm *world, const uint64_t mine[2]) {
     const int rank = world ? world->rank : 0, size = world ? world->size : 1;
     uint64_t *all = malloc(2 * (size_t)size * sizeof *all);
     CHECK(all, "out of memory");
@@ -299,33 +407,39 @@ static void save_commit(const char *dir, int steps, int keep, unsigned long long
     } while (0)
         ADD("%s %d\n", CKPT_INDEX_MAGIC, CKPT_VERSION);
         ADD("step %d\n", steps);
-        ADD("seed %llu\n", seed);
+        ADD("seed %llu\n", to->seed);
         char model[512];
         config_line(model, sizeof model, &l->cfg);
         ADD("%s", model);
-        ADD("saved_by %s ranks %d tp %d pp %d chunks %d cp %d ep %d states %s\n", program, size,
+        ADD("saved_by %s ranks %d tp %d pp %d chunks %d cp %d ep %d states %s\n", to->program, size,
             l->tp, l->pp, l->chunks, l->cp, l->ep, what);
+        ADD("lineage");
+        for (int i = 0; i < to->lineage.n; i++)
+            ADD(" %016llx@%d", to->lineage.run[i], to->lineage.from[i]);
+        ADD("\n");
         ADD("files %d\n", size);
         for (int r = 0; r < size; r++)
             ADD("file rank-%05d.ckpt %llu %016llx\n", r, (unsigned long long)all[2 * r],
                 (unsigned long long)all[2 * r + 1]);
         ADD("checksum %016llx\n", (unsigned long long)fnv1a64_update(FNV1A64_INIT, text, len));
 #undef ADD
-        save_paths(dir, steps, tmp, final_dir, sizeof tmp);
+        save_paths(to->dir, steps, tmp, final_dir, sizeof tmp);
+        /* never reached: a run saves past its start, and what its lineage
+         * left there went aside (ckpt_set_branches_aside) */
         struct stat st;
-        if (stat(final_dir, &st) == 0) remove_checkpoint_dir(final_dir);  /* the same step again */
+        CHECK(stat(final_dir, &st) != 0, "%s exists: a save may not replace it", final_dir);
         ckpt_commit(tmp, final_dir, text, len);  /* the lab's */
-        prune(dir, keep);
+        prune(to->dir, to->keep, &to->lineage);
     }
     free(all);
     if (world) comm_barrier(world);
 }
 
-void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed, const GPTLayout *l,
-               const CkptHeld *held, const CkptRank *who, const char *program) {
+void ckpt_save(const CkptSaveTo *to, int steps, const GPTLayout *l, const CkptHeld *held,
+               const CkptRank *who) {
     CkptRects rects = {0};
     char path[1200], why[1300];
-    save_begin(dir, steps, l, held, who, &rects, path, sizeof path);
+    save_begin(to->dir, steps, l, held, who, &rects, path, sizeof path);
     float *data = malloc((ckpt_rects_floats(&rects) + 1) * sizeof(float));
     CHECK(data, "out of memory for saving %s", path);
     ckpt_gather_rects(held, &rects, data);
@@ -335,27 +449,23 @@ void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed, co
     if (err) die_errno_at(__FILE__, __LINE__, err, "%s", why);
     free(data);
     ckpt_rects_free(&rects);
-    save_commit(dir, steps, keep, seed, l, held->what, who->world, program, mine);
+    save_commit(to, steps, l, held->what, who->world, mine);
 }
 
-void ckpt_save_async(CkptAsync *a, const char *dir, int steps, int keep, unsigned long long seed,
-                     const GPTLayout *l, const CkptHeld *held, const CkptRank *who,
-                     const char *program) {
+void ckpt_save_async(CkptAsync *a, const CkptSaveTo *to, int steps, const GPTLayout *l,
+                     const CkptHeld *held, const CkptRank *who) {
     CHECK(!a->pending, "a checkpoint save began before the last one was committed");
     CkptRects rects = {0};
     char path[1200];
-    save_begin(dir, steps, l, held, who, &rects, path, sizeof path);
+    save_begin(to->dir, steps, l, held, who, &rects, path, sizeof path);
     a->rank = who->world ? who->world->rank : 0;
     ckpt_async_begin(a, path, &rects, held);  /* the lab's */
     ckpt_rects_free(&rects);
     a->pending = 1;
     a->steps = steps;
-    a->keep = keep;
-    snprintf(a->dir, sizeof a->dir, "%s", dir);
-    a->seed = seed;
+    a->to = to;
     a->l = l;
     a->what = held->what;
-    a->program = program;
     a->world = who->world;
 }
 
@@ -364,11 +474,30 @@ void ckpt_save_finish(CkptAsync *a) {
     uint64_t mine[2];
     ckpt_async_wait(a, &mine[0], &mine[1]);  /* the lab's */
     if (a->err) die_errno_at(__FILE__, __LINE__, a->err, "%s", a->why);  /* the writer's */
-    save_commit(a->dir, a->steps, a->keep, a->seed, a->l, a->what, a->world, a->program, mine);
+    save_commit(a->to, a->steps, a->l, a->what, a->world, mine);
     a->pending = 0;
 }
 
 /* ---- reading -------------------------------------------------------------- */
+
+/* The index's "lineage ID@FROM ..." line into l (n 0 when there is none,
+ * as in an older kit's checkpoints); -1 when malformed */
+static int lineage_read(const char *text, CkptLineage *l) {
+    memset(l, 0, sizeof *l);
+    const char *p = strstr(text, "\nlineage");
+    if (!p) return 0;
+    p += strlen("\nlineage");
+    unsigned long long run;
+    int from, used;
+    while (*p == ' ') {
+        if (l->n == CKPT_LINEAGE_MAX || sscanf(p, " %llx@%d%n", &run, &from, &used) != 2 || from < 0)
+            return -1;
+        l->run[l->n] = run;
+        l->from[l->n++] = from;
+        p += used;
+    }
+    return *p == '\n' ? 0 : -1;
+}
 
 int ckpt_index_read(const char *ckdir, CkptIndex *ix, char *why, size_t wl) {
     memset(ix, 0, sizeof *ix);
@@ -420,6 +549,10 @@ int ckpt_index_read(const char *ckdir, CkptIndex *ix, char *why, size_t wl) {
     c->capacity_factor = (float)cf;
     c->aux_loss_coef = (float)aux;
     sscanf(s, "\nsaved_by %255[^\n]", ix->saved_by);
+    if (lineage_read(text, &ix->lineage)) {
+        snprintf(why, wl, "%s is malformed (its lineage line)", path);
+        return -1;
+    }
     ix->files = calloc((size_t)ix->nfiles, sizeof *ix->files);
     CHECK(ix->files, "out of memory");
     char *at = fl + 1;
@@ -516,12 +649,12 @@ int ckpt_resolve(const char *path, char *out, size_t n, char *why, size_t wl) {
         return 0;
     }
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(why, wl, "--resume %s: no such checkpoint or directory", path);
+        snprintf(why, wl, "%s: no such checkpoint or directory", path);
         return -1;
     }
     static int steps[MAX_CHECKPOINTS];
     if (list_steps(path, steps, MAX_CHECKPOINTS) == 0) {
-        snprintf(why, wl, "--resume %s: neither a checkpoint (no index.txt) nor a directory of "
+        snprintf(why, wl, "%s is neither a checkpoint (no index.txt) nor a directory of "
                  "step-NNNNNN checkpoints", path);
         return -1;
     }

@@ -44,7 +44,27 @@
  * every file is fsynced, and the directory is renamed into place; a
  * directory without a valid index, or any file whose size or checksum
  * differs from the index's, is refused. The newest --keep checkpoints
- * are kept, older ones removed after the new one is in place.
+ * of the run's lineage are kept, older ones removed after the new one is
+ * in place.
+ *
+ * Lineages: a checkpoint directory belongs to one chain of runs, each
+ * resumed from a checkpoint of the one before. Every run draws a random
+ * 64-bit id; the index's line "lineage ID0@0 ID1@S1 ... IDk@Sk" lists the
+ * runs from the first (fresh) one to the writer, each with the steps done
+ * when it started. Against the run about to save (lineage R), a checkpoint
+ * whose writer is R's run j at step s is
+ *   ours      j is R's last run (this one) or s <= the step R's run j+1
+ *             started from: the path that led here, which --keep prunes;
+ *   a branch  its writer is not in R but its first run is R's, or j is in
+ *             R and s is past where R left run j: a rewind abandoned it;
+ *   foreign   another first run (or no lineage line: an older kit's).
+ * A fresh run refuses a --save DIR holding any checkpoint, a resumed one a
+ * DIR holding a foreign one, before any work; a resumed run moves the
+ * branches into DIR/abandoned-N/ (one rename each, nothing deleted) before
+ * its first step, so that --resume DIR follows the current lineage and
+ * --resume DIR/abandoned-N the abandoned one. A lineage keeps its first
+ * run and its newest CKPT_LINEAGE_MAX - 1: a checkpoint of a run dropped
+ * from the middle then counts as a branch, moved aside, never lost.
  *
  * Lab 09's functions (labs/09_checkpoint/checkpoint_shards.h: the
  * geometry, what a rank writes, the resharding load, the atomic commit)
@@ -101,6 +121,28 @@ typedef struct {
     int dp_rank, dp;
 } CkptRank;
 
+/* A run's lineage (see above): run[i] started from from[i] steps done */
+enum { CKPT_LINEAGE_MAX = 32 };
+typedef struct {
+    int n;  /* 0: none (an older kit's checkpoint) */
+    unsigned long long run[CKPT_LINEAGE_MAX];
+    int from[CKPT_LINEAGE_MAX];
+} CkptLineage;
+
+/* A new run's lineage: parent's (NULL or n 0: a fresh run), then a new
+ * random id that started from `from` steps done */
+void ckpt_lineage_extend(CkptLineage *out, const CkptLineage *parent, int from);
+
+/* Where and how a run saves: --save DIR, --keep K (0: all), the index's
+ * seed and program, and the run's lineage (rank 0's: it writes the index) */
+typedef struct {
+    const char *dir;
+    int keep;
+    unsigned long long seed;
+    const char *program;
+    CkptLineage lineage;
+} CkptSaveTo;
+
 /* --save's DIR: NULL when it can be written (a directory, made if missing),
  * else why not, into why. */
 const char *ckpt_dir_problem(const char *dir, char *why, size_t n);
@@ -112,11 +154,21 @@ const char *ckpt_dir_problem(const char *dir, char *why, size_t n);
  * temporary directories and prune each other's checkpoints. Rank 0's. */
 const char *ckpt_dir_lock(const char *dir, char *why, size_t n);
 
+/* Whether a run may save into DIR (locked, ckpt_dir_lock): NULL, or why
+ * not when DIR holds a checkpoint foreign to the lineage the run will have
+ * (parent: the resumed checkpoint's, NULL for a fresh run, which refuses
+ * every checkpoint), naming --resume and a new directory as the ways out. */
+const char *ckpt_lineage_problem(const char *dir, const CkptLineage *parent, char *why, size_t n);
+
+/* Before a run's first step (rank 0, DIR locked and checked by
+ * ckpt_lineage_problem): move the branches of to->lineage in to->dir into
+ * a new to->dir/abandoned-N/; returns how many, N into *aside */
+int ckpt_set_branches_aside(const CkptSaveTo *to, int *aside);
+
 /* Save `steps` steps done into DIR/step-NNNNNN (collective over world),
- * keeping the newest `keep` (0: all). */
-void ckpt_save(const char *dir, int steps, int keep, unsigned long long seed,
-               const GPTLayout *l, const CkptHeld *held, const CkptRank *who,
-               const char *program);
+ * keeping the newest to->keep of to->lineage (0: all). */
+void ckpt_save(const CkptSaveTo *to, int steps, const GPTLayout *l, const CkptHeld *held,
+               const CkptRank *who);
 
 /* --save-async: a save in two steps, so that training goes on while the
  * files are written. ckpt_save_async takes this rank's snapshot (the
@@ -143,26 +195,25 @@ typedef struct {
     int err;                /* errno of a failed write (0: none), why: which */
     char why[1300];
     /* the commit's (ckpt_save_finish): what ckpt_save_async was given */
-    int pending, steps, keep;
-    char dir[1024];
-    unsigned long long seed;
+    int pending, steps;
+    const CkptSaveTo *to;
     const GPTLayout *l;
-    const char *what, *program;
+    const char *what;
     Comm *world;
 } CkptAsync;
 
 /* Begin saving `steps` steps done (as ckpt_save, whose arguments these
- * are) into a, which must have no save pending (ckpt_save_finish first) */
-void ckpt_save_async(CkptAsync *a, const char *dir, int steps, int keep, unsigned long long seed,
-                     const GPTLayout *l, const CkptHeld *held, const CkptRank *who,
-                     const char *program);
+ * are: `to` must outlive the commit) into a, which must have no save
+ * pending (ckpt_save_finish first) */
+void ckpt_save_async(CkptAsync *a, const CkptSaveTo *to, int steps, const GPTLayout *l,
+                     const CkptHeld *held, const CkptRank *who);
 
 /* Commit a's pending save, if any (collective over world) */
 void ckpt_save_finish(CkptAsync *a);
 
-/* A checkpoint directory from --resume PATH: PATH itself when it has an
- * index, else the newest step-NNNNNN in it. Returns 0 with the directory in
- * out, or -1 with why. */
+/* A checkpoint directory from PATH (--resume's, the tool's): PATH itself
+ * when it has an index, else the newest step-NNNNNN in it. Returns 0 with
+ * the directory in out, or -1 with why (which names PATH, not a flag). */
 int ckpt_resolve(const char *path, char *out, size_t n, char *why, size_t whylen);
 
 /* Check a checkpoint before any work: the index (magic, version, checksum),
@@ -227,6 +278,7 @@ typedef struct {
     unsigned long long seed;
     GPTConfig cfg;
     char saved_by[256];
+    CkptLineage lineage;
     int nfiles;
     CkptFileEntry *files;
 } CkptIndex;

@@ -180,7 +180,7 @@ const char *gpt_pipeline_problem(const GPTConfig *cfg, int pp, int chunks) {
     static char why[200];
     if (pp < 1 || chunks < 1) return "the pipeline degree and its chunks must be at least 1";
     if (pp * chunks > 1 && cfg->n_experts > 0)
-        return "a mixture of experts is not cut into pipeline stages here (--pp 1)";
+        return "a mixture of experts is not cut into pipeline stages here: give --pp 1";
     if (cfg->n_layer % (pp * chunks) != 0) {
         snprintf(why, sizeof why, "a pipeline of %d rank%s x %d chunk%s cuts the blocks into "
                  "%d stages of equal depth: n_layer %d is not a multiple of %d", pp,

@@ -200,7 +200,12 @@ CommCount memplan_tp_step_comm(const GPTConfig *cfg, const MemLayout *l) {
     return c;
 }
 
-void memplan_print_check(const char *program, const GPTConfig *cfg, const MemLayout *layout) {
+void memplan_print_check(const char *program, const GPTConfig *cfg, const MemLayout *layout,
+                         int steps_run) {
+    if (steps_run <= 0) {
+        printf("%s: memory per rank: no step run, no peak to compare with memplan's\n", program);
+        return;
+    }
     MemPlan plan;
     memplan_predict(cfg, layout, &plan);
     printf("%s: memory per rank, predicted by memplan vs measured (peak bytes):\n", program);

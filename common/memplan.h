@@ -187,8 +187,10 @@ void memplan_cp_comm(const GPTConfig *cfg, const MemLayout *layout, CpTraffic *f
                      CpTraffic *backward);
 
 /* Print, for rank 0 of a trainer, the planner's peak bytes per category
- * next to this rank's measured peaks (alloc.h), "ok" or "DIFFERENT". */
-void memplan_print_check(const char *program, const GPTConfig *cfg, const MemLayout *layout);
+ * next to this rank's measured peaks (alloc.h), "ok" or "DIFFERENT". A
+ * run of no step (resumed at its --steps) reached no step's peak: says so. */
+void memplan_print_check(const char *program, const GPTConfig *cfg, const MemLayout *layout,
+                         int steps_run);
 
 /* Model-state bytes per rank for a model of phi parameters, from the table
  * above without padding: for back-of-the-envelope sizes (the README's 7B). */

@@ -456,6 +456,23 @@ size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int
     return peak;
 }
 
+/* The closed-form bubble printed next to the measured and simulated ones.
+ * GPipe's and 1F1B's hold for any m, the interleaved one's for the m the
+ * option checks let through (a multiple of p); ZB-H1's only from m >= p,
+ * its steady state. ZB-H1 with fewer micro-batches is still a valid
+ * schedule that trains and simulates: it merely has no formula, which must
+ * not end a run after its work is done. */
+static void bubble_formula(const Schedule *s, int split, const PipeCosts *c, char *out,
+                           size_t n) {
+    const int p = s->ranks, m = s->micro_batches;
+    if (split && m < p)
+        snprintf(out, n, "no formula (ZB-H1's needs m >= p: m %d, p %d)", m, p);
+    else if (split)
+        snprintf(out, n, "formula %.3f", pipe_bubble_fraction_zb_h1(p, m, c));
+    else
+        snprintf(out, n, "formula %.3f", pipe_bubble_fraction(p, m, s->chunks));
+}
+
 void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, const char *dir,
                           const char *program) {
     const int p = s->ranks;
@@ -512,8 +529,8 @@ void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, con
     snprintf(path, sizeof path, "%s/pipeline_sim.csv", dir);
     schedule_write_timeline_csv(path, s, &sim, 0.0);
     const int split = count[PIPE_BACKWARD_INPUT] > 0;
-    const double formula = split ? pipe_bubble_fraction_zb_h1(p, s->micro_batches, &c)
-                                 : pipe_bubble_fraction(p, s->micro_batches, s->chunks);
+    char formula[96];
+    bubble_formula(s, split, &c, formula, sizeof formula);
     char costs[96];
     if (split)
         snprintf(costs, sizeof costs, "F %.2f ms, I %.2f ms, W %.2f ms", 1e3 * c.forward,
@@ -521,7 +538,7 @@ void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, con
     else
         snprintf(costs, sizeof costs, "F %.2f ms, B %.2f ms", 1e3 * c.forward, 1e3 * c.backward);
     printf("%s: pipeline bubble of the last step: measured %.3f, simulated %.3f with its mean "
-           "costs (%s), formula %.3f; timelines in %s/pipeline.csv and pipeline_sim.csv\n",
+           "costs (%s), %s; timelines in %s/pipeline.csv and pipeline_sim.csv\n",
            program, measured.bubble_fraction, sim.bubble_fraction, costs, formula, dir);
     pipe_timeline_free(&sim);
     free(measured.rank);  /* its ops point into all */

@@ -142,7 +142,7 @@ size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int
  * communication op from its post to its completion), and
  * dir/pipeline_sim.csv, the simulator's timeline of the same schedule with
  * the measured mean cost of each compute kind; and prints the measured,
- * simulated and formula bubble fractions. */
+ * simulated and formula bubble fractions (ZB-H1 with m < p: no formula). */
 void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, const char *dir,
                           const char *program);
 

@@ -110,12 +110,17 @@ static void judge_memory(const GPTConfig *cfg, const MemLayout *layout, const Me
 
 /* The verdict on the output paths: "" when they are fine. The run
  * directory's files must be replaceable too (a FIFO named metrics.csv
- * would block the run, a directory named run.json would end it). --save's
- * directory is locked for this job from here on (ckpt_dir_lock). */
+ * would block the run, a directory named run.json would end it): every
+ * file any trainer writes there, its own ones (moe.csv, pipeline*.csv,
+ * cp_balance.csv, mesh.csv) included, as most are written after the last
+ * step. --save's directory is locked for this job from here on
+ * (ckpt_dir_lock). */
 static void judge_outputs(const TrainOptions *o, char *msg, size_t size) {
-    static const char *const run_files[] = {"metrics.csv", "memory.csv", "run.json",
-                                            "comm.csv",    "trace.json", "trace.csv",
-                                            "params_checksum.csv", "profile.csv"};
+    static const char *const run_files[] = {
+        "metrics.csv", "memory.csv",   "run.json",        "comm.csv",
+        "trace.json",  "trace.csv",    "params_checksum.csv", "profile.csv",
+        "moe.csv",     "pipeline.csv", "pipeline_sim.csv", "cp_balance.csv",
+        "mesh.csv"};
     char why[1400], path[1100];
     msg[0] = '\0';
     if (output_dir_problem(o->out_dir, why, sizeof why)) {
@@ -138,18 +143,30 @@ static void judge_outputs(const TrainOptions *o, char *msg, size_t size) {
         snprintf(msg, size, "--save: %s", why);
         return;
     }
+    CkptIndex resumed = {0};
     if (o->resume[0]) {
         /* the whole checkpoint (index, every file's checksum, the model
          * and the seed) before any work */
         char dir[1100];
         int step;
         if (ckpt_resolve(o->resume, dir, sizeof dir, why, sizeof why) ||
-            ckpt_verify(dir, &o->model, o->seed, &step, why, sizeof why))
-            snprintf(msg, size, "%s", why);
-        else if (step > o->steps)
+            ckpt_verify(dir, &o->model, o->seed, &step, why, sizeof why) ||
+            ckpt_index_read(dir, &resumed, why, sizeof why)) {
+            snprintf(msg, size, "--resume: %s", why);
+            return;
+        }
+        if (step > o->steps) {
             snprintf(msg, size, "--resume %s: %d steps done, more than --steps %d (the run's "
                      "total, not the steps to add)", dir, step, o->steps);
+            ckpt_index_free(&resumed);
+            return;
+        }
     }
+    /* nothing of another run is pruned, replaced or continued by mistake */
+    if (o->save[0] &&
+        ckpt_lineage_problem(o->save, o->resume[0] ? &resumed.lineage : NULL, why, sizeof why))
+        snprintf(msg, size, "--save: %s", why);
+    ckpt_index_free(&resumed);
 }
 
 /* ranks with the same device description ("cpu", or a GPU's name and

@@ -1,5 +1,7 @@
 #include "runlog.h"
 
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +15,31 @@ double wall_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+ProgressMode runlog_progress_by_name(const char *name) {
+    if (strcmp(name, "auto") == 0) return PROGRESS_AUTO;
+    if (strcmp(name, "lines") == 0) return PROGRESS_LINES;
+    if (strcmp(name, "bar") == 0) return PROGRESS_BAR;
+    USER_ERROR("--progress expects auto, lines or bar, got '%s'", name);
+}
+
+/* Whether a person watches stdout. Under Open MPI (OMPI_COMM_WORLD_SIZE
+ * set) stdout is a pseudo-terminal that the parent reads and forwards:
+ * mpirun, to its own stdout (a log file as often as a terminal), or on
+ * another node orted (never a terminal). So the parent's stdout decides,
+ * opened through /proc (O_NOCTTY: it never becomes our controlling
+ * terminal); where /proc refuses, no one is assumed to watch. */
+static int person_watches(void) {
+    if (!isatty(STDOUT_FILENO)) return 0;
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) return 1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/1", (int)getppid());
+    const int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) return 0;
+    const int tty = isatty(fd);
+    close(fd);
+    return tty;
 }
 
 void runlog_open(RunLog *r, const TrainOptions *o) {
@@ -31,15 +58,39 @@ void runlog_open(RunLog *r, const TrainOptions *o) {
         for (int e = 0; e < r->experts; e++) fprintf(r->moe, ",load_%d", e);
         IO_CHECK(fprintf(r->moe, "\n") > 0, "cannot write %s", r->moe_path);
     }
-    r->tty = isatty(STDOUT_FILENO);
+    r->bar = o->progress == PROGRESS_BAR || (o->progress == PROGRESS_AUTO && person_watches());
     r->log_every = o->log_every;
     r->total_steps = o->steps;
-    r->t_start = wall_seconds();
+    r->first_step = -1;
 }
 
 static void format_duration(char *buf, size_t n, double s) {
     long t = (long)(s + 0.5) % (100L * 3600 * 24);  /* caps the width: < 100 days */
     snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* The step's progress line on the console (runlog.h), if this step has one */
+static void print_progress(RunLog *r, int step, float loss, float val_loss, float lr,
+                           double tokens_per_s, double step_ms) {
+    if (r->first_step < 0) {  /* the clock starts with the step, not before a resume's load */
+        r->first_step = step;
+        r->t_start = wall_seconds() - step_ms * 1e-3;
+    }
+    const int kept = val_loss >= 0 || step == r->total_steps - 1;  /* stays in either mode */
+    if (!r->bar && !kept && step != r->first_step && (step + 1) % r->log_every != 0) return;
+    const int open = r->bar && !kept;  /* left for the next step's line to overwrite */
+    const double pace = (wall_seconds() - r->t_start) / (step - r->first_step + 1);
+    char eta[32], valtxt[32] = "";
+    format_duration(eta, sizeof eta, pace * (r->total_steps - step - 1));
+    if (val_loss >= 0) snprintf(valtxt, sizeof valtxt, " | val %.4f", val_loss);
+    /* the step padded to the total's width: a bar does not jitter, lines align;
+     * a bar's trailing blanks cover what a longer line left */
+    printf("%sstep %*d/%d | loss %.4f%s | lr %.2e | %.1fk tok/s | %.1f ms | ETA %s%s%s",
+           r->bar ? "\r" : "", snprintf(NULL, 0, "%d", r->total_steps), step + 1, r->total_steps,
+           loss, valtxt, lr, tokens_per_s / 1000, step_ms, eta, r->bar ? "   " : "",
+           open ? "" : "\n");
+    fflush(stdout);
+    check_set_open_line(open);
 }
 
 void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, float grad_norm,
@@ -49,24 +100,7 @@ void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, floa
     IO_CHECK(fprintf(r->metrics, "%d,%.9g,%s,%.9g,%.9g,%.1f,%.3f\n", step, loss, val, lr,
                      grad_norm, tokens_per_s, step_ms) > 0 && fflush(r->metrics) == 0,
              "cannot write %s", r->path);
-
-    int last = step == r->total_steps - 1;
-    double elapsed = wall_seconds() - r->t_start;
-    char eta[32];
-    format_duration(eta, sizeof eta, elapsed / (step + 1) * (r->total_steps - step - 1));
-    char valtxt[32] = "";
-    if (val_loss >= 0) snprintf(valtxt, sizeof valtxt, " | val %.4f", val_loss);
-    if (r->tty) {
-        printf("\rstep %*d/%d | loss %.4f%s | lr %.2e | %.1fk tok/s | ETA %s   ", 6, step + 1,
-               r->total_steps, loss, valtxt, lr, tokens_per_s / 1000, eta);
-        if (last) printf("\n");
-        fflush(stdout);
-        check_set_open_line(!last);
-    } else if (step % r->log_every == 0 || last || val_loss >= 0) {
-        printf("step %d/%d | loss %.4f%s | lr %.2e | %.1fk tok/s | %.1f ms\n", step + 1,
-               r->total_steps, loss, valtxt, lr, tokens_per_s / 1000, step_ms);
-        fflush(stdout);
-    }
+    print_progress(r, step, loss, val_loss, lr, tokens_per_s, step_ms);
 }
 
 void runlog_moe_step(RunLog *r, int step, double aux_loss, double dropped, const double *load) {

@@ -12,8 +12,17 @@
  *                capacity and kept by expert e, summed)
  *   run.json     the resolved options, model, world layout, git revision,
  *                backend
- * Plus the console: a progress line redrawn in place on a terminal, plain
- * lines every log_every steps otherwise.
+ * Plus rank 0's console, by --progress (train.h's ProgressMode):
+ *   lines  "step 10/300 | loss 4.1234 | lr 1.00e-03 | 12.3k tok/s | 45.6 ms
+ *          | ETA 0:42" for the first step, every log_every-th, each with a
+ *          held-out loss (" | val 4.2000" after the loss) and the last: for
+ *          files, pipes and CI logs, which keep every line they are given;
+ *   bar    the same line redrawn in place ('\r') every step, for a person at
+ *          a terminal; lines with a held-out loss and the last one stay;
+ *   auto   bar when a person watches stdout, else lines. Open MPI gives each
+ *          rank a pseudo-terminal whatever mpirun's own stdout is, so under
+ *          mpirun the terminal that counts is mpirun's stdout.
+ * The ETA is the pace of this run's steps so far (a resumed run's own).
  */
 #ifndef RUNLOG_H
 #define RUNLOG_H
@@ -28,12 +37,16 @@ typedef struct {
     FILE *moe;         /* moe.csv of a mixture of experts, else NULL */
     char moe_path[1100];
     int experts;
-    int tty;           /* stdout is a terminal */
+    int bar;           /* --progress bar, or auto resolved to it */
     int log_every, total_steps;
-    double t_start;    /* seconds, for the ETA */
+    int first_step;    /* of this run (a resumed one starts later), -1 before it */
+    double t_start;    /* seconds, when the first step started: the ETA's clock */
 } RunLog;
 
 double wall_seconds(void);
+
+/* --progress's value: auto, lines or bar; anything else is a user error. */
+ProgressMode runlog_progress_by_name(const char *name);
 
 void runlog_open(RunLog *r, const TrainOptions *o);
 /* a row of moe.csv (load: the config's n_experts counts) */

@@ -33,8 +33,10 @@ static const char *const g_usage =
     "  --dump-params FILE   write the final parameters (raw float32) to FILE\n"
     "  --save DIR           checkpoints into DIR/step-NNNNNN (checkpoint.h): at the end,\n"
     "                       and every --save-every K steps; --keep K keeps the newest K\n"
-    "                       (default all); --save-async writes them in the background\n"
-    "                       while training goes on, committed at the next save or the end\n"
+    "                       of this run's lineage (default all); --save-async writes them\n"
+    "                       in the background, committed at the next save or the end.\n"
+    "                       DIR holds one lineage: a fresh run refuses a DIR of\n"
+    "                       checkpoints; a rewind moves the later ones to DIR/abandoned-N\n"
     "  --resume PATH        continue from a checkpoint, or DIR's newest; any layout\n"
     "                       of the same model and --seed (--steps stays the total)\n"
     "  --seq T              tokens per sequence, <= ctx  (default: the config's ctx)\n"
@@ -48,7 +50,12 @@ static const char *const g_usage =
     "  --eval-every K       held-out loss every K steps; 0 = only last   (default 50)\n"
     "  --eval-batches N     batches per held-out evaluation              (default 4)\n"
     "  --val-fraction X     tail of the token file held out              (default 0.1)\n"
-    "  --log-every N        console line every N steps (not on a terminal) (default 10)\n"
+    "  --progress MODE      rank 0's console: lines (one every --log-every steps, with an\n"
+    "                       ETA), bar (one line redrawn in place), or auto: the bar when\n"
+    "                       stdout is a terminal (under mpirun: mpirun's stdout), else\n"
+    "                       lines                                        (default auto)\n"
+    "  --log-every N        --progress lines: a line every N steps, the first, the last\n"
+    "                       and those with a held-out loss               (default 10)\n"
     "  --threads N          OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)\n"
     "  --profile            time every kernel of the training steps after the first:\n"
     "                       a table of time, FLOPs, bytes and roofline bound, and\n"
@@ -69,7 +76,7 @@ enum {
     OPT_EVAL_BATCHES, OPT_VAL_FRACTION, OPT_LOG_EVERY, OPT_THREADS, OPT_DEVICE, OPT_N_LAYER,
     OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_VOCAB, OPT_EXPERTS, OPT_TOP_K, OPT_CAPACITY, OPT_AUX,
     OPT_MOE_EVERY, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_SAVE, OPT_SAVE_EVERY, OPT_KEEP,
-    OPT_SAVE_ASYNC,
+    OPT_SAVE_ASYNC, OPT_PROGRESS,
     OPT_RESUME, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
 };
 
@@ -96,6 +103,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         {"eval-batches", required_argument, 0, OPT_EVAL_BATCHES},
         {"val-fraction", required_argument, 0, OPT_VAL_FRACTION},
         {"log-every", required_argument, 0, OPT_LOG_EVERY},
+        {"progress", required_argument, 0, OPT_PROGRESS},
         {"threads", required_argument, 0, OPT_THREADS},
         {"device", required_argument, 0, OPT_DEVICE},
         {"n-layer", required_argument, 0, OPT_N_LAYER},
@@ -174,6 +182,7 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         case OPT_EVAL_BATCHES: o->eval_batches = cli_int("--eval-batches", optarg, 1, 100000); break;
         case OPT_VAL_FRACTION: o->val_fraction = cli_double("--val-fraction", optarg, 1e-6, 0.5); break;
         case OPT_LOG_EVERY: o->log_every = cli_int("--log-every", optarg, 1, 10000000); break;
+        case OPT_PROGRESS: o->progress = runlog_progress_by_name(optarg); break;
         case OPT_THREADS: o->threads = cli_int("--threads", optarg, 1, 1024); break;
         case OPT_DEVICE: cli_string(o->device, sizeof o->device, "--device", optarg); break;
         case OPT_N_LAYER: n_layer = cli_int("--n-layer", optarg, 1, 1024); break;
@@ -728,20 +737,36 @@ void train_run(const TrainOptions *o) { train_run_parallel(o, NULL); }
 /* ---- checkpoints (checkpoint.h) ------------------------------------------ */
 
 /* Load --resume's checkpoint (preflight_run verified it) into this rank's
- * states; returns the steps it had done: the first step to run */
+ * states, its lineage into *lineage; returns the steps it had done: the
+ * first step to run */
 static int resume_from(const TrainOptions *o, const GPTLayout *l, const CkptHeld *held,
-                       int is_root) {
+                       CkptLineage *lineage, int is_root) {
     char dir[1100], why[1400];
-    if (ckpt_resolve(o->resume, dir, sizeof dir, why, sizeof why)) USER_ERROR("%s", why);
+    CkptIndex ix;
+    if (ckpt_resolve(o->resume, dir, sizeof dir, why, sizeof why) ||
+        ckpt_index_read(dir, &ix, why, sizeof why))
+        USER_ERROR("--resume: %s", why);
+    *lineage = ix.lineage;
+    ckpt_index_free(&ix);
     double t0 = wall_seconds();
     const int step = ckpt_load(dir, l, held);  /* lab 09's */
     if (is_root)
         printf("%s: resumed from %s: %d steps done, %d to go (loaded in %.3f s)\n",
                g_program_name, dir, step, o->steps - step, wall_seconds() - t0);
-    if (step > o->steps)
-        USER_ERROR("%s has %d steps done, more than --steps %d (the run's total)", dir, step,
-                   o->steps);
     return step;
+}
+
+/* This run's lineage, from the resumed one's (n 0 for a fresh run), and
+ * on rank 0 what a rewind left in --save's DIR moved aside (checkpoint.h) */
+static void start_lineage(const TrainOptions *o, CkptSaveTo *to, const CkptLineage *parent,
+                          int first_step, int is_root) {
+    ckpt_lineage_extend(&to->lineage, parent, first_step);
+    int aside;
+    const int moved = is_root ? ckpt_set_branches_aside(to, &aside) : 0;
+    if (moved)
+        printf("%s: %d checkpoint%s of %s past the resumed step %d (another branch) moved to "
+               "%s/abandoned-%d: --resume %s/abandoned-%d continues them\n", g_program_name, moved,
+               moved == 1 ? "" : "s", o->save, first_step, o->save, aside, o->save, aside);
 }
 
 /* Commit --save-async's pending checkpoint, if any (collective) */
@@ -750,6 +775,7 @@ static void finish_saves(const TrainOptions *o, CkptAsync *async, int is_root) {
     double t0 = wall_seconds();
     const int steps = async->steps;
     ckpt_save_finish(async);
+    if (is_root) check_end_open_line();
     if (is_root)
         printf("%s: committed %s/step-%06d (waited %.3f s for its writer and the commit)\n",
                g_program_name, o->save, steps, wall_seconds() - t0);
@@ -757,15 +783,16 @@ static void finish_saves(const TrainOptions *o, CkptAsync *async, int is_root) {
 
 /* Save `steps` steps done: at once, or (--save-async) the snapshot now and
  * the commit at the next save or finish_saves, the previous one's first */
-static void save_checkpoint(const TrainOptions *o, int steps, const GPTLayout *l,
-                            const CkptHeld *held, const CkptRank *who, CkptAsync *async,
-                            int is_root) {
+static void save_checkpoint(const TrainOptions *o, const CkptSaveTo *to, int steps,
+                            const GPTLayout *l, const CkptHeld *held, const CkptRank *who,
+                            CkptAsync *async, int is_root) {
     finish_saves(o, async, is_root);
     double t0 = wall_seconds();
     if (o->save_async)
-        ckpt_save_async(async, o->save, steps, o->keep, o->seed, l, held, who, g_program_name);
+        ckpt_save_async(async, to, steps, l, held, who);
     else
-        ckpt_save(o->save, steps, o->keep, o->seed, l, held, who, g_program_name);
+        ckpt_save(to, steps, l, held, who);
+    if (is_root) check_end_open_line();
     if (is_root)
         printf("%s: %s %s/step-%06d in %.3f s%s\n", g_program_name,
                o->save_async ? "snapshot" : "saved", o->save, steps, wall_seconds() - t0,
@@ -851,8 +878,11 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     }
     CkptAsync async = {0};
     const CkptRank who = {par ? par->world : NULL, par ? par->dp->rank : 0, par ? par->dp->size : 1};
-    const int first_step = o->resume[0] ? resume_from(o, layout, &held, is_root) : 0;
+    CkptLineage resumed = {0};
+    const int first_step = o->resume[0] ? resume_from(o, layout, &held, &resumed, is_root) : 0;
     g_first_step = first_step;
+    CkptSaveTo save_to = {o->save, o->keep, o->seed, g_program_name, {0}};
+    if (o->save[0]) start_lineage(o, &save_to, &resumed, first_step, is_root);
     for (int step = first_step; step < o->steps; step++) {
         float val_loss = -1.0f;
         if (train_evaluates_at(o, step))
@@ -895,7 +925,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
             log_moe_step(par, &log, step, o->grad_accum, cfg->n_experts, is_root);
         if (o->save[0] && ((o->save_every && (step + 1) % o->save_every == 0) ||
                            step + 1 == o->steps))
-            save_checkpoint(o, step + 1, layout, &held, &who, &async, is_root);
+            save_checkpoint(o, &save_to, step + 1, layout, &held, &who, &async, is_root);
     }
     finish_saves(o, &async, is_root);
     if (is_root) runlog_close(&log);

@@ -13,6 +13,9 @@
 #include "memplan.h"
 #include "model.h"
 
+/* --progress: how rank 0 shows the run on the console (runlog.h) */
+typedef enum { PROGRESS_AUTO, PROGRESS_LINES, PROGRESS_BAR } ProgressMode;
+
 typedef struct {
     char config_name[32];
     GPTConfig model;            /* the named config, with any overrides applied */
@@ -31,6 +34,7 @@ typedef struct {
     int grad_accum;             /* micro-batches per rank and step (>= 1) */
     int warmup;                 /* linear warmup steps */
     int eval_every, eval_batches, log_every, threads;
+    ProgressMode progress;      /* 0: auto */
     int profile;                /* --profile: per-kernel table (profile.h) */
     double lr, min_lr_frac;     /* cosine decays lr to lr * min_lr_frac */
     double weight_decay, beta1, beta2, eps, grad_clip, val_fraction;

@@ -328,9 +328,9 @@ class Student:
     def build(self, src_root, lab, report_dir):
         """(programs by name, None) or (None, reason)."""
         src = lab_sources(src_root, lab)
+        if not os.path.isdir(src):
+            return None, f"no directory {src}"
         if not self.iso.on:
-            if not os.path.isdir(src):
-                return None, f"no directory {src}"
             return runner.build_lab(src, lab, os.path.join(report_dir, "build"))
         kit = self._kit(lab)
         src_copy = os.path.join(kit, "src", lab.name)
@@ -536,6 +536,18 @@ def grade_hidden(args, labs, student):
     return results
 
 
+def require_solutions(args, labs):
+    """--hidden and --make-references run the solutions: every lab's must be
+    here, known before any work (a handout has only the released ones)."""
+    mode = "--make-references" if args.make_references else "--hidden"
+    for lab in labs:
+        path = lab_sources(args.solutions, lab)
+        if not os.path.isdir(path):
+            raise ManifestError(f"{mode} runs the solutions, and {lab.name}'s are not here "
+                                f"(no directory {path}; a handout has only the released "
+                                "labs' solutions)")
+
+
 def make_references(args, labs):
     for lab in labs:
         refs = solution_runs(args, lab, [fixed_draw(c) for c in lab.cases])
@@ -594,6 +606,8 @@ def main():
             raise ManifestError(f"no case matches {args.case!r}")
         if not os.path.isdir(args.src):
             raise ManifestError(f"no such directory: {args.src}")
+        if args.hidden or args.make_references:
+            require_solutions(args, labs)
         for flag, path in (("--out", args.out), ("--reference-out", args.reference_out)):
             if flag == "--out" or args.make_references:
                 problem = reports.output_dir_problem(path)

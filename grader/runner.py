@@ -122,8 +122,15 @@ def run(argv, timeout, cwd=ROOT, env=None, base_env=None):
         kill_group(proc.pid)    # whatever of the group outlived its leader
         size = log.seek(0, os.SEEK_END)
         log.seek(max(0, size - 4 * OUTPUT_KEEP))
-        text = log.read().decode("utf-8", errors="replace")
+        text = as_shown(log.read().decode("utf-8", errors="replace"))
     return RunResult(proc.returncode, timed_out, time.monotonic() - start, text[-OUTPUT_KEEP:])
+
+
+def as_shown(text):
+    """text as a terminal leaves it: of a line redrawn in place ('\\r', a
+    progress bar), its last state only. Logs, reports and JUnit failure texts
+    then hold plain lines whatever a program prints."""
+    return "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n"))
 
 
 def kill_group(pgid):

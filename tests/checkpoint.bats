@@ -190,6 +190,63 @@ PY
     assert_user_error
     run t 60 "$CKPT" frobnicate "$c"
     assert_user_error
+    # the tool's errors name the path, not a flag it was never given
+    for tool in inspect verify; do
+        run t 60 "$CKPT" $tool "$d/nothing"
+        assert_user_error
+        [[ "$output" == *"$d/nothing: no such checkpoint"* && "$output" != *--resume* ]]
+    done
+}
+
+@test "checkpoint: a run never prunes, replaces or continues another run's checkpoints; a rewind moves the abandoned steps aside" {
+    require_solution 00 09
+    local d="$BATS_TEST_TMPDIR" R=(--config tiny --threads 1 --eval-every 0)
+    steps() { (cd "$1" && echo $(ls -d step-* 2> /dev/null)); }
+    # run A: steps 4, 6, 8
+    run t 60 "$GPT" "${R[@]}" --steps 8 --save "$d/ck" --save-every 2 --keep 3 --out "$d/a"
+    [ "$status" -eq 0 ]
+    # a fresh run into A's directory, with or without --keep: refused before step 1
+    for keep in "--keep 2" ""; do
+        run t 60 "$GPT" "${R[@]}" --steps 4 --save "$d/ck" --save-every 1 $keep --out "$d/b"
+        echo "$output"
+        assert_user_error
+        [[ "$output" == *"$d/ck holds another run's checkpoints"*"--resume $d/ck"*"new directory"* ]]
+        [[ "$output" != *"step "* && ! -e "$d/b/metrics.csv" ]]
+        [ "$(steps "$d/ck")" = "step-000004 step-000006 step-000008" ]
+    done
+    # rewind to step 4: A's 6 and 8 move aside whole; --keep prunes the new lineage only
+    run t 60 "$GPT" "${R[@]}" --steps 7 --resume "$d/ck/step-000004" --save "$d/ck" --save-every 1 --keep 2 --out "$d/c"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"2 checkpoints of $d/ck past the resumed step 4"*"moved to $d/ck/abandoned-1"* ]]
+    [ "$(steps "$d/ck")" = "step-000006 step-000007" ]
+    [ "$(steps "$d/ck/abandoned-1")" = "step-000006 step-000008" ]
+    run t 60 "$CKPT" verify "$d/ck/abandoned-1"
+    [ "$status" -eq 0 ]
+    # --resume DIR follows the current lineage; the abandoned one resumes from its folder
+    run t 60 "$GPT" "${R[@]}" --steps 7 --resume "$d/ck" --out "$d/e"
+    [[ "$output" == *"resumed from $d/ck/step-000007: 7 steps done"* ]]
+    run t 60 "$GPT" "${R[@]}" --steps 9 --resume "$d/ck/abandoned-1" --save "$d/ck" --out "$d/f"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"resumed from $d/ck/abandoned-1/step-000008"*"moved to $d/ck/abandoned-2"* ]]
+    [ "$(steps "$d/ck")" = "step-000009" ]
+    [ "$(steps "$d/ck/abandoned-2")" = "step-000006 step-000007" ]
+    [[ "$("$CKPT" inspect "$d/ck")" == *"lineage: run "*" from step 0 -> run "*" from step 8"* ]]
+    # a resumed run may not save among another lineage's checkpoints
+    run t 60 "$GPT" "${R[@]}" --steps 2 --save "$d/other" --out "$d/g"
+    [ "$status" -eq 0 ]
+    run t 60 "$GPT" "${R[@]}" --steps 10 --resume "$d/other" --save "$d/ck" --out "$d/h"
+    assert_user_error
+    [[ "$output" == *"$d/ck/step-000009 is not of the resumed run's lineage"* ]]
+    [ "$(steps "$d/ck")" = "step-000009" ]
+    # a run resumed at its --steps trains nothing: no step's memory to compare
+    run mpirun_t 60 2 "$S/03_zero/train_zero" --zero 1 "${R[@]}" --steps 8 --save "$d/z" --save-every 8 --out "$d/z1"
+    [ "$status" -eq 0 ]
+    run mpirun_t 60 2 "$S/03_zero/train_zero" --zero 1 "${R[@]}" --steps 8 --resume "$d/z" --out "$d/z2"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"no step run, no peak to compare"* && "$output" != *DIFFERENT* ]]
 }
 
 # killed_while_saving FLAGS...: 4 ranks of ZeRO-3 saving every step, killed
@@ -252,9 +309,10 @@ killed_while_saving() {
 
 # same_files NAME RANKS PROGRAM ARGS...: a run saving every 2 steps, and
 # again with --save-async: the same checkpoints, file for file and byte
-# for byte (the index too: same program, layout and states)
+# for byte (the index too, same program, layout and states, but for the
+# run's own lineage line)
 same_files() {
-    local name=$1 np=$2 prog=$3 d="$BATS_TEST_TMPDIR/$1" c f
+    local name=$1 np=$2 prog=$3 d="$BATS_TEST_TMPDIR/$1"
     shift 3
     run mpirun_t 240 "$np" "$prog" --steps 4 --eval-every 0 --threads 1 "$@" --save "$d/sync" \
         --save-every 2 --out "$d/a"
@@ -267,9 +325,7 @@ same_files() {
     # (beside the checkpoints, each job's lock: ckpt_dir_lock)
     [ "$(cd "$d/sync" && find . -type f | sort)" = "$(cd "$d/async" && find . -type f | sort)" ]
     [ "$(cd "$d/sync" && find . -path ./.lock -prune -o -type f -print | wc -l)" -eq $((2 * (np + 1))) ]
-    for f in $(cd "$d/sync" && find . -path ./.lock -prune -o -type f -print); do
-        cmp "$d/sync/$f" "$d/async/$f" || { echo "$name: $f differs"; return 1; }
-    done
+    same_checkpoints "$d/sync" "$d/async" || { echo "$name: the files differ"; return 1; }
     echo "$name: --save-async wrote the same $((2 * (np + 1))) files"
 }
 
@@ -386,9 +442,10 @@ same_files() {
 @test "checkpoint: a second job saving into a directory another job is saving into is one clear error; the lock dies with its job" {
     require_solution 00 09
     local d="$BATS_TEST_TMPDIR"
-    # the first job, killed at 2 s, holds the lock while it runs
+    # the first job, killed at 2 s, holds the lock while it runs (and saves
+    # nothing: a fresh run may not save among another run's checkpoints)
     (OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -s KILL 2 "$GPT" --config small \
-        --steps 2000 --threads 1 --eval-every 0 --save "$d/ck" --save-every 5 --out "$d/a" > /dev/null 2>&1 &)
+        --steps 2000 --threads 1 --eval-every 0 --save "$d/ck" --save-every 2000 --out "$d/a" > /dev/null 2>&1 &)
     local i
     for i in $(seq 50); do [ -e "$d/ck/.lock" ] && break; sleep 0.1; done
     sleep 0.3

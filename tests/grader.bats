@@ -572,6 +572,39 @@ PY
     assert_user_error
 }
 
+@test "grader: --hidden or --make-references in a handout without the solutions: one clear error, before any work" {
+    require_instructor "make handout runs in the instructor's tree"
+    local h="$BATS_TEST_TMPDIR/h" out="$BATS_TEST_TMPDIR/out"
+    make -s -C "$ROOT" handout DEST="$h" RELEASED=none > /dev/null
+    run t 60 python3 "$h/grader/grade.py" --lab 06 --hidden --out "$out"
+    echo "$output"
+    assert_user_error
+    [[ "$output" == "grade: error: --hidden runs the solutions, and 06_pipeline's are not here (no directory $h/solutions/06_pipeline;"* ]]
+    [ ! -e "$out" ]
+    run t 60 python3 "$h/grader/grade.py" --make-references --reference-out "$out/ref" --out "$out"
+    echo "$output"
+    assert_user_error
+    [[ "$output" == "grade: error: --make-references runs the solutions, and 00_single_device's are not here"* ]]
+    [ ! -e "$out" ]
+}
+
+@test "grader: logs and JUnit failure texts are plain lines: a progress bar redrawn in place keeps its last state" {
+    run python3 - "$ROOT/grader" "$BATS_TEST_TMPDIR" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True
+import reports, runner
+res = runner.run(["bash", "-c", r"printf 'go\nstep 1 \rstep 2 \rstep 3\r\nFAIL\r\n'; exit 1"], 30)
+assert res.output == "go\nstep 3\nFAIL\n", repr(res.output)
+r = reports.Result("bar", 0.0, 1.0, [res.failure(30)], res.seconds, res.output)
+reports.junit({"00_x": [r]}, f"{sys.argv[2]}/junit.xml")
+xml = open(f"{sys.argv[2]}/junit.xml", newline="").read()
+assert "\r" not in xml and "step 3\nFAIL" in xml, repr(xml)
+print("ok")
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
 @test "grader: Gradescope's run_autograder grades a submission of single files into results.json" {
     require_solution 00
     local ag="$BATS_TEST_TMPDIR/ag"

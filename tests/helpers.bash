@@ -99,6 +99,26 @@ assert_user_error() {
     [ "$(printf '%s\n' "$output" | grep -c 'error:')" -eq 1 ] || { echo "more than one error line: $output" >&2; return 1; }
 }
 
+# same_checkpoints A B: two directories of checkpoints hold the same files,
+# byte for byte (the jobs' .lock aside), but for the line each index owes
+# to its run (its lineage: every run draws its own id) and the index's
+# checksum over it
+same_checkpoints() {
+    local f
+    [ "$(cd "$1" && find . -path ./.lock -prune -o -type f -print | sort)" = \
+      "$(cd "$2" && find . -path ./.lock -prune -o -type f -print | sort)" ] ||
+        { echo "$1 and $2 hold other files" >&2; return 1; }
+    for f in $(cd "$1" && find . -path ./.lock -prune -o -type f -print); do
+        if [ "$(basename "$f")" = index.txt ]; then
+            diff <(grep -v -e '^lineage ' -e '^checksum ' "$1/$f") \
+                 <(grep -v -e '^lineage ' -e '^checksum ' "$2/$f") >&2 || return 1
+            grep -q '^lineage [0-9a-f]\{16\}@0$' "$1/$f" || { echo "$1/$f: no lineage" >&2; return 1; }
+        else
+            cmp "$1/$f" "$2/$f" >&2 || return 1
+        fi
+    done
+}
+
 # Value of column $2 (by header name) in CSV file $1, row index $3 (0-based data row).
 csv_col() {
     awk -F, -v col="$2" -v row="$3" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }

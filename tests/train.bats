@@ -152,3 +152,57 @@ check_memory() {  # V ctx L NH C B T memory.csv
     [ "$status" -eq 0 ]
     [[ "$output" == *"no step after the first to profile"* ]]
 }
+
+# ---- the console: --progress (common/runlog.h) --------------------------------
+
+# progress_steps FILE: the step numbers of FILE's progress lines, on one line
+progress_steps() { sed -n 's|^step *\([0-9]*\)/.*|\1|p' "$1" | tr '\n' ' '; }
+
+# console NP PROG ARGS...: PROG on NP ranks under mpirun, its output (both
+# streams) into $BATS_TEST_TMPDIR/console.txt, as a script redirects a run
+console() {
+    local np=$1 prog=$2
+    shift 2
+    mpirun_t 120 "$np" "$prog" --config tiny --data "$SYNTH" --threads 1 --steps 30 \
+        --eval-every 25 --out "$BATS_TEST_TMPDIR/run" "$@" > "$BATS_TEST_TMPDIR/console.txt" 2>&1 < /dev/null
+}
+
+@test "progress under mpirun into a file: plain lines (the first, every --log-every, held-out, the last) with an ETA; --progress bar redraws; a bad mode is refused" {
+    # mpirun hands rank 0 a pseudo-terminal whatever its own stdout is
+    local f="$BATS_TEST_TMPDIR/console.txt"
+    console 1 "$SOL00/train_gpt"
+    cat -A "$f"
+    ! grep -q $'\r' "$f"
+    [ "$(progress_steps "$f")" = "1 10 20 26 30 " ]
+    [ "$(grep -c '^step .* | ETA [0-9]*:[0-9][0-9]$' "$f")" -eq 5 ]
+    [ "$(grep -c '| val ' "$f")" -eq 3 ]
+    console 1 "$SOL00/train_gpt" --log-every 15
+    [ "$(progress_steps "$f")" = "1 15 26 30 " ]
+    # asked for: the bar, one line redrawn, ending with the last step's
+    console 1 "$SOL00/train_gpt" --progress bar
+    [ "$(grep -o $'\rstep' "$f" | wc -l)" -eq 30 ]
+    [[ "$(grep -a 'step 30/30' "$f")" == *$'\r'"step 30/30 | loss "*" | ETA "* ]]
+    run mpirun_t 60 1 "$SOL00/train_gpt" --progress fancy
+    echo "$output"
+    assert_user_error
+    [[ "$output" == *"train_gpt: error: --progress expects auto, lines or bar, got 'fancy'"* ]]
+    # auto on a terminal (script(1) gives mpirun one): the bar
+    command -v script > /dev/null || skip "no script(1) to give mpirun a terminal"
+    run t 120 script -qec "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -q -np 1 $SOL00/train_gpt --config tiny --data $SYNTH --threads 1 --steps 30 --out $BATS_TEST_TMPDIR/run" /dev/null < /dev/null
+    [ "$status" -eq 0 ]
+    [ "$(grep -o $'\rstep' <<< "$output" | wc -l)" -eq 30 ]
+}
+
+@test "progress of 2 ranks (lab 02) into a file: rank 0's plain lines only; a bad mode is one error line" {
+    require_solution 02
+    local f="$BATS_TEST_TMPDIR/console.txt" ddp="$BUILD/solutions/02_ddp/train_ddp"
+    console 2 "$ddp"
+    cat "$f"
+    ! grep -q $'\r' "$f"
+    [ "$(progress_steps "$f")" = "1 10 20 26 30 " ]
+    [ "$(grep -c '^step .* | ETA [0-9]*:[0-9][0-9]$' "$f")" -eq 5 ]
+    run mpirun_t 60 2 "$ddp" --progress ""
+    echo "$output"
+    assert_user_error
+    [[ "$output" == *"train_ddp: error: --progress expects auto, lines or bar, got ''"* ]]
+}
