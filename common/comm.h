@@ -213,7 +213,8 @@ void comm_batch_begin(void);
 void comm_batch_end(void);
 /* Every blocking call and every wait is bounded by the communication
  * watchdog (watchdog.h): past --comm-timeout (default 300 s) the job ends
- * with one line naming the rank, the group, the operation and the wait. */
+ * with one line, from one rank, naming the rank, the group, the operation,
+ * the wait and what holds it up (a stopped or dead rank, a chain of waits). */
 void comm_set_timeout(double seconds);
 /* For a program's own option parser: --comm-timeout's help line. */
 #define COMM_TIMEOUT_HELP \

@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -24,22 +26,32 @@ typedef struct {
     char group[16];
     volatile double since;  /* trace_now() when the wait began */
 } Slot;
+/* reported: a rank of the node says why the job ends (taken atomically),
+ * and the others stay silent, so that one failure is one line */
+enum { UNREPORTED, REPORTING, REPORTED };
 typedef struct {
-    int reported;        /* a survivor has named the dead rank (taken atomically) */
+    int reported;
     int nslots;
     Slot slots[];        /* by rank on the node */
 } SharedPage;
+
+/* A gap this long (or half the timeout, when shorter) between two polls of
+ * one wait means that this process did not run (SIGSTOP, a debugger): that
+ * is no time spent waiting for the others. */
+#define PAUSE_S 1.0
 
 static double g_timeout = COMM_TIMEOUT_DEFAULT_S;
 static MPI_Win g_win = MPI_WIN_NULL;
 static SharedPage *g_page;
 static Slot *g_mine;
-static int g_world_rank;
+static int g_world_rank, g_world_size;
 /* the wait in progress */
 static const Comm *g_comm;
 static CommOp g_op;
 static int g_peer;        /* rank in g_comm, or -1 */
-static double g_since, g_deadline;
+static double g_since;    /* start of the wait, moved on by this rank's own pauses */
+static double g_allowed;  /* seconds the wait may last; 0 = forever */
+static double g_last_poll;
 
 void watchdog_set_timeout(double seconds) { g_timeout = seconds; }
 double watchdog_timeout(void) { return g_timeout; }
@@ -63,34 +75,109 @@ static char proc_state(int pid) {
     return paren && paren[1] == ' ' ? paren[2] : 0;
 }
 
-static int is_gone(const Slot *s) {
+/* The process of a slot: 'X' gone, 'T' stopped (a signal, a debugger), 'R'
+ * there and able to run (running or sleeping) */
+static char slot_status(const Slot *s) {
     char st = proc_state(s->pid);
-    return st == 0 || st == 'Z' || st == 'X';
+    if (st == 0 || st == 'Z' || st == 'X') return 'X';
+    return st == 'T' || st == 't' ? 'T' : 'R';
 }
 
-/* SIGTERM: mpirun ends the job because a rank ended. Name it if it died
- * without saying anything (its slot still says running), once per node;
- * but not when a rank of the node left by itself: that rank said why, and
- * a rank gone while still "running" may then be one that mpirun ended
- * (SIGKILL after SIGTERM) before its own handler ran. */
-static void on_sigterm(int sig) {
+static const Slot *slot_of(int world_rank) {
+    for (int i = 0; g_page && i < g_page->nslots; i++)
+        if (g_page->slots[i].world_rank == world_rank) return &g_page->slots[i];
+    return NULL;
+}
+
+/* This rank is the one of its node that says why the job ends. */
+static int take_report(void) {
+    int none = UNREPORTED;
+    return !g_page || __atomic_compare_exchange_n(&g_page->reported, &none, REPORTING, 0,
+                                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+/* Until the rank that says why the job ends has said it (1 s at most): the
+ * first rank that dies of mpirun's SIGTERM makes mpirun SIGKILL the others
+ * at once, the one writing the line too. Async-signal-safe. */
+static void await_report(void) {
+    const struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 1000; i++) {
+        if (__atomic_load_n(&g_page->reported, __ATOMIC_SEQ_CST) != REPORTING) return;
+        nanosleep(&ms, NULL);
+    }
+}
+
+/* "<program>: <message>\n" in one write(2): callable from a signal handler */
+__attribute__((format(printf, 1, 2)))
+static void write_line(const char *fmt, ...) {
+    char line[512];
+    int n = snprintf(line, sizeof line, "%s: ", g_program_name);
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    if (write(STDERR_FILENO, line, (size_t)n) < 0) return;
+}
+
+static int other_rank_left(void) {
+    for (int i = 0; i < g_page->nslots; i++)
+        if (&g_page->slots[i] != g_mine && g_page->slots[i].state == SLOT_LEAVING) return 1;
+    return 0;
+}
+
+/* a rank of the node that is gone without leaving: killed, or crashed */
+static const Slot *dead_rank(void) {
+    for (int i = 0; i < g_page->nslots; i++) {
+        const Slot *s = &g_page->slots[i];
+        if (s != g_mine && s->state == SLOT_RUNNING && slot_status(s) == 'X') return s;
+    }
+    return NULL;
+}
+
+/* SIGTERM that no rank of the node explained by leaving: say why, from one
+ * rank of the node. A rank gone while still "running" died without a word;
+ * a SIGTERM not from our parent (mpirun, or its daemon on other nodes) was
+ * sent to this rank itself; otherwise mpirun ends the job because it got a
+ * signal (mpirun turns SIGTERM, SIGINT and SIGHUP into SIGCONT and SIGTERM
+ * to every rank), said by rank 0's node only, since on other nodes a rank
+ * may have failed unseen from here. */
+static void say_why_ended(pid_t sender) {
+    const Slot *dead = dead_rank();
+    if (dead)
+        write_line("fatal: rank %d (pid %d) died without a message (killed by a signal, or "
+                   "crashed); the job is ending", dead->world_rank, dead->pid);
+    else if (sender != getppid())
+        write_line("ended: rank %d (pid %d) got SIGTERM from pid %d, not from mpirun; the job "
+                   "is ending", g_world_rank, (int)getpid(), (int)sender);
+    else if (slot_of(0))
+        write_line("ended: mpirun ended the job with SIGTERM: mpirun itself got a signal "
+                   "(kill, Ctrl-C, a batch system's time limit); %s",
+                   g_page->nslots == g_world_size ? "no rank had failed"
+                                                  : "no rank of this node had failed");
+}
+
+/* One rank of the node says why the job ends; the others live until it has
+ * (await_report). */
+static void explain_end(pid_t sender) {
+    if (!take_report()) {
+        await_report();
+        return;
+    }
+    say_why_ended(sender);
+    __atomic_store_n(&g_page->reported, REPORTED, __ATOMIC_SEQ_CST);
+}
+
+/* SIGTERM: mpirun ends the job because a rank ended, or because it was told
+ * to. When a rank of the node left by itself, it has said why (and a rank
+ * gone while still "running" may then be one that mpirun ended with SIGKILL
+ * before its own handler ran): nothing to add. */
+static void on_sigterm(int sig, siginfo_t *info, void *context) {
+    (void)context;
     if (g_page) {
         g_mine->state = SLOT_ENDED;
-        int left = 0;
-        for (int i = 0; i < g_page->nslots; i++)
-            left |= &g_page->slots[i] != g_mine && g_page->slots[i].state == SLOT_LEAVING;
-        for (int i = 0; i < g_page->nslots && !left; i++) {
-            const Slot *s = &g_page->slots[i];
-            if (s == g_mine || s->state != SLOT_RUNNING || !is_gone(s)) continue;
-            if (__atomic_exchange_n(&g_page->reported, 1, __ATOMIC_SEQ_CST)) break;
-            char line[512];
-            int n = snprintf(line, sizeof line,
-                             "%s: fatal: rank %d (pid %d) died without a message (killed by a "
-                             "signal, or crashed); the job is ending\n",
-                             g_program_name, s->world_rank, s->pid);
-            if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) break;
-            break;
-        }
+        if (!other_rank_left()) explain_end(info->si_pid);
     }
     signal(sig, SIG_DFL);
     raise(sig);
@@ -111,6 +198,7 @@ static void read_timeout_from_env(void) {
 
 void watchdog_start(MPI_Comm world) {
     MPI_CHECK(MPI_Comm_rank(world, &g_world_rank));
+    MPI_CHECK(MPI_Comm_size(world, &g_world_size));
     read_timeout_from_env();
     MPI_Comm node;
     MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, g_world_rank, MPI_INFO_NULL, &node));
@@ -129,14 +217,22 @@ void watchdog_start(MPI_Comm world) {
     mine->world_rank = g_world_rank;
     mine->pid = (int)getpid();
     mine->op = mine->peer = -1;
-    if (rank == 0) page->nslots = size;
+    if (rank == 0) {
+        page->reported = UNREPORTED;
+        page->nslots = size;
+    }
     MPI_CHECK(MPI_Barrier(node));  /* every slot is written before anyone reads */
     MPI_CHECK(MPI_Comm_free(&node));
     g_page = page;
     g_mine = mine;
     atexit(leave_at_exit);
     check_add_exit_hook(leave_at_exit);
-    signal(SIGTERM, on_sigterm);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigterm;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 void watchdog_stop(void) {
@@ -148,10 +244,21 @@ void watchdog_stop(void) {
     MPI_CHECK(MPI_Win_free(&g_win));
 }
 
-static const Slot *slot_of(int world_rank) {
-    for (int i = 0; g_page && i < g_page->nslots; i++)
-        if (g_page->slots[i].world_rank == world_rank) return &g_page->slots[i];
-    return NULL;
+/* The report of a timeout, built piece by piece ("; rank 2 ..."); what does
+ * not fit is cut. */
+typedef struct {
+    char text[1536];
+    size_t len;
+} Report;
+
+__attribute__((format(printf, 2, 3)))
+static void add(Report *r, const char *fmt, ...) {
+    if (r->len >= sizeof r->text - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->text + r->len, sizeof r->text - r->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) r->len += (size_t)n;
 }
 
 /* "recv from rank 3", "send to rank 1", "allreduce" */
@@ -161,57 +268,120 @@ static void describe_op(char *buf, size_t n, int op, int peer_world) {
     else snprintf(buf, n, "%s", comm_op_name((CommOp)op));
 }
 
-/* what world rank w is doing, as seen from this node; "" when not seen */
-static void describe_rank(char *buf, size_t n, int w, double now) {
-    const Slot *s = slot_of(w);
-    buf[0] = '\0';
-    if (!s) return;
-    char st = proc_state(s->pid);
-    if (st == 0 || st == 'Z' || st == 'X')
-        snprintf(buf, n, "rank %d (pid %d) is gone", w, s->pid);
-    else if (st == 'T' || st == 't')
-        snprintf(buf, n, "rank %d (pid %d) is stopped (a signal or a debugger)", w, s->pid);
-    else if (s->op >= 0) {
+/* Adds what the rank of s is doing. Returns the slot of the rank it waits
+ * for in a send or receive, NULL when it waits for no rank of this node. */
+static const Slot *describe(Report *r, const Slot *s, double now) {
+    char st = slot_status(s);
+    int op = s->op, peer = s->peer;  /* read once: the owner changes them */
+    if (st == 'X') {
+        add(r, "; rank %d (pid %d) is gone", s->world_rank, s->pid);
+    } else if (st == 'T') {
+        add(r, "; rank %d (pid %d) is stopped (a signal or a debugger)", s->world_rank, s->pid);
+    } else if (op < 0) {
+        add(r, "; rank %d is running, not in a communication call", s->world_rank);
+    } else {
         char what[96];
-        describe_op(what, sizeof what, s->op, s->peer);
-        snprintf(buf, n, "rank %d waits in %s on group '%s' for %.1f s", w, what, s->group,
-                 now - s->since);
-    } else
-        snprintf(buf, n, "rank %d is running, not in a communication call", w);
+        describe_op(what, sizeof what, op, peer);
+        add(r, "; rank %d waits in %s on group '%s' for %.1f s", s->world_rank, what, s->group,
+            now - s->since);
+        return peer >= 0 ? slot_of(peer) : NULL;
+    }
+    return NULL;
+}
+
+/* Describes s, then the rank it waits for, and so on: a chain of waits that
+ * ends at a rank waiting for no rank of this node (stopped, gone, computing,
+ * in a collective), at one described already, or back in itself or at this
+ * rank: a deadlock. seen[] holds the chain that described each slot (this
+ * rank's: -1). */
+static void follow(Report *r, const Slot *s, int *seen, int chain, double now) {
+    while (s && !seen[s - g_page->slots]) {
+        seen[s - g_page->slots] = chain;
+        s = describe(r, s, now);
+    }
+    if (s && (seen[s - g_page->slots] == chain || s == g_mine))
+        add(r, " (a cycle of waits: a deadlock)");
+}
+
+/* a rank of this rank's group, in the same collective and able to run */
+static int waits_with_me(const Slot *s) {
+    return g_peer < 0 && s->op == (int)g_op && strcmp(s->group, g_comm->name) == 0 &&
+           slot_status(s) == 'R';
+}
+
+/* The ranks this rank waits for (its peer, or the other ranks of its
+ * group), each with its chain of waits; those that wait in the same
+ * collective are only counted. */
+static void describe_group(Report *r, int *seen, double now) {
+    const Comm *c = g_comm;
+    Report with_me = {.len = 0};
+    int nwith = 0;
+    for (int i = 0; i < c->size; i++) {
+        const Slot *s = slot_of(c->world_ranks[i]);
+        if (!s || seen[s - g_page->slots] || (g_peer >= 0 && i != g_peer)) continue;
+        if (waits_with_me(s)) {
+            seen[s - g_page->slots] = i + 1;
+            add(&with_me, "%s%d", nwith++ ? ", " : "", s->world_rank);
+        } else {
+            follow(r, s, seen, i + 1, now);
+        }
+    }
+    if (nwith == 1) add(r, "; rank %s waits in it too", with_me.text);
+    if (nwith > 1) add(r, "; ranks %s wait in it too", with_me.text);
+}
+
+/* Every rank of the node that is stopped or dead and not described yet: the
+ * cause may sit behind a collective of another group. */
+static void describe_stuck(Report *r, int *seen, double now) {
+    for (int i = 0; i < g_page->nslots; i++) {
+        const Slot *s = &g_page->slots[i];
+        if (seen[i] || s->state != SLOT_RUNNING || slot_status(s) == 'R') continue;
+        seen[i] = -2;
+        describe(r, s, now);
+    }
+}
+
+static void describe_others(Report *r, double now) {
+    int *seen = calloc((size_t)g_page->nslots, sizeof *seen);
+    CHECK(seen, "out of memory");
+    seen[g_mine - g_page->slots] = -1;
+    describe_group(r, seen, now);
+    describe_stuck(r, seen, now);
+    free(seen);
+    if (!r->len) add(r, "; the ranks it waits for run on other nodes, not seen from here");
+}
+
+/* Another rank of the node has said why the job ends and is ending it: this
+ * one stays silent (and ends the job itself should that fail). */
+__attribute__((noreturn))
+static void end_silently(void) {
+    sleep(CHECK_GRACE_SECONDS);
+    MPI_Abort(MPI_COMM_WORLD, EXIT_COMM_TIMEOUT);
+    exit(EXIT_COMM_TIMEOUT);
 }
 
 __attribute__((noreturn))
 static void timed_out(double now) {
-    const Comm *c = g_comm;
-    char what[96], others[1024] = "";
-    int peer_world = g_peer >= 0 ? c->world_ranks[g_peer] : -1;
-    describe_op(what, sizeof what, g_op, peer_world);
-    size_t len = 0;
-    int described = 0;
-    for (int r = 0; r < c->size && len < sizeof others - 200; r++) {
-        if (r == c->rank || (g_peer >= 0 && r != g_peer)) continue;
-        char one[200];
-        describe_rank(one, sizeof one, c->world_ranks[r], now);
-        if (!one[0]) continue;
-        len += (size_t)snprintf(others + len, sizeof others - len, "; %s", one);
-        described++;
-    }
-    if (!described)
-        snprintf(others, sizeof others, "; the other ranks run on other nodes, not seen from here");
     watchdog_mark_leaving();
+    if (!take_report()) end_silently();
+    const Comm *c = g_comm;
+    char what[96];
+    describe_op(what, sizeof what, g_op, g_peer >= 0 ? c->world_ranks[g_peer] : -1);
+    Report others = {.len = 0};
+    if (g_page) describe_others(&others, now);
     die_job(EXIT_COMM_TIMEOUT, "comm timeout",
             "rank %d waited %.1f s in %s on group '%s' (%d rank%s), over --comm-timeout %g%s",
             g_world_rank, now - g_since, what, c->name, c->size, c->size == 1 ? "" : "s",
-            g_timeout, others);
+            g_timeout, others.text);
 }
 
 void watchdog_begin(const Comm *c, CommOp op, int peer) {
     g_comm = c;
     g_op = op;
     g_peer = peer;
-    g_since = trace_now();
+    g_since = g_last_poll = trace_now();
     int stagger = g_world_rank < 8 ? g_world_rank : 8;
-    g_deadline = g_timeout > 0 ? g_since + g_timeout + 0.25 * stagger : 0;
+    g_allowed = g_timeout > 0 ? g_timeout + 0.25 * stagger : 0;
     if (g_mine) {
         g_mine->since = g_since;
         g_mine->peer = peer >= 0 ? c->world_ranks[peer] : -1;
@@ -220,10 +390,17 @@ void watchdog_begin(const Comm *c, CommOp op, int peer) {
     }
 }
 
+/* A pause of this process (PAUSE_S without a poll) moves the wait's start
+ * on: a rank that was stopped itself must not, once it runs again, report
+ * the others for the time it did not run (they have named it already), and
+ * a job paused as a whole goes on when resumed. */
 void watchdog_check(void) {
-    if (g_deadline <= 0) return;
+    if (g_allowed <= 0) return;
     double now = trace_now();
-    if (now > g_deadline) timed_out(now);
+    double pause = g_timeout < 2 * PAUSE_S ? g_timeout / 2 : PAUSE_S;
+    if (now - g_last_poll > pause) g_since += now - g_last_poll;
+    g_last_poll = now;
+    if (now - g_since > g_allowed) timed_out(now);
 }
 
 void watchdog_end(void) {
