@@ -25,8 +25,13 @@ void check_add_exit_hook(void (*hook)(void)) {
     CHECK(0, "more than %d exit hooks", MAX_EXIT_HOOKS);
 }
 
+/* Each hook once, however many exit paths a failure goes through */
 static void run_exit_hooks(void) {
-    for (int i = 0; i < MAX_EXIT_HOOKS && g_exit_hooks[i]; i++) g_exit_hooks[i]();
+    for (int i = 0; i < MAX_EXIT_HOOKS && g_exit_hooks[i]; i++) {
+        void (*hook)(void) = g_exit_hooks[i];
+        g_exit_hooks[i] = NULL;
+        hook();
+    }
 }
 
 void check_set_mpi_hooks(int world_rank, void (*abort_job)(int status)) {
@@ -72,7 +77,11 @@ static void print_line(const char *kind, int errnum, const char *fmt, va_list ap
             errnum ? ": " : "", errnum ? strerror(errnum) : "");
 }
 
-/* The end of every fatal path: undo, then end the job (or the process). */
+/* The end of every failure path: undo, then end the job (or the process).
+ * Through MPI_Abort even for the errors every rank hits alike: a rank
+ * that exits without MPI_Finalize makes mpirun wait two seconds before it
+ * ends the others (Open MPI's odls_base_sigkill_timeout), an abort does
+ * not. */
 __attribute__((noreturn))
 static void end_job(int status) {
     run_exit_hooks();
@@ -116,12 +125,12 @@ void user_error(const char *fmt, ...) {
     va_start(ap, fmt);
     print_line("error", 0, fmt, ap);
     va_end(ap);
-    exit(EXIT_USER_ERROR);
+    end_job(EXIT_USER_ERROR);
 }
 
 void not_implemented_at(const char *func, const char *file, int line) {
     let_rank0_report_first();
     fprintf(stderr, "%s%s: not implemented: %s (%s:%d) - this is your task in the lab\n",
             open_line_break(), g_program_name, func, file, line);
-    exit(EXIT_NOT_IMPLEMENTED);
+    end_job(EXIT_NOT_IMPLEMENTED);
 }

@@ -89,9 +89,11 @@ def watchdog_env(timeout):
 
 
 def mpirun_argv(ranks, argv):
-    # --oversubscribe: more ranks than cores (graded on small CI machines);
+    # --oversubscribe: more ranks than cores (graded on small CI machines),
+    # where a waiting rank must yield its core to the rank it waits for;
     # -q: no banner when a rank exits non-zero (the reason is ours to give)
-    return ["mpirun", "-q", "--oversubscribe", "-np", str(ranks)] + argv
+    return (["mpirun", "-q", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-np",
+             str(ranks)] + argv)
 
 
 def run(argv, timeout, cwd=ROOT, env=None, base_env=None):

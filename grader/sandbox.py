@@ -161,7 +161,10 @@ def uids_in_use():
 
 
 def kill_uid(uid):
-    """SIGKILL every process whose real uid is uid, until none is left."""
+    """SIGKILL every process whose real uid is uid, until none is left
+    running. A zombie (state Z: dead, awaiting its parent's wait) runs
+    nothing and holds no file: waiting for its reaper would cost seconds
+    a case."""
     for _ in range(50):
         found = False
         for pid in os.listdir("/proc"):
@@ -169,11 +172,11 @@ def kill_uid(uid):
                 continue
             try:
                 with open(f"/proc/{pid}/status") as f:
-                    line = next(x for x in f if x.startswith("Uid:"))
-                if int(line.split()[1]) == uid:
+                    fields = dict(x.split(":", 1) for x in f if x.startswith(("State:", "Uid:")))
+                if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
                     found = True
                     os.kill(int(pid), signal.SIGKILL)
-            except (OSError, StopIteration, ValueError):
+            except (OSError, KeyError, ValueError):
                 pass
         if not found:
             return

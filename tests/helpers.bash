@@ -81,6 +81,10 @@ t() {
 # root); -q drops mpirun's banner when a rank exits non-zero. The timeout
 # kills mpirun and its ranks: a deadlock fails the test.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# A rank that waits gives its core up when nothing progressed, instead of
+# spinning until the scheduler's next tick: with more ranks than cores
+# (most tests here, on 2 cores) the rank it waits for gets to run.
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 mpirun_t() {
     local secs=$1 np=$2
     shift 2
