@@ -2,17 +2,26 @@
 # deps.sh: make sure the Debian packages the kit needs are installed.
 # Installs the missing ones with apt-get when it can (root, or sudo without a
 # password); otherwise prints the exact command to run and fails.
-#   deps.sh          what building, the demo and the slides need
+#   deps.sh          what building, the demo, the benchmarks, the slides, the
+#                    tour and the simulated cluster need
 #   deps.sh --test   and what only the test suite uses: a headless browser
 #                    that screenshots the slides, and PIL to read them
+#   deps.sh --list   print both lists' packages, one a line, and install nothing
+# A fresh Debian 12 (minbase + build-essential + git) has the rest: what a
+# script, suite or Makefile recipe calls comes from one of these packages or
+# from the base system (tests/deps.bats checks every command they call).
 set -euo pipefail
 
+# column: bsdextrautils; ip, tc: iproute2; pgrep, pkill, ps: procps
 packages=(build-essential openmpi-bin libopenmpi-dev libopenblas-dev libopenblas-openmp-dev
-          gnuplot-nox bats fortunes-min python3 libxml2-utils pandoc)
+          gnuplot-nox bats fortunes-min python3 libxml2-utils pandoc bsdextrautils iproute2
+          procps)
+test_packages=(chromium python3-pil)
 case "${1:-}" in
     "") ;;
-    --test) packages+=(chromium python3-pil) ;;
-    *) echo "deps: usage: deps.sh [--test]" >&2; exit 2 ;;
+    --test) packages+=("${test_packages[@]}") ;;
+    --list) printf '%s\n' "${packages[@]}" "${test_packages[@]}"; exit 0 ;;
+    *) echo "deps: usage: deps.sh [--test | --list]" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${packages[@]}"; do

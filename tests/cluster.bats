@@ -12,9 +12,16 @@ CL="$ROOT/scripts/cluster.sh"
 NAME=batsc
 SHORT=(--config tiny --steps 6 --eval-every 3 --threads 1 --batch 8)
 
-can_make_namespaces() {
-    [ "$(id -u)" = 0 ] && ip netns add batsc-probe 2> /dev/null && ip netns del batsc-probe
+# namespace_problem: why this machine cannot make the cluster (nothing: it can)
+namespace_problem() {
+    [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces): run as root, as CI does"; return; }
+    command -v ip > /dev/null && command -v tc > /dev/null ||
+        { echo "iproute2 missing (no ip or tc): bash scripts/deps.sh installs it"; return; }
+    ip netns add batsc-probe 2> /dev/null && ip netns del batsc-probe ||
+        echo "this kernel or container refuses network namespaces (ip netns add failed)"
 }
+
+can_make_namespaces() { [ -z "$(namespace_problem)" ]; }
 
 setup_file() {
     can_make_namespaces || return 0
@@ -28,7 +35,9 @@ teardown_file() {
 }
 
 setup() {
-    can_make_namespaces || skip "needs root and network namespaces (ip netns): run as root, as CI does"
+    local why
+    why=$(namespace_problem)
+    [ -z "$why" ] || skip "$why"
 }
 
 # cl_run SECONDS ARGS...: a program on the cluster's 4 ranks

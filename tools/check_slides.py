@@ -5,8 +5,10 @@ For each DECK_DIR/NN_name.html (tools/make_slides.sh), headless Chromium
 opens the deck with ?check: the template's script lays every slide out at
 1280x720 and reports what it found (a slide that overflows, an image that
 did not load or is not inlined, an empty slide). Then Chromium screenshots
-every slide into SHOT_DIR/NN_name-SS.png, and a slide whose screenshot has
-next to no ink on it (blank: the page did not render) fails too.
+the deck with ?sheet (every slide at its real size, SHEET_COLUMNS to a row:
+one browser for the whole deck, not one per slide), cut into
+SHOT_DIR/NN_name-SS.png, and a slide whose screenshot has next to no ink
+on it (blank: the page did not render) fails too.
 
 Exit status 0 when every slide of every deck is fine, 1 when one is not
 (each problem on a line), 2 when it cannot check (no Chromium, no PIL, no
@@ -23,6 +25,8 @@ import sys
 import tempfile
 
 INK_FRACTION = 0.002   # a slide with a title alone has about 1% dark pixels
+SLIDE_W, SLIDE_H = 1280, 720
+SHEET_COLUMNS = 4      # the template's ?sheet grid
 
 
 def chromium():
@@ -32,10 +36,33 @@ def chromium():
     return exe
 
 
-def browse(exe, profile, args, url, timeout=60):
+def browse(exe, profile, args, url, size=(SLIDE_W, SLIDE_H), timeout=60):
     cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-           "--no-first-run", f"--user-data-dir={profile}", "--window-size=1280,720", *args, url]
+           "--no-first-run", f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}",
+           *args, url]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def screenshot_slides(exe, profile, path, n, shot_dir, name):
+    """Slides 1..n of the deck at path into shot_dir/name-SS.png: one
+    screenshot of the ?sheet grid, cut; returns the paths (None: missing)."""
+    from PIL import Image
+    rows = (n + SHEET_COLUMNS - 1) // SHEET_COLUMNS
+    sheet = os.path.join(shot_dir, f"{name}-sheet.png")
+    browse(exe, profile, ["--virtual-time-budget=5000", f"--screenshot={sheet}"],
+           "file://" + os.path.abspath(path) + "?sheet",
+           size=(SHEET_COLUMNS * SLIDE_W, rows * SLIDE_H), timeout=120)
+    if not os.path.exists(sheet):
+        return [None] * n
+    shots = []
+    with Image.open(sheet) as img:
+        for i in range(n):
+            x, y = i % SHEET_COLUMNS * SLIDE_W, i // SHEET_COLUMNS * SLIDE_H
+            shot = os.path.join(shot_dir, f"{name}-{i + 1:02d}.png")
+            img.crop((x, y, x + SLIDE_W, y + SLIDE_H)).save(shot)
+            shots.append(shot)
+    os.remove(sheet)
+    return shots
 
 
 def check_report(exe, profile, path):
@@ -82,14 +109,12 @@ def main():
             if report is None:
                 problems.append(f"{name}: the deck's check did not run (no slide-check block)")
                 continue
-            for s in report:
+            shots = screenshot_slides(exe, profile, path, len(report), shot_dir, name)
+            for s, shot in zip(report, shots):
                 total += 1
                 label = f"{name} slide {s['slide']} ({s['title'].strip()[:50]!r})"
                 problems += [f"{label}: {p}" for p in s["problems"]]
-                shot = os.path.join(shot_dir, f"{name}-{s['slide']:02d}.png")
-                url = "file://" + os.path.abspath(path) + f"#{s['slide']}"
-                browse(exe, profile, ["--virtual-time-budget=5000", f"--screenshot={shot}"], url)
-                if not os.path.exists(shot):
+                if not shot:
                     problems.append(f"{label}: no screenshot")
                 elif ink(shot) < INK_FRACTION:
                     problems.append(f"{label}: blank on screen ({ink(shot):.4f} of it inked)")
