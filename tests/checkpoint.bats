@@ -259,7 +259,7 @@ killed_while_saving() {
             mpirun -q --oversubscribe -np 4 "$S/03_zero/train_zero" --zero 3 --config tiny \
             --steps 400 --eval-every 0 --threads 1 --save "$d/ck" --save-every 1 --keep 3 \
             --out "$d/run" "$@" > /dev/null 2>&1 || true
-        pkill -KILL -f "$S/03_zero/train_zero" 2> /dev/null || true
+        pkill -KILL -f -- "--out $d/run" 2> /dev/null || true  # this job's ranks, no other test's
         sleep 0.2
         for c in "$d"/ck/step-*; do
             [ -e "$c" ] || continue
