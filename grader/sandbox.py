@@ -34,6 +34,7 @@ and process group, so the runner's timeout kills it as any other program.
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import os
 import pwd
 import random
@@ -51,6 +52,7 @@ LEVELS = ("namespace", "permissions", "off")
 SYSTEM_DIRS = ("/usr", "/etc", "/dev", "/proc", "/sys",
                "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 UID_RANGE = (40000, 59999)       # fresh uids are drawn here, skipping used ones
+UID_LOCKS = "/run/lock/dtlab-sandbox-uids" if os.path.isdir("/run/lock") else "/tmp/dtlab-sandbox-uids"
 OUTPUT_FILE_MAX = 64 << 20       # a run's output file larger than this is not copied
 # environment a student's program gets (everything else is dropped)
 ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM")
@@ -236,6 +238,7 @@ class Isolation:
         self.why = ""
         self._modes = {}             # path -> mode, restored by stop()
         self._rng = random.SystemRandom()
+        self._claimed = {}           # uid -> fd of its lock (new_uid), until after()
         self._n = 0
 
     # -- choosing the level
@@ -327,6 +330,7 @@ class Isolation:
             return str(e)
         finally:
             kill_uid(uid)
+            self.release_uid(uid)
             shutil.rmtree(probe, ignore_errors=True)
             shutil.rmtree(hidden, ignore_errors=True)
         if res.returncode != 0:
@@ -361,12 +365,35 @@ class Isolation:
         return self.level != "off"
 
     def new_uid(self):
+        """A uid no process uses, claimed for this grader until after(uid):
+        an exclusive flock on UID_LOCKS/<uid>, so that two graders at once
+        (a test suite's lanes, an instructor's batch) never draw the same
+        one and kill each other's runs. The kernel drops the lock of a
+        grader that dies."""
         used = uids_in_use()
+        os.makedirs(UID_LOCKS, mode=0o755, exist_ok=True)
         for _ in range(1000):
             uid = self._rng.randrange(UID_RANGE[0], UID_RANGE[1] + 1)
-            if uid not in used:
-                return uid
+            if uid in used or uid in self._claimed:
+                continue
+            fd = os.open(os.path.join(UID_LOCKS, str(uid)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                         0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            if uid in uids_in_use():   # taken between the two looks
+                os.close(fd)
+                continue
+            self._claimed[uid] = fd
+            return uid
         raise IsolationError("no free uid")
+
+    def release_uid(self, uid):
+        fd = self._claimed.pop(uid, None)
+        if fd is not None:
+            os.close(fd)
 
     def new_dir(self, what, uid):
         """A fresh directory in the sandbox owned by uid, mode 0700."""
@@ -396,7 +423,8 @@ class Isolation:
         return student_env(env, home)
 
     def after(self, uid):
-        """After a run: no process of uid is left, nor its shared memory."""
+        """After a run: no process of uid is left, nor its shared memory; the
+        uid is free for the next draw."""
         kill_uid(uid)
         try:
             for name in os.listdir("/dev/shm"):
@@ -408,6 +436,7 @@ class Isolation:
                     pass
         except OSError:
             pass
+        self.release_uid(uid)
 
 
 if __name__ == "__main__":

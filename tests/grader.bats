@@ -2,16 +2,8 @@
 # The autograder (grader/): solutions score full marks, untouched skeletons
 # score zero cleanly, planted bugs lose the points of the case they break,
 # and the reports are valid and agree with the terminal table.
+# (The cheats and the isolation: tests/grader_cheat.bats.)
 load helpers
-
-GRADE="python3 $ROOT/grader/grade.py"
-
-# total_of FILE: "got/best" from the report's last line
-total_of() { sed -n 's/^total: //p' "$1"; }
-
-# case_rows FILE: the report's rows of cases, points then a reason (not the
-# totals under them: "02_ddp: 12/12", "02_ddp extension: 3/3")
-case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
     require_solution 00 01 02 03 04 05 06 07 08 09 10
@@ -196,120 +188,6 @@ PY
         echo "seed $seed: $line"
         [ "$status" -eq 0 ]
         [[ "$line" == *" 0/1 "*"FAIL"* ]]
-    done
-}
-
-# make_cheat DIR [PREAMBLE]: DIR/02_ddp, DIR/03_zero, DIR/04_tensor_parallel,
-# DIR/05_activation_memory, DIR/06_pipeline, DIR/07_context_parallel and
-# DIR/08_moe, copies of the solutions
-# whose lab file does no communication and, at exit, copies a run's
-# metrics.csv, memory.csv and comm.csv over its own (tests/grader_cheat.h):
-# the solution's run wherever it can find one, and the committed references.
-# Lab 05's recomputations call no collective without --sp, so its copy also
-# rebuilds nothing (full) and zeros the probabilities (selective). Lab 06's
-# messages are the executor's (common/), so its file's one collective, the
-# tied embedding's sum, is what its copy leaves out; lab 07's ring passes
-# K and V with sends the cheat leaves alone, so its copy leaves out the loss
-# mean's all-reduce (ring_attention.c, used by every algorithm); lab 08's
-# all-to-alls move tokens to their experts and stay, its copy leaves out the
-# gradients' averaging (ep_sync_grads' all-reduces). PREAMBLE (e.g.
-# "#define CHEAT_REFERENCES_ONLY") goes first.
-make_cheat() {
-    local dir=$1 pre=${2:-} lab file more
-    for lab in 02_ddp:ddp.c 03_zero:zero.c 04_tensor_parallel:tensor_parallel.c \
-               05_activation_memory:activation_memory.c 06_pipeline:pipeline.c \
-               07_context_parallel:ring_attention.c 08_moe:expert_parallel.c; do
-        file=${lab#*:}
-        lab=${lab%%:*}
-        more=
-        [ "$lab" = 05_activation_memory ] && more='#include "model.h"
-#include "kernels.h"
-#define block_forward(...) ((void)0)
-#define attention_probs_forward(att, qkv, B, T, C, NH) set_zero(att, (size_t)(B) * (NH) * (T) * (T))'
-        mkdir -p "$dir"
-        cp -r "$ROOT/solutions/$lab" "$dir/"
-        sed "s|@ROOT@|$ROOT|" "$ROOT/tests/grader_cheat.h" > "$dir/$lab/grader_cheat.h"
-        { printf '%s\n#include "grader_cheat.h"\n%s\n' "$pre" "$more"; cat "$ROOT/solutions/$lab/$file"; } \
-            > "$dir/$lab/$file"
-    done
-}
-
-# every case line of report $1 scores 0
-all_zero() {
-    local cases
-    cases=$(case_rows "$1" | grep -cE '^0[2-8]_')
-    [ "$cases" -gt 0 ]
-    [ "$(case_rows "$1" | grep -cE '^0[2-8]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
-    [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
-}
-
-@test "grader: a cheat copying the solution's run or the references scores zero on every hidden case" {
-    require_solution 02 03 04 05 06 07 08
-    make_cheat "$BATS_TEST_TMPDIR/src"
-    make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
-    for lab in 02 03 04 05 06 07 08; do
-        for variant in src src-ref; do
-            run t 600 $GRADE --lab $lab --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
-                --out "$BATS_TEST_TMPDIR/h-$lab-$variant"
-            echo "$output"
-            [ "$status" -eq 0 ]
-            all_zero "$BATS_TEST_TMPDIR/h-$lab-$variant/report.txt"
-        done
-        # without --hidden there is no solution's run to copy
-        run t 600 $GRADE --lab $lab --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/n-$lab"
-        echo "$output"
-        [ "$status" -eq 0 ]
-        all_zero "$BATS_TEST_TMPDIR/n-$lab/report.txt"
-    done
-    # as root the student's code is isolated; in a mount namespace the cheat
-    # found nothing at all to copy
-    if [ "$(id -u)" -eq 0 ]; then
-        [[ "$output" == *"grade: isolation on:"* || "$output" == *"grade: isolation partial:"* ]]
-    fi
-    if [[ "$output" == *"grade: isolation on:"* ]]; then
-        ! grep -h "cheat: copied" "$BATS_TEST_TMPDIR"/h-*/*/*/log.txt "$BATS_TEST_TMPDIR"/n-*/*/*/log.txt
-        grep -q "cheat: found no run to copy" "$BATS_TEST_TMPDIR/h-03-src-ref/03_zero/ZeRO-1__2_ranks/log.txt"
-    fi
-}
-
-@test "grader: isolation says what it does, and the partial level gives back the modes it took" {
-    require_solution 02
-    [ "$(id -u)" -eq 0 ] || skip "isolation needs root"
-    make_cheat "$BATS_TEST_TMPDIR/src"
-    mode_before=$(stat -c %a "$ROOT" "$ROOT/solutions")
-    run t 300 $GRADE --lab 02 --case "naive" --hidden --hidden-seed 3 --isolation permissions \
-        --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/p"
-    echo "$output"
-    [ "$status" -eq 0 ]
-    [[ "$output" == *"grade: isolation partial: "* ]]
-    [ "$(stat -c %a "$ROOT" "$ROOT/solutions")" = "$mode_before" ]
-    all_zero "$BATS_TEST_TMPDIR/p/report.txt"
-    run t 120 $GRADE --lab 00 --case "gradcheck layernorm" --isolation off --src "$ROOT/solutions" \
-        --out "$BATS_TEST_TMPDIR/o"
-    [ "$status" -eq 0 ]
-    [ "$(printf '%s\n' "$output" | grep -c '^grade: isolation off: --isolation off$')" -eq 1 ]
-    # a daemon a student's program leaves behind (out of its process group)
-    # does not outlive the case: every process of the case's uid is killed
-    local src="$BATS_TEST_TMPDIR/daemon" secs
-    for level in permissions auto; do
-        secs="600.$RANDOM$RANDOM"
-        rm -rf "$src" && mkdir -p "$src" && cp -r "$ROOT/solutions/00_single_device" "$src/"
-        cat >> "$src/00_single_device/backprop.c" <<EOF
-#include <unistd.h>
-__attribute__((constructor)) static void leave_a_daemon(void) {
-    if (fork() == 0) {
-        setsid();
-        if (fork() == 0) execl("/bin/sleep", "sleep", "$secs", (char *)0);
-        _exit(0);
-    }
-}
-EOF
-        run t 300 $GRADE --lab 00 --case "gradcheck layernorm" --isolation $level --src "$src" \
-            --out "$BATS_TEST_TMPDIR/d"
-        echo "$output"
-        [ "$status" -eq 0 ]
-        [[ "$output" == *"gradcheck layernorm"*" 3/3 "* ]]
-        ! pgrep -f "sleep $secs"
     done
 }
 

@@ -186,3 +186,13 @@ follows_base() {
 is_png() {
     [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && [ "$(wc -c < "$1")" -gt 1000 ]
 }
+
+# ---- the grader (tests/grader*.bats, tests/handout.bats) ------------------
+GRADE="python3 $ROOT/grader/grade.py"
+
+# total_of FILE: "got/best" from the report's last line
+total_of() { sed -n 's/^total: //p' "$1"; }
+
+# case_rows FILE: the report's rows of cases, points then a reason (not the
+# totals under them: "02_ddp: 12/12", "02_ddp extension: 3/3")
+case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }

@@ -5,21 +5,20 @@
 # line "N passed, N failed, N skipped". Exit status 0 only when nothing
 # failed and every planned test reported.
 #
-# Files run in TEST_JOBS lanes at once (default 2): much of a test's time
+# Files run in TEST_JOBS lanes at once (default 3): much of a test's time
 # is mpirun starting, ranks waiting for each other and the grader's
-# bookkeeping, so two files share two cores well. Each lane takes the next
-# file of one queue. Files that must have the machine to themselves run
-# after the lanes, one at a time: ALONE below (time-sensitive checks, or
-# processes found by name machine-wide). The grader's suites share one
-# lane (GROUPED): its sandbox picks free uids, which two graders at once
-# could both pick.
+# bookkeeping (the grader alone leaves half of two cores idle), so lanes
+# share the cores well. Each lane takes the next file of one queue, the
+# longest first (FIRST). Files that must have the machine to themselves
+# run after the lanes, one at a time: ALONE below (checks of timing, or of
+# processes machine-wide).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ALONE=" tests/cluster.bats tests/failsafe.bats tests/checkpoint.bats "
-GROUPED="tests/grader.bats tests/handout.bats"
-jobs=${TEST_JOBS:-2}
+FIRST=" tests/grader.bats tests/grader_cheat.bats tests/slides.bats tests/sanitize.bats "
+jobs=${TEST_JOBS:-3}
 [[ "$jobs" =~ ^[1-9][0-9]?$ ]] || { echo "run.sh: TEST_JOBS must be 1-99, got '$jobs'" >&2; exit 2; }
 # Each program inside the suites runs under its own timeout; this one only
 # guards against a suite that hangs outside them (the whole run's budget).
@@ -28,16 +27,15 @@ start=$(date +%s.%N)
 
 files=("$@")
 [ ${#files[@]} -gt 0 ] || files=(tests/*.bats)
-# the queue: the grader's group first (the longest), then the others; one
-# line a lane's turn
-queue=() alone=() group=()
+# the queue, one file a line: the longest first, then the others
+queue=() alone=() first=()
 for f in "${files[@]}"; do
     if [[ "$ALONE" == *" $f "* ]]; then alone+=("$f")
-    elif [[ " $GROUPED " == *" $f "* ]]; then group+=("$f")
+    elif [[ "$FIRST" == *" $f "* ]]; then first+=("$f")
     else queue+=("$f")
     fi
 done
-{ [ ${#group[@]} -eq 0 ] || echo "${group[*]}"; printf '%s\n' "${queue[@]}"; } | sed '/^$/d' > "$work/queue"
+printf '%s\n' "${first[@]}" "${queue[@]}" | sed '/^$/d' > "$work/queue"
 
 elapsed() { awk -v s="$start" -v now="$(date +%s.%N)" 'BEGIN { printf "%.0f", now - s }'; }
 
@@ -58,11 +56,11 @@ run_file() {
 
 # lane: files from the queue until it is empty
 lane() {
-    local item f
+    local f
     while :; do
-        item=$(flock "$work/take" sh -c 'head -n 1 "$1"; sed -i 1d "$1"' _ "$work/queue")
-        [ -n "$item" ] || return 0
-        for f in $item; do run_file "$f"; done
+        f=$(flock "$work/take" sh -c 'head -n 1 "$1"; sed -i 1d "$1"' _ "$work/queue")
+        [ -n "$f" ] || return 0
+        run_file "$f"
     done
 }
 
