@@ -208,6 +208,19 @@ $(BUILD)/%.o: %.c $(BUILD)/flavor
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+# A lab's objects (the student's and the solution's) talk to other ranks
+# through comm.h's counted calls only: an object that calls MPI, NCCL or the
+# kit's uncounted calls is refused and removed (the grader does the same)
+define compile_lab
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	@bash scripts/lab_symbols.sh $@ || { rm -f $@; exit 1; }
+endef
+$(BUILD)/labs/%.o: labs/%.c $(BUILD)/flavor
+	$(compile_lab)
+$(BUILD)/solutions/%.o: solutions/%.c $(BUILD)/flavor
+	$(compile_lab)
+
 $(LIBCOMMON): $(COMMON_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

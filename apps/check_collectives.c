@@ -308,7 +308,7 @@ static uint64_t bytes_sent(const Case *k) {
     const Comm *groups[3] = {k->c, k->node, k->across};
     uint64_t sent = 0;
     for (int g = 0; g < 3; g++)
-        if (groups[g]) sent += groups[g]->stats[OP_SEND].bytes + groups[g]->stats[OP_SENDRECV].bytes;
+        if (groups[g]) sent += comm_op_stats(groups[g], OP_SEND).bytes + comm_op_stats(groups[g], OP_SENDRECV).bytes;
     return sent;
 }
 

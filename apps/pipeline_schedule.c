@@ -153,7 +153,8 @@ int main(int argc, char **argv) {
         USER_ERROR("--out %s: %s", out, why);
 
     Schedule *s = schedule_by_name(name, p, m, v);
-    /* the extension is checked against 1F1B's compute order */
+    /* the extension is compared with the student's own 1F1B (the grader
+     * compares both with the reference's) */
     Schedule *reference = strcmp(name, "1f1b-unbatched") == 0 ? schedule_1f1b(p, m) : NULL;
     const int bad = pipe_generated_problem(s, name, p, m, v, reference, why, sizeof why);
     schedule_free(reference);

@@ -239,7 +239,7 @@ int main(int argc, char **argv) {
     if (schedule && pipe_generated_problem(schedule, p.schedule, pp, m, v, NULL, why, sizeof why))
         die_at(__FILE__, __LINE__, "%s (p %d, m %d, v %d)", why, pp, m, v);
     const PipeStageOps stage_ops = {pipeline_forward, pipeline_backward, pipeline_backward_input,
-                                    pipeline_backward_weight, 1};
+                                    pipeline_backward_weight, 1, "pipeline_"};
 
     const int rows = train_micro_batch_rows(&o, dp->size);
     MemLayout ml = {.zero_stage = p.zero, .ranks = groups.zero->size, .rows = rows,

@@ -63,7 +63,8 @@ static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm 
                           int overlapped) {
     if (l->ep == 1) {  /* every expert here: the MoE blocks exchange nothing */
         printf("train_moe: ep 1: no EP all-to-alls (%llu calls)\n",
-               (unsigned long long)(ep->stats[OP_ALLTOALL].calls + ep->stats[OP_ALLTOALLV].calls));
+               (unsigned long long)(comm_op_stats(ep, OP_ALLTOALL).calls +
+                                     comm_op_stats(ep, OP_ALLTOALLV).calls));
         return;
     }
     const size_t blocks = (size_t)gpt_num_moe_blocks(&o->model);
@@ -73,35 +74,35 @@ static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm 
     moe_shape_init(&s, rows * o->seq, o->seq, c->n_embd, c->n_experts, c->top_k,
                    c->capacity_factor, c->aux_loss_coef);
     moe_shape_set_ep(&s, l->ep);
-    const CommOpStats *counts = &ep->stats[OP_ALLTOALL], *moved = &ep->stats[OP_ALLTOALLV];
+    const CommOpStats counts = comm_op_stats(ep, OP_ALLTOALL), moved = comm_op_stats(ep, OP_ALLTOALLV);
     const size_t count_calls = blocks * passes, count_bytes = count_calls * c->n_experts * 4;
     const size_t row_bound = blocks * (passes + backwards) * 4 * (size_t)c->n_embd *
                              (s.A_max + s.R_max);
     printf("train_moe: EP counts all-to-alls on rank 0, predicted vs measured: %zu calls %zu "
            "bytes vs %llu calls %llu bytes  %s\n", count_calls, count_bytes,
-           (unsigned long long)counts->calls, (unsigned long long)counts->bytes,
-           counts->calls == count_calls && counts->bytes == count_bytes ? "ok" : "DIFFERENT");
+           (unsigned long long)counts.calls, (unsigned long long)counts.bytes,
+           counts.calls == count_calls && counts.bytes == count_bytes ? "ok" : "DIFFERENT");
     if (overlapped) {
         const size_t row_calls = 2 * blocks * backwards;
         const size_t messages = 2 * (size_t)(l->ep - 1) * blocks * passes;
-        const CommOpStats *sent = &ep->stats[OP_SEND], *received = &ep->stats[OP_RECV];
-        const unsigned long long bytes = moved->bytes + sent->bytes;
+        const CommOpStats sent = comm_op_stats(ep, OP_SEND), received = comm_op_stats(ep, OP_RECV);
+        const unsigned long long bytes = moved.bytes + sent.bytes;
         printf("train_moe: EP rows on rank 0 (overlapped forward): %zu all-to-all-v's, %zu sends, "
                "%zu receives, at most %zu bytes (A_max %d + R_max %d rows a pass) vs %llu, %llu, "
                "%llu, %llu bytes (%.0f per step)  %s\n", row_calls, messages, messages, row_bound,
-               s.A_max, s.R_max, (unsigned long long)moved->calls,
-               (unsigned long long)sent->calls, (unsigned long long)received->calls, bytes,
+               s.A_max, s.R_max, (unsigned long long)moved.calls,
+               (unsigned long long)sent.calls, (unsigned long long)received.calls, bytes,
                (double)bytes / train_steps_run(o),
-               moved->calls == row_calls && sent->calls == messages &&
-               received->calls == messages && bytes <= row_bound ? "ok" : "DIFFERENT");
+               moved.calls == row_calls && sent.calls == messages &&
+               received.calls == messages && bytes <= row_bound ? "ok" : "DIFFERENT");
         return;
     }
     const size_t row_calls = 2 * blocks * (passes + backwards);
     printf("train_moe: EP row all-to-all-v's on rank 0: %zu calls, at most %zu bytes (A_max %d + "
            "R_max %d rows a pass) vs %llu calls %llu bytes (%.0f per step)  %s\n", row_calls,
-           row_bound, s.A_max, s.R_max, (unsigned long long)moved->calls,
-           (unsigned long long)moved->bytes, (double)moved->bytes / train_steps_run(o),
-           moved->calls == row_calls && moved->bytes <= row_bound ? "ok" : "DIFFERENT");
+           row_bound, s.A_max, s.R_max, (unsigned long long)moved.calls,
+           (unsigned long long)moved.bytes, (double)moved.bytes / train_steps_run(o),
+           moved.calls == row_calls && moved.bytes <= row_bound ? "ok" : "DIFFERENT");
 }
 
 int main(int argc, char **argv) {

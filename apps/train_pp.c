@@ -10,7 +10,6 @@
  *   mpirun -np 4 train_pp --pp 2 --tp 2 --schedule interleaved --chunks 2 --micro-batches 4
  * Mesh (mesh.h): TP innermost, then DP, then PP. */
 #include <stdio.h>
-#include <string.h>
 
 #include "check.h"
 #include "cli.h"
@@ -93,14 +92,11 @@ int main(int argc, char **argv) {
     layout.embed_group = mesh_pipeline_ends(mesh);
 
     Schedule *schedule = schedule_by_name(popt.schedule, pp, m, v);
-    Schedule *reference = strcmp(popt.schedule, "1f1b-unbatched") == 0 ? schedule_1f1b(pp, m)
-                                                                          : NULL;
     char why[512];
-    if (pipe_generated_problem(schedule, popt.schedule, pp, m, v, reference, why, sizeof why))
+    if (pipe_generated_problem(schedule, popt.schedule, pp, m, v, NULL, why, sizeof why))
         die_at(__FILE__, __LINE__, "%s (p %d, m %d, v %d)", why, pp, m, v);
-    schedule_free(reference);
     const PipeStageOps stage_ops = {pipeline_forward, pipeline_backward, pipeline_backward_input,
-                                    pipeline_backward_weight, 1};
+                                    pipeline_backward_weight, 1, "pipeline_"};
 
     const int rows = train_micro_batch_rows(&o, dp->size);
     MemLayout ml = {.ranks = dp->size, .rows = rows, .seq = o.seq, .tp = tp > 1 ? tp : 0,

@@ -14,7 +14,24 @@
 #endif
 
 static Comm *g_world;
-static Comm *g_registered;  /* every live Comm, newest first */
+
+/* What the kit counts of a group, kept here out of the reach of lab code
+ * (any file that includes comm.h reads and writes a Comm's fields): calls,
+ * bytes and seconds per op, and whether the group is the kit's own
+ * bookkeeping (comm_set_untraced). One per live Comm, newest first. */
+typedef struct CommBook {
+    Comm *comm;
+    CommOpStats stats[OP_NUM];
+    int untraced;
+    struct CommBook *next;
+} CommBook;
+static CommBook *g_books;
+
+static CommBook *book_of(const Comm *c) {
+    for (CommBook *b = g_books; b; b = b->next)
+        if (b->comm == c) return b;
+    die_at(__FILE__, __LINE__, "a communicator the kit did not make (comm_split, comm_init)");
+}
 
 void mpi_die_at(const char *file, int line, const char *call, int rc) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -80,8 +97,11 @@ static Comm *comm_new(MPI_Comm mpi, const char *name) {
         MPI_CHECK(MPI_Group_translate_ranks(group, 1, &r, world, &c->world_ranks[r]));
     MPI_CHECK(MPI_Group_free(&group));
     MPI_CHECK(MPI_Group_free(&world));
-    c->next_registered = g_registered;
-    g_registered = c;
+    CommBook *b = calloc(1, sizeof *b);
+    CHECK(b, "out of memory for a communicator");
+    b->comm = c;
+    b->next = g_books;
+    g_books = b;
     return c;
 }
 
@@ -113,7 +133,7 @@ Comm *comm_world(void) {
 
 void comm_finalize(void) {
     watchdog_stop();
-    while (g_registered) comm_free(g_registered);
+    while (g_books) comm_free(g_books->comm);
     g_world = NULL;
     /* from here on errors end this process only: MPI_Abort is not allowed
      * after MPI_Finalize */
@@ -152,9 +172,11 @@ void comm_free(Comm *c) {
 #ifdef KIT_CUDA
     if (c->nccl) comm_nccl_detach(c);
 #endif
-    for (Comm **p = &g_registered; *p; p = &(*p)->next_registered)
-        if (*p == c) {
-            *p = c->next_registered;
+    for (CommBook **p = &g_books; *p; p = &(*p)->next)
+        if ((*p)->comm == c) {
+            CommBook *b = *p;
+            *p = b->next;
+            free(b);
             break;
         }
     if (c->scratch) mem_free(c->scratch);
@@ -164,14 +186,22 @@ void comm_free(Comm *c) {
 }
 
 void comm_record(Comm *c, CommOp op, size_t bytes, double t_start, double t_end) {
-    if (c->untraced) return;
-    c->stats[op].calls++;
-    c->stats[op].bytes += bytes;
-    c->stats[op].seconds += t_end - t_start;
+    CommBook *b = book_of(c);
+    if (b->untraced) return;
+    b->stats[op].calls++;
+    b->stats[op].bytes += bytes;
+    b->stats[op].seconds += t_end - t_start;
     trace_event("comm", g_op_names[op], c->name, t_start, t_end, bytes);
 }
 
-void comm_reset_stats(Comm *c) { memset(c->stats, 0, sizeof c->stats); }
+CommOpStats comm_op_stats(const Comm *c, CommOp op) { return book_of(c)->stats[op]; }
+
+void comm_reset_stats(Comm *c) {
+    CommBook *b = book_of(c);
+    memset(b->stats, 0, sizeof b->stats);
+}
+
+void comm_set_untraced(Comm *c) { book_of(c)->untraced = 1; }
 
 /* The group's one scratch buffer belongs to one in-place reduce-scatter at a
  * time: a second one in flight would share it, and growing it would free
@@ -459,10 +489,11 @@ void comm_allgather(Comm *c, const void *send, void *recv, size_t n, CommDtype d
 }
 
 void comm_allgather_untraced(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype) {
-    const int untraced = c->untraced;
-    c->untraced = 1;
+    CommBook *b = book_of(c);
+    const int untraced = b->untraced;
+    b->untraced = 1;
     comm_allgather(c, send, recv, n, dtype);
-    c->untraced = untraced;
+    b->untraced = untraced;
 }
 
 void comm_broadcast(Comm *c, void *buf, size_t n, CommDtype dtype, int root) {
@@ -648,12 +679,13 @@ void comm_write_csv(const char *path) {
     mine[0] = '\0';
     /* oldest group first (the world), so rows come in creation order */
     int ngroups = 0;
-    for (Comm *c = g_registered; c; c = c->next_registered) ngroups++;
+    for (CommBook *b = g_books; b; b = b->next) ngroups++;
     for (int k = ngroups - 1; k >= 0; k--) {
-        Comm *c = g_registered;
-        for (int i = 0; i < k; i++) c = c->next_registered;
+        CommBook *b = g_books;
+        for (int i = 0; i < k; i++) b = b->next;
+        const Comm *c = b->comm;
         for (int op = 0; op < OP_NUM; op++) {
-            const CommOpStats *s = &c->stats[op];
+            const CommOpStats *s = &b->stats[op];
             if (!s->calls) continue;
             if (cap - len < 256) {
                 cap *= 2;

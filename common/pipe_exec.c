@@ -226,6 +226,15 @@ static void free_sent_grads(PipeRank *x) {
 static const char *const g_compute_names[] = {"forward", "backward", "backward-input",
                                               "backward-weight"};
 
+/* B and W read their micro-batch's activations last (PipeStageOps) */
+static void kept_after_last_read(const PipeStageOps *ops, const PipeSlot *sl, const PipeOp *op,
+                                 const char *what) {
+    if (sl->acts)
+        die_at(__FILE__, __LINE__, "%s%s returned with the activations of micro-batch %d on "
+               "chunk %d still held: it reads them last, so it gives them back "
+               "(pipe_acts_release)", ops->names, what, op->micro, op->chunk);
+}
+
 static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeStageOps *ops,
                     int last_backward, void (*before_backward)(void *ctx, int last),
                     void *bb_ctx) {
@@ -259,6 +268,7 @@ static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeS
             op->kind == PIPE_BACKWARD ? ops->backward : ops->backward_input;
         CHECK(fn, "this program's pipeline has no split backward (backward-input)");
         fn(x, op->micro, op->chunk);
+        if (op->kind == PIPE_BACKWARD) kept_after_last_read(ops, sl, op, "backward");
         if (sl->grad_out) {
             mem_free(sl->grad_out);
             sl->grad_out = NULL;
@@ -272,6 +282,7 @@ static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeS
         CHECK(ops->backward_weight, "this program's pipeline has no split backward "
               "(backward-weight)");
         ops->backward_weight(x, op->micro, op->chunk);
+        kept_after_last_read(ops, sl, op, "backward_weight");
     }
     /* a pipeline's timeline: every compute op, labelled (F3, B3.1); the
      * loop's own draws its backward bars per unit (train.c) */
@@ -370,7 +381,7 @@ static void plain_backward(PipeRank *x, int micro, int chunk) {
     pipe_acts_release(x, micro, chunk);
 }
 
-const PipeStageOps pipe_plain_ops = {plain_forward, plain_backward, NULL, NULL, 0};
+const PipeStageOps pipe_plain_ops = {plain_forward, plain_backward, NULL, NULL, 0, "plain_"};
 
 Schedule *pipe_schedule_trivial(int m) {
     Schedule *s = schedule_create(1, m, 1);

@@ -53,13 +53,19 @@ typedef struct Comm Comm;
  * dloss_scaled: whether backward weights each micro-batch's loss by 1/m
  * (the pipeline's way, Megatron-LM's), so that the step's gradients are
  * final when the schedule ends; 0: each backward is of its own mean loss
- * and the model states divide the sum by m (the loop's own, labs 00-05). */
+ * and the model states divide the sum by m (the loop's own, labs 00-05).
+ * names: the functions' common prefix, for the executor's errors
+ * ("pipeline_": "pipeline_backward_weight returned with ...").
+ * B and W read their micro-batch's activations last: each gives them back
+ * (pipe_acts_release) before it returns, else the executor stops with an
+ * error naming the op. */
 typedef struct PipeStageOps {
     void (*forward)(PipeRank *x, int micro, int chunk);
     void (*backward)(PipeRank *x, int micro, int chunk);
     void (*backward_input)(PipeRank *x, int micro, int chunk);
     void (*backward_weight)(PipeRank *x, int micro, int chunk);
     int dloss_scaled;
+    const char *names;
 } PipeStageOps;
 
 /* Fills a micro-batch's token ids (inputs and targets, on a stage that

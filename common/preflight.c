@@ -188,11 +188,11 @@ void preflight_run(const TrainOptions *o, const MemLayout *layout, Comm *world) 
     } else {
         /* the checks' own messages stay out of comm.csv and the trace */
         Comm *all = comm_split(world, 0, world->rank, "preflight");
-        all->untraced = 1;
+        comm_set_untraced(all);
         Comm *node = comm_split_node(all, "node");
-        node->untraced = 1;
+        comm_set_untraced(node);
         Comm *same = comm_split(node, device_color(), node->rank, "memory");
-        same->untraced = 1;
+        comm_set_untraced(same);
         mine.sharing = same->size;
         MemoryShare *shares = malloc((size_t)all->size * sizeof *shares);
         CHECK(shares, "out of memory");

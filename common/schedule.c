@@ -719,12 +719,14 @@ int pipe_generated_problem(const Schedule *s, const char *name, int p, int m, in
             if (s->rank[r].ops[i].batched)
                 return fail(why, n, "1f1b-unbatched holds a batch (rank %d, op %d): every message "
                             "must be a lone op", r, i);
-    CHECK(one_f_one_b && one_f_one_b->ranks == p && one_f_one_b->micro_batches == m,
-          "1f1b-unbatched is checked against the 1F1B schedule of the same p and m");
+    if (!one_f_one_b) return 0;
+    CHECK(one_f_one_b->ranks == p && one_f_one_b->micro_batches == m,
+          "1f1b-unbatched is compared with a 1F1B schedule of the same p and m");
     for (int r = 0; r < p; r++)
         if (!same_compute_order(&s->rank[r], &one_f_one_b->rank[r]))
-            return fail(why, n, "1f1b-unbatched: rank %d's forwards and backwards are not in "
-                        "1F1B's order", r);
+            return fail(why, n, "1f1b-unbatched: rank %d's forwards and backwards are not in the "
+                        "order of your schedule_1f1b's (if that one is right, this one is not)",
+                        r);
     return 0;
 }
 

@@ -295,10 +295,12 @@ int pipe_schedule_problem(const char *name, int p, int m, int v, char *why, size
 /* What a program checks of a generator's schedule s, made for the name, p,
  * m and v asked: 0 when it is one (not NULL, of that size, valid:
  * schedule_validate) and, for "1f1b-unbatched", the lab's extension,
- * holds no batch and runs the compute ops of one_f_one_b (the 1F1B
- * schedule of the same p and m) in the same order on every rank; else -1
- * with the reason in why. one_f_one_b is read for "1f1b-unbatched" only
- * (may be NULL otherwise). */
+ * holds no batch and, when one_f_one_b is given (the student's own 1F1B of
+ * the same p and m: pipeline_schedule's self-check), runs its compute ops
+ * in the same order on every rank; else -1 with the reason in why.
+ * Trainers pass NULL: the grader compares every schedule's compute order
+ * with the reference's (grader/compare.py, check_schedule), never with
+ * the student's own. */
 int pipe_generated_problem(const Schedule *s, const char *name, int p, int m, int v,
                            const Schedule *one_f_one_b, char *why, size_t n);
 

@@ -317,16 +317,16 @@ double train_print_traffic(const char *program, const char *what, const TrainOpt
                              r->per_step.calls * steps;
         const size_t bytes = r->per_forward.bytes * passes + r->per_backward.bytes * backwards +
                              r->per_step.bytes * steps;
-        const CommOpStats *s = &group->stats[r->op];
-        wire += r->wire * (double)s->bytes;
-        if (calls == 0 && s->calls == 0) continue;
+        const CommOpStats s = comm_op_stats(group, r->op);
+        wire += r->wire * (double)s.bytes;
+        if (calls == 0 && s.calls == 0) continue;
         printf("%s: %s %s per rank, predicted vs measured: per forward %zu calls %zu bytes, "
                "per backward %zu calls %zu bytes; run: %zu calls %zu bytes vs %llu calls %llu "
                "bytes  %s\n",
                program, what, r->name, r->per_forward.calls, r->per_forward.bytes,
                r->per_backward.calls, r->per_backward.bytes, calls, bytes,
-               (unsigned long long)s->calls, (unsigned long long)s->bytes,
-               s->calls == calls && s->bytes == bytes ? "ok" : "DIFFERENT");
+               (unsigned long long)s.calls, (unsigned long long)s.bytes,
+               s.calls == calls && s.bytes == bytes ? "ok" : "DIFFERENT");
     }
     return wire;
 }

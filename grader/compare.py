@@ -175,16 +175,32 @@ def check_memory(run, ref):
     return None
 
 
+class Zero(str):
+    """A check's reason that scores the whole case zero, not just the
+    check's share: the run did other work than the layout asks (another
+    kind of collective, on another group, or another compute order), so
+    whatever else agrees was reached some other way."""
+
+
 def check_comm(run, ref):
     """Calls and bytes per rank, group and operation, exactly (a row only
-    one side has counts as a difference)."""
+    one side has counts as a difference). An operation, on a group, that
+    one side runs and the other never does is a Zero: the design is not the
+    layout's (an all-gather where the lab's reduce-scatter belongs)."""
     cols = ["rank", "group", "op", "calls", "bytes"]
 
     def table(x):
         return {(r["rank"], r["group"], r["op"]): (r["calls"], r["bytes"])
-                for r in read_csv(as_outputs(x), cols, "comm.csv")}
+                for r in read_csv(as_outputs(x), cols, "comm.csv") if r["calls"] != "0"}
 
     got, ref = table(run), table(ref)
+    for key in sorted(set(got) ^ set(ref), key=lambda k: (int(k[0]), k[1], k[2])):
+        rank, group, op = key
+        if key in got:
+            return Zero(f"rank {rank} runs {op} on group {group} ({got[key][0]} calls), which the "
+                        f"reference never does there: the layout's collectives are other ones")
+        return Zero(f"rank {rank} never runs {op} on group {group}, the reference {ref[key][0]} "
+                    f"times: the layout's collectives are other ones")
     for key in sorted(set(got) | set(ref)):
         g, r = got.get(key, ("0", "0")), ref.get(key, ("0", "0"))
         if g != r:
@@ -298,24 +314,79 @@ def check_overlap(run, ref):
     return None
 
 
+COMPUTE_KINDS = ("forward", "backward", "backward-input", "backward-weight")
+
+
+def compute_orders(outputs):
+    """{rank: [F0, F1, B0, ...]}: each rank's compute ops in its schedule's
+    order (messages and batches left out), from schedule.csv (a
+    reference's summary) or from pipeline.csv (the schedule the run
+    executed, common/schedule.h's labels)."""
+    if outputs.data("schedule.csv") is not None:
+        return {r["rank"]: r["order"].split()
+                for r in read_csv(outputs, ["rank", "order"], "schedule.csv")}
+    rows = read_csv(outputs, ["rank", "index", "label", "kind"], "pipeline.csv")
+    key = lambda r: (int(number(r["rank"], "pipeline.csv rank")),
+                     int(number(r["index"], "pipeline.csv index")))
+    orders = {}
+    for r in sorted(rows, key=key):
+        orders.setdefault(r["rank"], [])
+        if r["kind"] in COMPUTE_KINDS:
+            orders[r["rank"]].append(r["label"])
+    return orders
+
+
+def schedule_summary(outputs):
+    """schedule.csv, what a reference keeps of pipeline.csv."""
+    lines = ["rank,order"]
+    for rank, order in sorted(compute_orders(outputs).items(), key=lambda x: int(x[0])):
+        lines.append(f"{rank},{' '.join(order)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def check_schedule(run, ref):
+    """Every rank runs its forwards and backwards (B, or I and W) in the
+    reference schedule's order, whatever its messages. A Zero when not:
+    another schedule (GPipe's order for 1F1B, B for ZB-H1's split) can
+    train to the same losses, and the schedule is what the lab grades."""
+    got, want = compute_orders(as_outputs(run)), compute_orders(as_outputs(ref))
+    if len(got) != len(want):
+        return Zero(f"pipeline.csv has {len(got)} ranks, the reference {len(want)}")
+    for rank in sorted(want, key=int):
+        g, w = got.get(rank, []), want[rank]
+        for i, (a, b) in enumerate(zip(g + ["(end)"] * len(w), w + ["(end)"] * len(g))):
+            if a != b:
+                start = max(0, i - 3)
+                return Zero(f"rank {rank}'s compute op {i + 1} is {a}, the reference schedule's "
+                            f"is {b} (its order there: {' '.join(w[start:i + 4])} ...): the "
+                            "schedule is another one")
+    return None
+
+
 CHECKS = {"loss": check_losses, "memory": check_memory, "comm": check_comm,
           "consistency": check_consistency, "overlap": check_overlap,
-          "placement": check_placement}
-# the file each check reads from a run
+          "placement": check_placement, "schedule": check_schedule}
+# the file each check reads from a run, and the summary a reference keeps
+# instead where the file is large
 FILES = {"loss": "metrics.csv", "memory": "memory.csv", "comm": "comm.csv",
-         "consistency": "params_checksum.csv", "overlap": "trace.csv", "placement": "mesh.csv"}
+         "consistency": "params_checksum.csv", "overlap": "trace.csv", "placement": "mesh.csv",
+         "schedule": "pipeline.csv"}
+SUMMARIES = {"overlap": ("overlap.csv", overlap_summary),
+             "schedule": ("schedule.csv", schedule_summary)}
 
 
 def has_reference(check, outputs):
     """Whether a reference holds what check compares with."""
-    names = [FILES[check]] + (["overlap.csv"] if check == "overlap" else [])
+    names = [FILES[check]] + ([SUMMARIES[check][0]] if check in SUMMARIES else [])
     return any(outputs.data(n) is not None for n in names)
 
 
 def reference_files(check, outputs):
     """{name: bytes} that a committed reference keeps for check: the run's
-    file, or for overlap its summary (trace.csv is large and mostly times)."""
-    if check == "overlap":
-        return {"overlap.csv": overlap_summary(outputs)}
+    file, or its summary (trace.csv is large and mostly times; pipeline.csv
+    holds times too)."""
+    if check in SUMMARIES:
+        name, summary = SUMMARIES[check]
+        return {name: summary(outputs)}
     data = outputs.data(FILES[check])
     return {FILES[check]: data if data is not None else b""}

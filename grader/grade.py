@@ -31,6 +31,7 @@ import argparse
 import glob
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -231,6 +232,27 @@ def draw_case(case, rng):
     return Draw(ranks, args, "[" + " ".join(shown) + "]", chosen)
 
 
+# the degrees a case's name may state ("pp 2", "m 4"), by the flag that sets them
+NAMED_DEGREES = {"--pp": "pp", "--tp": "tp", "--cp": "cp", "--ep": "ep", "--micro-batches": "m"}
+
+
+def shown_name(case, draw):
+    """The case's name as the draw ran it, then the draw: a rank count
+    ("4 ranks"), degree ("pp 2", "m 4") or chunk count ("2 chunks") the
+    name states is the drawn one."""
+    if not draw.label:
+        return case.name
+    name = case.name
+    if case.hidden.ranks:
+        name = re.sub(r"\b\d+ ranks\b", f"{draw.ranks} ranks", name)
+    for flag, word in NAMED_DEGREES.items():
+        if flag in draw.flags:
+            name = re.sub(rf"\b{word} \d+\b", f"{word} {draw.flags[flag]}", name)
+    if "--chunks" in draw.flags:
+        name = re.sub(r"\b\d+ chunks\b", f"{draw.flags['--chunks']} chunks", name)
+    return name + " " + draw.label
+
+
 def case_argvs(case, draw, programs, out_dir):
     """The commands of a case's run, in order: its before run's (with the
     drawn flags), then its own."""
@@ -404,7 +426,9 @@ def score_train(case, run, ref, result):
     """Each check scores its share; when the losses differ, the others do
     not: memory, bytes and parameters that agree with the reference's mean
     nothing for a run that computes something else (a program that skips
-    its communication uses the right memory)."""
+    its communication uses the right memory). A check whose reason is a
+    compare.Zero (another kind of collective or group, another schedule)
+    scores the whole case zero: the layout's work is the grade."""
     outcome = {}
     for check in case.checks:
         if not compare.has_reference(check, ref):
@@ -416,17 +440,21 @@ def score_train(case, run, ref, result):
         except compare.BadOutput as e:
             outcome[check] = str(e)
     wrong_losses = outcome.get("loss") is not None and "loss" in outcome
+    other_work = [c for c in case.checks if isinstance(outcome[c], compare.Zero)]
     share = case.points / len(case.checks)
     unscored = []
     for check in case.checks:
         if outcome[check] is not None:
             result.reasons.append(f"{check}: {outcome[check]}")
-        elif wrong_losses:
+        elif wrong_losses or other_work:
             unscored.append(check)
         else:
             result.points += share
     if unscored:
-        result.reasons.append(f"{', '.join(unscored)}: not scored while the losses differ")
+        why = ("the losses differ" if wrong_losses else
+               f"{' and '.join(other_work)} show{'s' if len(other_work) == 1 else ''} other work "
+               "than the layout's")
+        result.reasons.append(f"{', '.join(unscored)}: not scored while {why}")
 
 
 def score_case(student, case, draw, programs, report_dir, ref):
@@ -434,7 +462,7 @@ def score_case(student, case, draw, programs, report_dir, ref):
     returns a reports.Result."""
     res = student.run(case, draw, programs, report_dir)
     failure = res.failure(case.timeout)
-    name = case.name + (" " + draw.label if draw.label else "")
+    name = shown_name(case, draw)
     result = reports.Result(name, 0.0, case.points, [], res.seconds, res.output,
                             extension=case.extension)
     if failure:

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAB_SYMBOLS = os.path.join("scripts", "lab_symbols.sh")   # relative to the kit
 EXIT_USER_ERROR = 2        # common/check.h
 EXIT_NOT_IMPLEMENTED = 3   # common/check.h
 EXIT_COMM_TIMEOUT = 4      # common/check.h: the communication watchdog ended the job
@@ -190,7 +191,7 @@ def kit_inputs(lab):
         d = os.path.join("labs", name)
         files += [os.path.join(d, f) for f in sorted(os.listdir(os.path.join(ROOT, d)))
                   if f.endswith(".h")]
-    return files + [os.path.join("build", "libcommon.a")] + list(lab.link)
+    return files + [os.path.join("build", "libcommon.a"), LAB_SYMBOLS] + list(lab.link)
 
 
 def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=None):
@@ -218,6 +219,11 @@ def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=Non
         res = run(wrap(cmd), timeout=300, cwd=kit, env=env, base_env=base_env)
         if res.status != 0:
             return None, "build failed: " + (first_line(res.output, "error") or res.output.strip()[:200])
+        # communication past the counted API (MPI, NCCL, the kit's uncounted calls)
+        res = run(wrap(["bash", LAB_SYMBOLS, obj]), timeout=60, cwd=kit, env=env, base_env=base_env)
+        if res.status != 0:
+            line = first_line(res.output, " calls ") or res.output.strip()[:200]
+            return None, "build refused: " + line.replace(out_dir + os.sep, "")
         objects.append(obj)
     programs = {}
     for prog in lab.programs:

@@ -144,11 +144,16 @@ across() {
                2x2_flat_over_hierarchical_predicted 2x2_flat_over_hierarchical_measured; do
         grep -qE "^$key=[0-9.]+$" <<<"$output"
     done
-    # the model: 4 x 1 is the same ring both ways; 2 x 2's hierarchical pays
-    # 2 inter-node alphas where the flat ring pays 6: at 1K it should win
+    # the model: 4 x 1 is the same ring both ways
     grep -qx "4x1_flat_over_hierarchical_predicted=1.00" <<<"$output"
-    awk -F, '$1 == "2x2" && $3 == 1024 { t[$2] = $4 } END { exit !(t["flat"] > 1.5 * t["hierarchical"]) }' \
-        "$out/predicted.csv"
+    # the 2x2 predictions at 1K follow the model from links.csv's fits (the
+    # figures themselves are timings: printed, not asserted)
+    awk -F, 'FNR == NR { a[$1] = $2; b[$1] = $3; next }
+             $1 == "2x2" && $3 == 1024 {
+                 want = $2 == "flat" ? 6 * (a["one-way"] + 256 * 1e-3 / b["one-way"]) \
+                                     : 2 * (a["intra"] + 512 * 1e-3 / b["intra"]) + 2 * (a["exchange"] + 512 * 1e-3 / b["exchange"])
+                 if ((want - $4) ^ 2 > (0.2 + 0.02 * want) ^ 2) bad = 1; n++ }
+             END { exit bad || n != 2 }' "$out/links.csv" "$out/predicted.csv"
     # every measured size of the four runs (7 sizes each), with a positive measured time
     [ "$(awk -F, 'NR > 1 && $5 > 0' "$out/predicted.csv" | wc -l)" -eq 28 ]
     [ "$(wc -l < "$out/links.csv")" -eq 4 ]

@@ -2,7 +2,8 @@
 # The autograder (grader/): solutions score full marks, untouched skeletons
 # score zero cleanly, planted bugs lose the points of the case they break,
 # and the reports are valid and agree with the terminal table.
-# (The cheats and the isolation: tests/grader_cheat.bats.)
+# (The planted bugs: tests/grader_planted.bats; the cheats and the
+# isolation: tests/grader_cheat.bats.)
 load helpers
 
 @test "grader: the solutions score full marks on every case, against the committed references" {
@@ -57,40 +58,6 @@ PY
     [ "$status" -eq 0 ]
 }
 
-# Apply each planted bug (grader/planted/NN-*.patch, with an "Expect: CASE |
-# REASON" line) to a scratch copy of the solutions and grade that one case.
-@test "grader: every planted bug loses the points of its case, with the expected reason" {
-    require_instructor "grader/planted/ is not in a handout"
-    local n=0
-    for patch in "$ROOT"/grader/planted/*.patch; do
-        lab=$(basename "$patch" | cut -c1-2)
-        labdir=$(basename "$ROOT"/solutions/"$lab"_*)
-        expect=$(sed -n 's/^Expect: //p' "$patch")
-        case_name=${expect% | *}
-        reason=${expect#* | }
-        src="$BATS_TEST_TMPDIR/src-$(basename "$patch" .patch)"
-        mkdir -p "$src"
-        cp -r "$ROOT/solutions/$labdir" "$src/"
-        patch -s -d "$src/$labdir" -p1 < "$patch"
-        # a hang is caught by the case's time limit: the shortest that still
-        # lets the rest of the case run (the others keep a quarter of theirs)
-        scale=0.25
-        [ "$reason" != "timed out" ] || scale=0.05
-        run t 300 $GRADE --lab "$lab" --src "$src" --case "$case_name" --timeout-scale $scale \
-            --out "$BATS_TEST_TMPDIR/out-$(basename "$patch" .patch)"
-        # an extension's case is named "extension: CASE" in the table
-        line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name +[0-9]")
-        echo "$(basename "$patch"): $line"
-        [ "$status" -eq 0 ]
-        [[ "$line" != *" ok" ]]
-        [[ "$line" == *"$reason"* ]] || { echo "expected reason: $reason"; return 1; }
-        # a timed-out or crashed case leaves no rank behind
-        ! pgrep -f "$BATS_TEST_TMPDIR/out-" > /dev/null
-        n=$((n + 1))
-    done
-    [ "$n" -ge 8 ]
-}
-
 @test "grader: --hidden compares live with the solutions on randomized cases" {
     require_instructor "grader/planted/ is not in a handout"
     run t 600 $GRADE --lab 00 --hidden --hidden-seed 7 --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
@@ -107,56 +74,6 @@ PY
     run t 600 $GRADE --lab 00 --hidden --hidden-seed 7 --src "$src" --case "train tiny" --out "$BATS_TEST_TMPDIR/g2"
     echo "$output"
     [[ "$output" == *"loss: "* ]]
-}
-
-# The bugs a fixed case on 2 ranks missed (a padded last shard, N instead
-# of K, a bucket shifted by one float), an overlap that never overlaps (DDP's
-# buckets, and lab 03's extension's reduce-scatters), lab 02's extension's
-# first bucket closing at the others' size, lab 04's embedding gradient
-# without the rank's vocabulary offset and its extension's target logits
-# left unsummed (rank 0's loss sees them only at tp 4), and lab 05's
-# positions without the rank's row offset (seen only where a rank's rows
-# start mid-sequence) and full recomputation's stale layernorm statistics
-# (seen only with two blocks or more), and lab 06's 1F1B warm-up a forward
-# too long (only memory sees it), a backward without its 1/m loss weight
-# (the gradient norm) and a tied embedding left unsummed, and lab 07's
-# zigzag chunks swapped on the last rank, dK/dV added to the wrong owner and
-# a ring that passes K and V once too often (only comm sees it), and lab
-# 08's experts' gradients divided by edp's size, a local range that starts
-# at expert j (only where a rank holds two experts or more), the aux
-# loss's gradient left out and its extension's own block never run, lose
-# points in hidden mode too: every draw of their case reaches them.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic, and expert parallelism's averaging, local range, aux gradient and overlapped own block" {
-    require_instructor "grader/planted/ is not in a handout"
-    local patch name lab labdir case_name src
-    for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
-                02-bucket-shifted-one-float 02-overlap-starts-after-backward \
-                02-first-bucket-at-bucket-size 03-overlap-starts-after-backward \
-                04-embedding-backward-no-vocab-offset 04-fused-sums-only \
-                05-embedding-positions-no-row-offset 05-full-recompute-stale-ln-stats \
-                05-selective-rebuilds-nothing 06-1f1b-warmup-one-too-many \
-                06-backward-loss-not-scaled 06-tied-embedding-not-summed \
-                07-zigzag-last-rank-chunks-swapped 07-ring-dkv-to-wrong-owner \
-                07-ring-forward-passes-kv-once-too-often \
-                08-expert-grads-divided-by-edp 08-local-range-offset-by-rank \
-                08-aux-loss-gradient-missing 08-overlapped-own-block-skipped; do
-        patch="$ROOT/grader/planted/$name.patch"
-        lab=${name:0:2}
-        labdir=$(basename "$ROOT"/solutions/"$lab"_*)
-        case_name=$(sed -n 's/^Expect: \(.*\) | .*/\1/p' "$patch")
-        src="$BATS_TEST_TMPDIR/src-$name"
-        mkdir -p "$src" && cp -r "$ROOT/solutions/$labdir" "$src/"
-        patch -s -d "$src/$labdir" -p1 < "$patch"
-        for seed in 7; do
-            run t 300 $GRADE --lab "$lab" --hidden --hidden-seed $seed --src "$src" --case "$case_name" \
-                --out "$BATS_TEST_TMPDIR/out-$name-$seed"
-            line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name \[")
-            echo "$name, seed $seed: $line"
-            [ "$status" -eq 0 ]
-            [[ "$line" != *" ok" ]]
-            [[ "$line" =~ \]\ +([0-9.]+)/3 ]] && [ "${BASH_REMATCH[1]}" != 3 ]
-        done
-    done
 }
 
 # Lab 01's extension is scored apart from the core: the untouched skeleton's
@@ -184,7 +101,7 @@ PY
     for seed in 1 3; do   # they draw 8 and 4 ranks
         run t 300 $GRADE --lab 01 --hidden --hidden-seed $seed --src "$src" \
             --case "halving-doubling all-reduce, 4 ranks" --out "$BATS_TEST_TMPDIR/p$seed"
-        line=$(printf '%s\n' "$output" | grep -E '^01_collectives +extension: halving-doubling all-reduce, 4 ranks \[')
+        line=$(printf '%s\n' "$output" | grep -E '^01_collectives +extension: halving-doubling all-reduce, [0-9]+ ranks \[')
         echo "seed $seed: $line"
         [ "$status" -eq 0 ]
         [[ "$line" == *" 0/1 "*"FAIL"* ]]
@@ -435,10 +352,12 @@ for lab in os.listdir(ref):
             if os.path.exists(os.path.join(a, name)):
                 r = check(os.path.join(sys.argv[2], lab, case), a)
                 assert r is None, f"{lab}/{case}: {r}"
-        # the overlap counts are an order of calls: the same on any machine
-        if os.path.exists(os.path.join(a, "overlap.csv")):
-            assert open(os.path.join(a, "overlap.csv")).read() == \
-                open(os.path.join(sys.argv[2], lab, case, "overlap.csv")).read(), f"{lab}/{case}"
+        # the overlap counts and the schedules' compute orders are orders of
+        # calls: the same on any machine
+        for name in ("overlap.csv", "schedule.csv"):
+            if os.path.exists(os.path.join(a, name)):
+                assert open(os.path.join(a, name)).read() == \
+                    open(os.path.join(sys.argv[2], lab, case, name)).read(), f"{lab}/{case}/{name}"
 print("ok")
 PY
     echo "$output"

@@ -122,3 +122,35 @@ EOF
     done
 }
 
+
+# A lab communicates only through comm.h's counted calls: an object that
+# calls MPI or NCCL itself, the kit's uncounted calls, or an OS channel
+# between processes is refused (scripts/lab_symbols.sh), by the Makefile's
+# rule for lab objects and by the grader's builds (the planted cheats
+# 04-cheat-row-parallel-gathered-untraced and 07-cheat-ulysses-whole-
+# sequence-through-mpi show the grader's); every solution's object passes.
+@test "grader: lab objects that communicate past the counted API are refused, naming the call; the solutions' pass" {
+    local d="$BATS_TEST_TMPDIR" call
+    for call in 'MPI_Allgather(0, 0, MPI_FLOAT, 0, 0, MPI_FLOAT, c->mpi)' \
+                'comm_allgather_untraced(c, 0, 0, 0, COMM_FLOAT)' 'comm_set_untraced(c)' \
+                'comm_reset_stats(c)' 'socket(0, 0, 0)'; do
+        printf '#include <sys/socket.h>\n#include "comm.h"\nvoid f(Comm *c) { (void)c; %s; }\n' "$call" > "$d/lab.c"
+        mpicc -I"$ROOT/common" -c "$d/lab.c" -o "$d/lab.o"
+        run bash "$ROOT/scripts/lab_symbols.sh" "$d/lab.o"
+        echo "$output"
+        [ "$status" -eq 1 ]
+        [[ "$output" == "$d/lab.o calls ${call%%(*}: a lab communicates only through comm.h's counted calls"* ]]
+    done
+    run bash "$ROOT/scripts/lab_symbols.sh" "$ROOT"/build/*/[0-9][0-9]_*/*.o
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run bash "$ROOT/scripts/lab_symbols.sh"
+    [ "$status" -eq 2 ]
+    # the Makefile checks every lab object it compiles
+    cd "$ROOT"
+    for copy in labs solutions; do
+        [ -d "$copy/04_tensor_parallel" ] || continue
+        make -n -W "$copy/04_tensor_parallel/tensor_parallel.c" "build/$copy/04_tensor_parallel/tensor_parallel.o" |
+            grep -q "scripts/lab_symbols.sh build/$copy/04_tensor_parallel/tensor_parallel.o"
+    done
+}

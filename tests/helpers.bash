@@ -196,3 +196,7 @@ total_of() { sed -n 's/^total: //p' "$1"; }
 # case_rows FILE: the report's rows of cases, points then a reason (not the
 # totals under them: "02_ddp: 12/12", "02_ddp extension: 3/3")
 case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
+
+# drawn_name NAME: an extended regex for a case's row in hidden mode, where
+# the counts its name states are the drawn ones ("4 ranks" may read "2 ranks")
+drawn_name() { sed -E 's/[][().*+?^$|\\]/\\&/g; s/[0-9]+/[0-9]+/g' <<<"$1"; }

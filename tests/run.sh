@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ALONE=" tests/cluster.bats tests/failsafe.bats tests/checkpoint_failures.bats "
-FIRST=" tests/grader.bats tests/grader_cheat.bats tests/slides.bats tests/sanitize.bats "
+FIRST=" tests/grader.bats tests/grader_cheat.bats tests/grader_planted.bats tests/slides.bats tests/sanitize.bats "
 jobs=${TEST_JOBS:-3}
 [[ "$jobs" =~ ^[1-9][0-9]?$ ]] || { echo "run.sh: TEST_JOBS must be 1-99, got '$jobs'" >&2; exit 2; }
 # Each program inside the suites runs under its own timeout; this one only

@@ -207,10 +207,10 @@ static void test_p2p(void) {
 }
 
 static void expect_counted(const Comm *c, CommOp op, uint64_t calls, uint64_t bytes) {
-    const CommOpStats *s = &c->stats[op];
-    EXPECT(s->calls == calls && s->bytes == bytes && s->seconds >= 0,
+    const CommOpStats s = comm_op_stats(c, op);
+    EXPECT(s.calls == calls && s.bytes == bytes && s.seconds >= 0,
            "%s on %s: counted %llu calls / %llu bytes, expected %llu / %llu", comm_op_name(op),
-           c->name, (unsigned long long)s->calls, (unsigned long long)s->bytes,
+           c->name, (unsigned long long)s.calls, (unsigned long long)s.bytes,
            (unsigned long long)calls, (unsigned long long)bytes);
 }
 
@@ -328,18 +328,18 @@ int main(int argc, char **argv) {
     comm_reset_stats(W);
     float *buf = calloc(1000, sizeof(float));
     for (int k = 0; k < 3; k++) comm_allreduce(W, buf, buf, 1000, COMM_FLOAT, COMM_SUM);
-    EXPECT(W->stats[OP_ALLREDUCE].calls == 3 && W->stats[OP_ALLREDUCE].bytes == 12000,
+    EXPECT(comm_op_stats(W, OP_ALLREDUCE).calls == 3 && comm_op_stats(W, OP_ALLREDUCE).bytes == 12000,
            "allreduce counted %llu calls / %llu bytes, expected 3 / 12000",
-           (unsigned long long)W->stats[OP_ALLREDUCE].calls,
-           (unsigned long long)W->stats[OP_ALLREDUCE].bytes);
+           (unsigned long long)comm_op_stats(W, OP_ALLREDUCE).calls,
+           (unsigned long long)comm_op_stats(W, OP_ALLREDUCE).bytes);
     Comm *half = comm_split(W, W->rank % 2, W->rank, "half");
     EXPECT(half->size == (p + 1 - W->rank % 2) / 2, "split group of %d", half->size);
     comm_reduce_scatter(half, buf, buf + shard_offset(1000, half->size, half->rank), 1000,
                         COMM_FLOAT, COMM_SUM);
     comm_barrier(W);
-    EXPECT(half->stats[OP_REDUCE_SCATTER].calls == 1 && half->stats[OP_REDUCE_SCATTER].bytes == 4000,
+    EXPECT(comm_op_stats(half, OP_REDUCE_SCATTER).calls == 1 && comm_op_stats(half, OP_REDUCE_SCATTER).bytes == 4000,
            "reduce_scatter on the split group counted %llu calls",
-           (unsigned long long)half->stats[OP_REDUCE_SCATTER].calls);
+           (unsigned long long)comm_op_stats(half, OP_REDUCE_SCATTER).calls);
     EXPECT(mem_peak_bytes(MEM_COMM) > 0, "in-place reduce_scatter scratch is counted as comm memory");
     free(buf);
 

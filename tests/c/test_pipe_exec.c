@@ -142,7 +142,7 @@ int main(void) {
 
     check_schedule("trivial schedule", pipe_schedule_trivial(M), &pipe_plain_ops, ref.grads,
                    ref_loss);
-    const PipeStageOps split_ops = {pipe_plain_ops.forward, NULL, split_input, split_weight, 0};
+    const PipeStageOps split_ops = {pipe_plain_ops.forward, NULL, split_input, split_weight, 0, "split_"};
     for (int v = 1; v <= 4; v *= 2)
         for (int ahead = 0; ahead < M; ahead++) {
             char what[64];

@@ -1,0 +1,98 @@
+#!/usr/bin/env bats
+# The autograder's planted bugs (grader/planted/NN-*.patch): each, applied to
+# a copy of the solutions, loses the points of the case it names, with the
+# reason it names; the cheats among them score zero on it. Apart from
+# tests/grader.bats so that the two run in two lanes of tests/run.sh.
+load helpers
+
+# Apply each planted bug (grader/planted/NN-*.patch, with an "Expect: CASE |
+# REASON" line) to a scratch copy of the solutions and grade that one case.
+@test "grader: every planted bug loses the points of its case, with the expected reason" {
+    require_instructor "grader/planted/ is not in a handout"
+    local n=0
+    for patch in "$ROOT"/grader/planted/*.patch; do
+        lab=$(basename "$patch" | cut -c1-2)
+        labdir=$(basename "$ROOT"/solutions/"$lab"_*)
+        expect=$(sed -n 's/^Expect: //p' "$patch")
+        case_name=${expect% | *}
+        reason=${expect#* | }
+        src="$BATS_TEST_TMPDIR/src-$(basename "$patch" .patch)"
+        mkdir -p "$src"
+        cp -r "$ROOT/solutions/$labdir" "$src/"
+        patch -s -d "$src/$labdir" -p1 < "$patch"
+        # a hang is caught by the case's time limit: the shortest that still
+        # lets the rest of the case run (the others keep a quarter of theirs)
+        scale=0.25
+        [ "$reason" != "timed out" ] || scale=0.05
+        run t 300 $GRADE --lab "$lab" --src "$src" --case "$case_name" --timeout-scale $scale \
+            --out "$BATS_TEST_TMPDIR/out-$(basename "$patch" .patch)"
+        # an extension's case is named "extension: CASE" in the table
+        line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name +[0-9]")
+        echo "$(basename "$patch"): $line"
+        [ "$status" -eq 0 ]
+        [[ "$line" != *" ok" ]]
+        [[ "$line" == *"$reason"* ]] || { echo "expected reason: $reason"; return 1; }
+        # a timed-out or crashed case leaves no rank behind
+        ! pgrep -f "$BATS_TEST_TMPDIR/out-" > /dev/null
+        n=$((n + 1))
+    done
+    [ "$n" -ge 8 ]
+}
+
+# The bugs a fixed case on 2 ranks missed (a padded last shard, N instead
+# of K, a bucket shifted by one float), an overlap that never overlaps (DDP's
+# buckets, and lab 03's extension's reduce-scatters), lab 02's extension's
+# first bucket closing at the others' size, lab 04's embedding gradient
+# without the rank's vocabulary offset and its extension's target logits
+# left unsummed (rank 0's loss sees them only at tp 4), and lab 05's
+# positions without the rank's row offset (seen only where a rank's rows
+# start mid-sequence) and full recomputation's stale layernorm statistics
+# (seen only with two blocks or more), and lab 06's 1F1B warm-up a forward
+# too long (only memory sees it), a backward without its 1/m loss weight
+# (the gradient norm) and a tied embedding left unsummed, and lab 07's
+# zigzag chunks swapped on the last rank, dK/dV added to the wrong owner and
+# a ring that passes K and V once too often (only comm sees it), and lab
+# 08's experts' gradients divided by edp's size, a local range that starts
+# at expert j (only where a rank holds two experts or more), the aux
+# loss's gradient left out and its extension's own block never run, lose
+# points in hidden mode too: every draw of their case reaches them. So do
+# lab 06's warm-up not cut to m (every draw of its case has m < p - 1) and
+# a weight pass that keeps its activations; and the cheats that keep the
+# losses with other work (an all-gather for TP's sum, GPipe's order for
+# 1F1B, ZB-H1 without its split) score zero on their case.
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic, and expert parallelism's averaging, local range, aux gradient and overlapped own block; the cheats score zero" {
+    require_instructor "grader/planted/ is not in a handout"
+    local patch name lab labdir case_name src
+    for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
+                02-bucket-shifted-one-float 02-overlap-starts-after-backward \
+                02-first-bucket-at-bucket-size 03-overlap-starts-after-backward \
+                04-embedding-backward-no-vocab-offset 04-fused-sums-only \
+                05-embedding-positions-no-row-offset 05-full-recompute-stale-ln-stats \
+                05-selective-rebuilds-nothing 06-1f1b-warmup-one-too-many \
+                06-backward-loss-not-scaled 06-tied-embedding-not-summed \
+                07-zigzag-last-rank-chunks-swapped 07-ring-dkv-to-wrong-owner \
+                07-ring-forward-passes-kv-once-too-often \
+                08-expert-grads-divided-by-edp 08-local-range-offset-by-rank \
+                08-aux-loss-gradient-missing 08-overlapped-own-block-skipped \
+                04-cheat-sum-through-allgather 06-cheat-1f1b-is-gpipe 06-cheat-zb-h1-without-split \
+                06-1f1b-warmup-without-min 06-weight-pass-keeps-activations; do
+        patch="$ROOT/grader/planted/$name.patch"
+        lab=${name:0:2}
+        labdir=$(basename "$ROOT"/solutions/"$lab"_*)
+        case_name=$(sed -n 's/^Expect: \(.*\) | .*/\1/p' "$patch")
+        src="$BATS_TEST_TMPDIR/src-$name"
+        mkdir -p "$src" && cp -r "$ROOT/solutions/$labdir" "$src/"
+        patch -s -d "$src/$labdir" -p1 < "$patch"
+        for seed in 7; do
+            run t 300 $GRADE --lab "$lab" --hidden --hidden-seed $seed --src "$src" --case "$case_name" \
+                --out "$BATS_TEST_TMPDIR/out-$name-$seed"
+            line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$(drawn_name "$case_name") \[")
+            echo "$name, seed $seed: $line"
+            [ "$status" -eq 0 ]
+            [[ "$line" != *" ok" ]]
+            [[ "$line" =~ \]\ +([0-9.]+)/([0-9.]+) ]] && [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ]
+            # a cheat scores zero on the case it cheats
+            [[ "$name" != *-cheat-* ]] || [ "${BASH_REMATCH[1]}" = 0 ]
+        done
+    done
+}
