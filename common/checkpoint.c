@@ -43,7 +43,12 @@ void ckpt_rects_free(CkptRects *v) {
 
 /* ---- files ---------------------------------------------------------------- */
 
+static void (*g_fsync_observer)(const char *path);
+
+void ckpt_fsync_observe(void (*fn)(const char *path)) { g_fsync_observer = fn; }
+
 void ckpt_fsync_path(const char *path) {
+    if (g_fsync_observer) g_fsync_observer(path);
     int fd = open(path, O_RDONLY);
     IO_CHECK(fd >= 0, "opening %s to flush it", path);
     IO_CHECK(fsync(fd) == 0, "flushing %s to disk", path);

@@ -265,6 +265,9 @@ int ckpt_write_rank_file(const char *path, int rank, const CkptRects *rects, con
 
 /* fsync a file or a directory (dies with the path on failure) */
 void ckpt_fsync_path(const char *path);
+/* For check_ckpt: fn(path) is called by each ckpt_fsync_path before it
+ * flushes (NULL: nothing), to see what a commit flushes and when. */
+void ckpt_fsync_observe(void (*fn)(const char *path));
 
 /* ---- for the tool (apps/ckpt_tool.c) and the tests ---- */
 

@@ -307,16 +307,33 @@ static int nccl_start(CommRequest *req, const void *send, void *recv, size_t n,
 #endif
 }
 
+/* MPI_Test. A receive posted shorter than the message sent to it is the
+ * program's error, not MPI's: say so in the caller's terms (the op, the
+ * group, the peer), not as MPI_ERR_TRUNCATE inside comm.c. */
+static int test_request(const Comm *c, CommOp op, int peer, MPI_Request *r) {
+    int done = 0, cls = 0;
+    const int rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) return done;
+    if (MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_TRUNCATE) {
+        char from[32] = "";
+        if (peer >= 0) snprintf(from, sizeof from, " from rank %d", peer);
+        die_at(__FILE__, __LINE__, "%s on group %s%s: a message arrived longer than the count "
+               "posted to receive it: the two sides' counts differ (the counts or offsets given "
+               "to comm_%s or comm_i%s)", g_op_names[op], c->name, from, g_op_names[op],
+               g_op_names[op]);
+    }
+    mpi_die_at(__FILE__, __LINE__, "MPI_Test", rc);
+}
+
 /* MPI_Wait under the watchdog: polls, and ends the job past the timeout.
  * (Open MPI's own MPI_Wait polls the same way; MPI_REQUEST_NULL is done.) */
 static void wait_bounded(const Comm *c, CommOp op, int peer, MPI_Request *r) {
-    int done = 0;
-    MPI_CHECK(MPI_Test(r, &done, MPI_STATUS_IGNORE));
+    int done = test_request(c, op, peer, r);
     if (done) return;
     watchdog_begin(c, op, peer);
     while (!done) {
         watchdog_check();
-        MPI_CHECK(MPI_Test(r, &done, MPI_STATUS_IGNORE));
+        done = test_request(c, op, peer, r);
     }
     watchdog_end();
 }
@@ -335,9 +352,9 @@ static int transfer_done(CommRequest *req, int wait) {
         wait_bounded(req->comm, req->op, req->peer, &req->mpi_second);
         return 1;
     }
-    MPI_CHECK(MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
+    done = test_request(req->comm, req->op, req->peer, &req->mpi);
     if (done && req->mpi_second != MPI_REQUEST_NULL)
-        MPI_CHECK(MPI_Test(&req->mpi_second, &done, MPI_STATUS_IGNORE));
+        done = test_request(req->comm, req->op, req->peer, &req->mpi_second);
     return done;
 }
 

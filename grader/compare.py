@@ -30,6 +30,16 @@ count per rank must reach the reference's: an overlapped mode that only
 starts its buckets when the backward pass is over has the right losses,
 memory and bytes, and a count of zero.
 
+Schedule: pipeline.csv lists the schedule a pipeline run executed; every
+rank's compute ops (F, B, I, W with their micro-batch and chunk) must come
+in the reference's order. Ring overlap: trace.csv's transfers of group cp
+and blocks of attention; per rank, as many transfers with a block computed
+between their start and completion as the reference's (an order of calls).
+
+A reason of type Zero (another kind of collective or group, another
+schedule) scores the whole case zero: such a run does other work than the
+layout asks, whatever its losses.
+
 Consistency: params_checksum.csv has, per rank, a checksum of the bits of
 that rank's copy of the parameters at the end (common/train.h); ranks that
 hold the same model must agree exactly (the same floats, summed in the same
@@ -314,6 +324,56 @@ def check_overlap(run, ref):
     return None
 
 
+def ring_overlap_counts(outputs):
+    """{rank: (the ring's transfers during which a block of attention ran,
+    all of them)}, from ring_overlap.csv (a reference's summary) or from
+    trace.csv: the sends and receives of group cp, each an interval from
+    its start to its completion, and the starts of the "attention block"
+    compute events. A block starts inside a transfer when the program
+    computes between posting the transfer and waiting for it: an order of
+    calls, the same on any machine."""
+    if outputs.data("ring_overlap.csv") is not None:
+        return {r["rank"]: (int(number(r["overlapped"], "ring_overlap.csv overlapped")),
+                            int(number(r["transfers"], "ring_overlap.csv transfers")))
+                for r in read_csv(outputs, ["rank", "overlapped", "transfers"], "ring_overlap.csv")}
+    rows = read_csv(outputs, ["rank", "category", "name", "group", "start_s", "end_s"], "trace.csv")
+    blocks, transfers = {}, {}
+    for r in rows:
+        if r["category"] == "compute" and r["name"].startswith("attention block"):
+            blocks.setdefault(r["rank"], []).append(number(r["start_s"], "trace.csv start_s"))
+        elif r["category"] == "comm" and r["group"] == "cp" and r["name"] in ("send", "recv"):
+            transfers.setdefault(r["rank"], []).append(
+                (number(r["start_s"], "trace.csv start_s"), number(r["end_s"], "trace.csv end_s")))
+    counts = {}
+    for rank, spans in transfers.items():
+        starts = sorted(blocks.get(rank, []))
+        during = sum(bisect.bisect_left(starts, b) > bisect.bisect_right(starts, a) for a, b in spans)
+        counts[rank] = (during, len(spans))
+    return counts
+
+
+def ring_overlap_summary(outputs):
+    """ring_overlap.csv, what a reference keeps of trace.csv."""
+    lines = ["rank,overlapped,transfers"]
+    for rank, (during, total) in sorted(ring_overlap_counts(outputs).items(), key=lambda x: int(x[0])):
+        lines.append(f"{rank},{during},{total}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def check_ring_overlap(run, ref):
+    """Per rank, at least as many of the ring's K/V transfers with attention
+    computed during them as the reference (see ring_overlap_counts)."""
+    got, want = ring_overlap_counts(as_outputs(run)), ring_overlap_counts(as_outputs(ref))
+    for rank in sorted(want, key=int):
+        g, w = got.get(rank, (0, 0)), want[rank]
+        if g[0] < w[0]:
+            return (f"rank {rank} computed attention during {g[0]} of its {g[1]} ring transfers, "
+                    f"the reference during {w[0]} of {w[1]}: the ring waits for each block of "
+                    "keys and values before computing, instead of computing the one it holds "
+                    "while the next one travels")
+    return None
+
+
 COMPUTE_KINDS = ("forward", "backward", "backward-input", "backward-weight")
 
 
@@ -365,14 +425,16 @@ def check_schedule(run, ref):
 
 CHECKS = {"loss": check_losses, "memory": check_memory, "comm": check_comm,
           "consistency": check_consistency, "overlap": check_overlap,
-          "placement": check_placement, "schedule": check_schedule}
+          "placement": check_placement, "schedule": check_schedule,
+          "ring_overlap": check_ring_overlap}
 # the file each check reads from a run, and the summary a reference keeps
 # instead where the file is large
 FILES = {"loss": "metrics.csv", "memory": "memory.csv", "comm": "comm.csv",
          "consistency": "params_checksum.csv", "overlap": "trace.csv", "placement": "mesh.csv",
-         "schedule": "pipeline.csv"}
+         "schedule": "pipeline.csv", "ring_overlap": "trace.csv"}
 SUMMARIES = {"overlap": ("overlap.csv", overlap_summary),
-             "schedule": ("schedule.csv", schedule_summary)}
+             "schedule": ("schedule.csv", schedule_summary),
+             "ring_overlap": ("ring_overlap.csv", ring_overlap_summary)}
 
 
 def has_reference(check, outputs):

@@ -275,13 +275,21 @@ killed_while_saving() {
     done
 }
 
-@test "checkpoint: lab 09's check_ckpt passes on the solution; the student's copy stops at its first unwritten function" {
+@test "checkpoint: lab 09's check_ckpt (and --async) passes on the solution; the student's copy stops at its first unwritten function" {
     require_solution 09
     run t 120 "$S/09_checkpoint/check_ckpt"
     echo "$output"
     [ "$status" -eq 0 ]
-    [ "$(printf '%s\n' "$output" | grep -c 'saves every element once')" -eq 8 ]
-    [[ "$output" == *"commit: whole or nothing"* && "$output" == *"check_ckpt: ok"* ]]
+    [ "$(printf '%s\n' "$output" | grep -c 'saves every element once, each DP rank its part')" -eq 9 ]
+    [[ "$output" == *"commit: whole or nothing"*"flushed before the rename, the parent after"* ]]
+    [[ "$output" == *"check_ckpt: ok"* ]]
+    # the extension's writer: the states are unreadable once begin returns
+    run t 120 env TMPDIR="$BATS_TEST_TMPDIR" "$S/09_checkpoint/check_ckpt" --async
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"async: the states copied before ckpt_async_begin returns"*"check_ckpt: ok"* ]]
+    run "$S/09_checkpoint/check_ckpt" --sync
+    assert_user_error
     if untouched 09; then
         run t 60 "$BUILD/labs/09_checkpoint/train_gpt" --config tiny --steps 2 --threads 1 \
             --save "$BATS_TEST_TMPDIR/ck" --out "$BATS_TEST_TMPDIR/r"

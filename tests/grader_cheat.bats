@@ -48,7 +48,7 @@ all_zero() {
     local cases
     cases=$(case_rows "$1" | grep -cE '^0[2-8]_')
     [ "$cases" -gt 0 ]
-    [ "$(case_rows "$1" | grep -cE '^0[2-8]_[a-z_]+ .* 0/3 ')" -eq "$cases" ]
+    [ "$(case_rows "$1" | grep -cE '^0[2-8]_[a-z_]+ .* 0/[0-9]+ ')" -eq "$cases" ]
     [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 

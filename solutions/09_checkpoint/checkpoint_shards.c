@@ -122,7 +122,11 @@ int ckpt_load(const char *ckdir, const GPTLayout *l, const CkptHeld *held) {
          * the floats copied count each wanted element once when all are there */
         const size_t got = ckpt_reshard(&want, ckpt_saved_rects(saved), ckpt_saved_read_row,
                                         saved, host);
-        if (got != need)
+        if (got > need)
+            USER_ERROR("%s: the checkpoint's %s rectangles overlap (%zu floats found for the %zu "
+                       "this rank needs): an element saved twice, by two ranks (saved by %s)",
+                       ckdir, ckpt_kind_name(kind), got, need, ckpt_saved_by(saved));
+        if (got < need)
             USER_ERROR("%s: the checkpoint holds %zu of the %zu %s floats this rank needs "
                        "(saved by %s)", ckdir, got, need, ckpt_kind_name(kind),
                        ckpt_saved_by(saved));
