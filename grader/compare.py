@@ -277,9 +277,7 @@ def overlap_counts(outputs):
     computed from trace.csv. Steps end at the optimizer's phase; gradient
     collectives are those of the group 'dp'."""
     if outputs.data("overlap.csv") is not None:
-        return {r["rank"]: (int(number(r["early"], "overlap.csv early")),
-                            int(number(r["collectives"], "overlap.csv collectives")))
-                for r in read_csv(outputs, ["rank", "early", "collectives"], "overlap.csv")}
+        return read_counts(outputs, "overlap.csv", "early", "collectives")
     rows = read_csv(outputs, ["rank", "category", "name", "group", "start_s"], "trace.csv")
     events = {}
     for r in rows:
@@ -303,25 +301,43 @@ def overlap_counts(outputs):
     return counts
 
 
+def read_counts(outputs, name, a, b):
+    """{rank: (a, b)} from a reference's summary of per-rank counts."""
+    return {r["rank"]: (int(number(r[a], f"{name} {a}")), int(number(r[b], f"{name} {b}")))
+            for r in read_csv(outputs, ["rank", a, b], name)}
+
+
+def counts_csv(a, b, counts):
+    """The summary a reference keeps of per-rank counts {rank: (a, b)}."""
+    lines = [f"rank,{a},{b}"] + [f"{rank},{x},{y}" for rank, (x, y) in
+                                 sorted(counts.items(), key=lambda kv: int(kv[0]))]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def first_rank_below(got, want):
+    """(rank, got's counts, want's) of the first rank whose first count is
+    below the reference's, or None."""
+    for rank in sorted(want, key=int):
+        if got.get(rank, (0, 0))[0] < want[rank][0]:
+            return rank, got.get(rank, (0, 0)), want[rank]
+    return None
+
+
 def overlap_summary(outputs):
     """overlap.csv, what a reference keeps of trace.csv."""
-    lines = ["rank,early,collectives"]
-    for rank, (early, total) in sorted(overlap_counts(outputs).items(), key=lambda x: int(x[0])):
-        lines.append(f"{rank},{early},{total}")
-    return ("\n".join(lines) + "\n").encode()
+    return counts_csv("early", "collectives", overlap_counts(outputs))
 
 
 def check_overlap(run, ref):
     """Per rank, at least as many gradient collectives started during the
     backward pass as the reference's (see above)."""
-    got, want = overlap_counts(as_outputs(run)), overlap_counts(as_outputs(ref))
-    for rank in sorted(want, key=int):
-        g, w = got.get(rank, (0, 0)), want[rank]
-        if g[0] < w[0]:
-            return (f"rank {rank} started {g[0]} of its {g[1]} gradient collectives while the "
-                    f"backward pass was still running, the reference {w[0]} of {w[1]}: the "
-                    "communication waits for the end of the backward pass instead of overlapping it")
-    return None
+    low = first_rank_below(overlap_counts(as_outputs(run)), overlap_counts(as_outputs(ref)))
+    if low is None:
+        return None
+    rank, g, w = low
+    return (f"rank {rank} started {g[0]} of its {g[1]} gradient collectives while the backward "
+            f"pass was still running, the reference {w[0]} of {w[1]}: the communication waits "
+            "for the end of the backward pass instead of overlapping it")
 
 
 def ring_overlap_counts(outputs):
@@ -333,9 +349,7 @@ def ring_overlap_counts(outputs):
     computes between posting the transfer and waiting for it: an order of
     calls, the same on any machine."""
     if outputs.data("ring_overlap.csv") is not None:
-        return {r["rank"]: (int(number(r["overlapped"], "ring_overlap.csv overlapped")),
-                            int(number(r["transfers"], "ring_overlap.csv transfers")))
-                for r in read_csv(outputs, ["rank", "overlapped", "transfers"], "ring_overlap.csv")}
+        return read_counts(outputs, "ring_overlap.csv", "overlapped", "transfers")
     rows = read_csv(outputs, ["rank", "category", "name", "group", "start_s", "end_s"], "trace.csv")
     blocks, transfers = {}, {}
     for r in rows:
@@ -354,24 +368,21 @@ def ring_overlap_counts(outputs):
 
 def ring_overlap_summary(outputs):
     """ring_overlap.csv, what a reference keeps of trace.csv."""
-    lines = ["rank,overlapped,transfers"]
-    for rank, (during, total) in sorted(ring_overlap_counts(outputs).items(), key=lambda x: int(x[0])):
-        lines.append(f"{rank},{during},{total}")
-    return ("\n".join(lines) + "\n").encode()
+    return counts_csv("overlapped", "transfers", ring_overlap_counts(outputs))
 
 
 def check_ring_overlap(run, ref):
     """Per rank, at least as many of the ring's K/V transfers with attention
     computed during them as the reference (see ring_overlap_counts)."""
-    got, want = ring_overlap_counts(as_outputs(run)), ring_overlap_counts(as_outputs(ref))
-    for rank in sorted(want, key=int):
-        g, w = got.get(rank, (0, 0)), want[rank]
-        if g[0] < w[0]:
-            return (f"rank {rank} computed attention during {g[0]} of its {g[1]} ring transfers, "
-                    f"the reference during {w[0]} of {w[1]}: the ring waits for each block of "
-                    "keys and values before computing, instead of computing the one it holds "
-                    "while the next one travels")
-    return None
+    low = first_rank_below(ring_overlap_counts(as_outputs(run)),
+                           ring_overlap_counts(as_outputs(ref)))
+    if low is None:
+        return None
+    rank, g, w = low
+    return (f"rank {rank} computed attention during {g[0]} of its {g[1]} ring transfers, the "
+            f"reference during {w[0]} of {w[1]}: the ring waits for each block of keys and "
+            "values before computing, instead of computing the one it holds while the next one "
+            "travels")
 
 
 COMPUTE_KINDS = ("forward", "backward", "backward-input", "backward-weight")
