@@ -57,7 +57,7 @@ LAB03_BINS := $(foreach v,$(call copies_of,03_zero),$(BUILD)/$(v)/03_zero/train_
 
 LAB04_BINS := $(foreach v,$(call copies_of,04_tensor_parallel),$(BUILD)/$(v)/04_tensor_parallel/train_tp)
 
-LAB05_PROGS := train_tp train_zero
+LAB05_PROGS := train_tp train_zero check_act
 LAB05_BINS := $(foreach v,$(call copies_of,05_activation_memory),$(LAB05_PROGS:%=$(BUILD)/$(v)/05_activation_memory/%))
 
 LAB06_PROGS := pipeline_schedule train_pp
@@ -264,7 +264,7 @@ $(BUILD)/%/04_tensor_parallel/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/d
 
 # lab 05: train_tp and train_zero built again WITH_LAB05 (--sp, --recompute),
 # linking the student's (or the solution's) activation_memory.o, and labs
-# 02-04 through build/earlier/
+# 02-04 through build/earlier/; check_act links the lab's object alone
 LAB05_INC := -I$(call copy_of,05_activation_memory)/05_activation_memory \
 	-I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,03_zero)/03_zero \
 	-I$(call copy_of,02_ddp)/02_ddp
@@ -275,6 +275,10 @@ $(BUILD)/apps/act_layers.o: CPPFLAGS += -I$(call copy_of,05_activation_memory)/0
 $(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 $(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(EARLIER_CKPT) $(LIBCOMMON)
+	$(CC) $^ $(LDLIBS) -o $@
+# check_act: the layernorm sum alone, on a pipeline's stages
+$(BUILD)/apps/check_act.o: CPPFLAGS += -I$(call copy_of,05_activation_memory)/05_activation_memory
+$(BUILD)/%/05_activation_memory/check_act: $(BUILD)/apps/check_act.o $(BUILD)/%/05_activation_memory/activation_memory.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 06: pipeline_schedule links the student's (or the solution's)

@@ -143,6 +143,25 @@ wire_bytes() {
     done
 }
 
+# check_act: the layernorm sum on both stages of a pipeline of 2 (what
+# lab 10's trainer asks of it): the solution passes, a sum without the
+# stages' guards is the planted bug 05-layernorm-sum-ignores-pipeline-stages
+@test "act: check_act sums the layernorms each pipeline stage holds; not 2 ranks is one clear error; the skeleton names its function" {
+    require_solution 05
+    run mpirun_t 60 2 "$BUILD/solutions/05_activation_memory/check_act"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c 'the layernorms it holds summed over TP, nothing else touched' <<<"$output")" -eq 2 ]
+    [[ "$output" == *"check_act: ok"* ]]
+    run mpirun_t 60 1 "$BUILD/solutions/05_activation_memory/check_act"
+    assert_user_error
+    if untouched 05; then
+        run mpirun_t 60 2 "$BUILD/labs/05_activation_memory/check_act"
+        [ "$status" -eq 3 ]
+        [[ "$output" == *"not implemented: sp_sum_layernorm_grads"* ]]
+    fi
+}
+
 @test "act --sp-regather (the extension): the same bits as --sp, fewer activations, 2L + 1 more all-gathers per backward pass" {
     require_solution 05
     cd "$ROOT"

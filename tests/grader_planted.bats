@@ -56,13 +56,14 @@ load helpers
 # at expert j (only where a rank holds two experts or more), the aux
 # loss's gradient left out and its extension's own block never run, lose
 # points in hidden mode too: every draw of their case reaches them. So do
-# lab 06's warm-up not cut to m (every draw of its case has m < p - 1) and
-# a weight pass that keeps its activations, lab 07's ring that waits for
-# each transfer before computing, lab 08's overlapped return at the source's
-# offset (ep 4 on every draw) and lab 10's SP layernorm sum left out of
-# ZeRO-1's finish (the one case with both); and the cheats that keep the
-# losses with other work (an all-gather for TP's sum, GPipe's order for
-# 1F1B, ZB-H1 without its split) score zero on their case.
+# lab 06's warm-ups not cut to m (1F1B's case draws m < p - 1 every time,
+# the interleaved pp 4 case m = p) and a weight pass that keeps its
+# activations, lab 07's ring that waits for each transfer before computing,
+# lab 08's overlapped return at the source's offset (ep 4 on every draw)
+# and lab 10's SP layernorm sum left out of ZeRO-1's finish (the one case
+# with both); and the cheats that keep the losses with other work (an
+# all-gather for TP's sum, GPipe's order for 1F1B, ZB-H1 without its split)
+# score zero on their case.
 @test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic, and expert parallelism's averaging, local range, aux gradient and overlapped own block; the cheats score zero" {
     require_instructor "grader/planted/ is not in a handout"
     local patch name lab labdir case_name src
@@ -78,7 +79,8 @@ load helpers
                 08-expert-grads-divided-by-edp 08-local-range-offset-by-rank \
                 08-aux-loss-gradient-missing 08-overlapped-own-block-skipped \
                 04-cheat-sum-through-allgather 06-cheat-1f1b-is-gpipe 06-cheat-zb-h1-without-split \
-                06-1f1b-warmup-without-min 06-weight-pass-keeps-activations \
+                06-1f1b-warmup-without-min 06-interleaved-warmup-without-min \
+                06-weight-pass-keeps-activations \
                 07-ring-waits-before-computing 08-overlapped-return-at-source-offset \
                 10-zero1-sp-layernorm-not-summed; do
         patch="$ROOT/grader/planted/$name.patch"
