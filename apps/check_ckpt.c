@@ -386,16 +386,6 @@ static void commit(void) {
 
 /* ---- --async: the snapshot is taken before ckpt_async_begin returns ---- */
 
-static void late_read(int sig) {
-    (void)sig;
-    static const char msg[] =
-        "check_ckpt: FAIL: the states were read after ckpt_async_begin returned (the writer "
-        "thread copied them late): the next step's update would already have changed them; "
-        "copy them into a->snapshot (ckpt_gather_rects) before starting the thread\n";
-    if (write(STDOUT_FILENO, msg, sizeof msg - 1) < 0) _exit(1);
-    _exit(1);
-}
-
 /* One rank's states in pages of their own; after ckpt_async_begin returns
  * they are made unreadable, as the next step's update would change them:
  * a writer that reads them then stops with the reason (a SIGSEGV caught).
@@ -427,12 +417,14 @@ static void async_snapshot(void) {
     uint64_t want_bytes, want_sum, got_bytes = 0, got_sum = 0;
     CHECK(ckpt_write_rank_file(sync_path, 0, &rects, data, &want_bytes, &want_sum, why,
                                sizeof why) == 0, "%s", why);
-    signal(SIGSEGV, late_read);
+    check_segv_says("check_ckpt: FAIL: the states were read after ckpt_async_begin returned (the "
+                    "writer thread copied them late): the next step's update would already have "
+                    "changed them; copy them into a->snapshot (ckpt_gather_rects) before "
+                    "starting the thread");
     CkptAsync a = {.rank = 0};
     ckpt_async_begin(&a, async_path, &rects, &r.h);
     for (int k = 0; k < CKPT_KINDS; k++) CHECK(mprotect(r.buf[k], bytes, PROT_NONE) == 0, "mprotect");
     ckpt_async_wait(&a, &got_bytes, &got_sum);
-    signal(SIGSEGV, SIG_DFL);
     EXPECT(a.err == 0, "the writer failed: %s", a.why);
     EXPECT(got_bytes == want_bytes && got_sum == want_sum, "the file ckpt_async_begin's writer "
            "wrote (%llu bytes, checksum %016llx) is not the states' as they were when it was "

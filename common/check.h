@@ -88,4 +88,10 @@ void check_set_mpi_hooks(int world_rank, void (*abort_job)(int status));
 
 #define NOT_IMPLEMENTED() not_implemented_at(__func__, __FILE__, __LINE__)
 
+/* For the programs that check a lab's functions alone (check_ckpt,
+ * check_act): from now on a SIGSEGV prints line (with a newline) on
+ * stdout and exits 1, so that memory the checked code must not read is a
+ * reason, not a crash. line must outlive the process. */
+void check_segv_says(const char *line);
+
 #endif
