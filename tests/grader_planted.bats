@@ -58,7 +58,8 @@ load helpers
 # points in hidden mode too: every draw of their case reaches them. So do
 # lab 06's warm-ups not cut to m (1F1B's case draws m < p - 1 every time,
 # the interleaved pp 4 case m = p) and a weight pass that keeps its
-# activations, lab 07's ring that waits for each transfer before computing,
+# activations, lab 07's ring that waits for each transfer before computing
+# and Ulysses' heads split ignoring TP (Ulysses on every tp x cp draw),
 # lab 08's overlapped return at the source's offset (ep 4 on every draw)
 # and lab 10's SP layernorm sum left out of ZeRO-1's finish (the one case
 # with both); and the cheats that keep the losses with other work (an
@@ -81,7 +82,8 @@ load helpers
                 04-cheat-sum-through-allgather 06-cheat-1f1b-is-gpipe 06-cheat-zb-h1-without-split \
                 06-1f1b-warmup-without-min 06-interleaved-warmup-without-min \
                 06-weight-pass-keeps-activations \
-                07-ring-waits-before-computing 08-overlapped-return-at-source-offset \
+                07-ring-waits-before-computing 07-ulysses-heads-ignore-tp \
+                08-overlapped-return-at-source-offset \
                 10-zero1-sp-layernorm-not-summed; do
         patch="$ROOT/grader/planted/$name.patch"
         lab=${name:0:2}
