@@ -136,22 +136,32 @@ def as_shown(text):
     return "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n"))
 
 
-def group_running(pgid):
-    """Whether a process of group pgid still runs. Zombies (dead, awaiting
-    their parent's wait: the group's leader is the grader's own child until
-    proc.wait()) run nothing and do not count: waiting for them would cost
-    the whole grace period."""
+def live_processes():
+    """(pid, real uid, process group) of every process that runs. Zombies
+    (dead, awaiting their parent's wait: a group's leader is the grader's
+    own child until proc.wait()) run nothing and hold no file: they are
+    left out, as waiting for their reaper would cost a whole grace period.
+    The uid is the real one (/proc/PID/status): a process that makes
+    itself non-dumpable gets a /proc entry owned by root."""
+    out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
+                fields = f.read().rsplit(")", 1)[1].split()   # state, ppid, pgrp, ...
+            with open(f"/proc/{pid}/status") as f:
+                uid = next(int(x.split()[1]) for x in f if x.startswith("Uid:"))
+        except (OSError, StopIteration, ValueError, IndexError):
             continue
-        if int(fields[2]) == pgid and fields[0] != "Z":   # state, ppid, pgrp
-            return True
-    return False
+        if fields[0] != "Z":
+            out.append((int(pid), uid, int(fields[2])))
+    return out
+
+
+def group_running(pgid):
+    """Whether a process of group pgid still runs (live_processes)."""
+    return any(group == pgid for _, _, group in live_processes())
 
 
 def kill_group(pgid):

@@ -164,22 +164,18 @@ def uids_in_use():
 
 def kill_uid(uid):
     """SIGKILL every process whose real uid is uid, until none is left
-    running. A zombie (state Z: dead, awaiting its parent's wait) runs
-    nothing and holds no file: waiting for its reaper would cost seconds
-    a case."""
+    running (runner.live_processes: zombies run nothing and are not
+    waited for)."""
+    import runner   # the grader's side only (the child runs with python3 -I)
     for _ in range(50):
         found = False
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    fields = dict(x.split(":", 1) for x in f if x.startswith(("State:", "Uid:")))
-                if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
-                    found = True
-                    os.kill(int(pid), signal.SIGKILL)
-            except (OSError, KeyError, ValueError):
-                pass
+        for pid, owner, _ in runner.live_processes():
+            if owner == uid:
+                found = True
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
         if not found:
             return
         time.sleep(0.05)

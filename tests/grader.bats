@@ -153,7 +153,7 @@ for c, d, v in draws("04_tensor_parallel"):
     tp_seen["dp"].add(d.ranks // tp)
     tp_seen["shapes"].add((v("--n-layer"), h, e))
 assert tp_seen["tp"] == {2, 4} and {1, 2, 3} <= tp_seen["dp"] and len(tp_seen["shapes"]) > 6, tp_seen
-# lab 05: every case runs --sp (or the extension's --sp-regather) or
+# lab 05: every training case runs --sp (or the extension's --sp-regather) or
 # --recompute (without either its programs never call the lab's file); under
 # SP, tp >= 2 divides the heads, the ranks and the sequence; the
 # mid-sequence case's micro-batches split rows inside a sequence (B % tp !=
@@ -161,6 +161,8 @@ assert tp_seen["tp"] == {2, 4} and {1, 2, 3} <= tp_seen["dp"] and len(tp_seen["s
 # heads, 64 channels, 4 blocks, 64 tokens where a flag is absent)
 sp_seen = {"tp": set(), "modes": set(), "shapes": set()}
 for c, d, v in draws("05_activation_memory"):
+    if c.kind == "check":   # check_act: the layernorm sum alone, no draw
+        continue
     k, b, tp = int(v("--grad-accum", 1)), int(v("--batch", 8)), int(v("--tp", 1))
     h, e = int(v("--n-head", 4)), int(v("--n-embd", 64))
     sp, mode = "--sp" in d.args or "--sp-regather" in d.args, v("--recompute")
