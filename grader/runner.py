@@ -206,8 +206,9 @@ def kit_inputs(lab):
 
 def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=None):
     """Compile every .c of a copy of a lab's sources and link each of the
-    lab's programs (build/apps/PROG.o, prebuilt by `make all`, with the
-    shared app objects lab.apps names: build/apps/NAME.o). Returns
+    lab's programs that its cases run (build/apps/PROG.o, prebuilt by `make
+    all`, with the shared app objects lab.apps names: build/apps/NAME.o).
+    Each object must pass scripts/lab_symbols.sh. Returns
     (program paths by name, None) or (None, a one-line reason). kit: where
     kit_inputs(lab) lie (the kit, or a sandbox's copy of them; commands run
     there); wrap(argv) -> argv runs each command elsewhere (the sandbox)."""
@@ -236,7 +237,9 @@ def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=Non
             return None, "build refused: " + line.replace(out_dir + os.sep, "")
         objects.append(obj)
     programs = {}
-    for prog in lab.programs:
+    # the programs the lab's cases run (all of them, unless --case chose some)
+    needed = {c.program for c in lab.cases} | {c.before.program for c in lab.cases if c.before}
+    for prog in [p for p in lab.programs if p in needed]:
         app = os.path.join(kit, "build", "apps", prog + ".o")
         if not os.path.exists(app):
             return None, f"missing {app}: run `make` first"

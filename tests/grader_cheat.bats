@@ -56,13 +56,21 @@ all_zero() {
     require_solution 02 03 04 05 06 07 08
     make_cheat "$BATS_TEST_TMPDIR/src"
     make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
+    local isolated=no variants
     for lab in 02 03 04 05 06 07 08; do
-        for variant in src src-ref; do
+        # isolated in a mount namespace the cheat finds nothing to copy, so
+        # its references-only variant is the same run as the other: graded
+        # once there (lab 03, whose log is read below), for every lab where
+        # isolation is less
+        variants="src src-ref"
+        [ "$isolated" = no ] || [ "$lab" = 03 ] || variants=src
+        for variant in $variants; do
             run t 600 $GRADE --lab $lab --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
                 --out "$BATS_TEST_TMPDIR/h-$lab-$variant"
             echo "$output"
             [ "$status" -eq 0 ]
             all_zero "$BATS_TEST_TMPDIR/h-$lab-$variant/report.txt"
+            [[ "$output" != *"grade: isolation on:"* ]] || isolated=yes
         done
         # without --hidden there is no solution's run to copy
         run t 600 $GRADE --lab $lab --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/n-$lab"
