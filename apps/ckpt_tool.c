@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "checkpoint.h"
+#include "checkpoints.h"
 #include "fileio.h"
 
 static const char *const g_usage =
@@ -73,9 +74,14 @@ static void inspect(const char *path) {
 }
 
 /* verify (out NULL), or convert into out: every check --resume makes, then
- * each kind loaded whole into the standard layout (every element present
- * once, or one error), and written to out's files */
+ * each kind loaded whole into the standard layout by the program's
+ * checkpoint ops (every element present once, or one error), and written
+ * to out's files */
 static void load_whole(const char *path, const char *out) {
+    const CkptOps *ops = program_checkpoints();
+    if (!ops)
+        USER_ERROR("%s: this build has no checkpoints: %s", out ? "convert" : "verify",
+                   PROGRAM_NO_CHECKPOINTS);
     char dir[1100], why[1400], name[1200];
     CkptIndex ix;
     open_index(path, dir, sizeof dir, &ix);
@@ -88,7 +94,7 @@ static void load_whole(const char *path, const char *out) {
         if (k == CKPT_PARAMS) snprintf(name, sizeof name, "%s", out ? out : "");
         else snprintf(name, sizeof name, "%s.%s", out ? out : "", ckpt_kind_name(k));
         if (out && output_file_problem(name, why, sizeof why)) USER_ERROR("%s", why);
-        ckpt_load_standard(dir, &ix.cfg, k, all);
+        ckpt_load_standard(ops, dir, &ix.cfg, k, all);
         if (!out) continue;
         AtomicFile af;
         FILE *f = atomic_open(&af, name);

@@ -32,6 +32,7 @@
 
 #include "act_layers.h"
 #include "check.h"
+#include "checkpoints.h"
 #include "cli.h"
 #include "comm.h"
 #include "composed_zero1.h"
@@ -181,11 +182,14 @@ int main(int argc, char **argv) {
     Options4d p = {.tp = 1, .pp = 1, .cp = 1, .ep = 1, .schedule = "1f1b",
                    .cp_algo = CP_RING, .recompute = RECOMPUTE_NONE};
     TrainOptions o;
-    train_options_parse_with(argc, argv, &o, "10_composed",
-                             "The composed trainer: data, tensor (with sequence parallelism and "
-                             "recomputation), pipeline, context and expert parallelism in one "
-                             "program, laid out by one mesh.",
-                             g_options, N_OPTIONS, on_option, &p);
+    const TrainProgram program = {
+        .lab = "10_composed",
+        .what = "The composed trainer: data, tensor (with sequence parallelism and "
+                "recomputation), pipeline, context and expert parallelism in one "
+                "program, laid out by one mesh.",
+        .extra = g_options, .n_extra = N_OPTIONS, .on_extra = on_option, .ctx = &p,
+        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+    train_options_parse(argc, argv, &o, &program);
     check_options(&o, &p);
     const int tp = p.tp, cp = p.cp, pp = p.pp, v = p.chunks, m = o.grad_accum;
     /* lab 10: the mesh's order, and which group repairs which split */

@@ -18,6 +18,7 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "checkpoints.h"
 #include "cli.h"
 #include "comm.h"
 #include "cp_layers.h"
@@ -81,12 +82,15 @@ int main(int argc, char **argv) {
     Comm *world = comm_init(&argc, &argv);
     CpOptions copt = {1, 1, CP_RING};
     TrainOptions o;
-    train_options_parse_with(argc, argv, &o, "07_context_parallel",
-                             "Context-parallel GPT training (lab 07): each sequence's positions "
-                             "split over --cp ranks, attention across the split by ring "
-                             "attention or Ulysses; tensor parallelism inside, data parallelism "
-                             "over the rest.",
-                             g_cp_options, N_CP_OPTIONS, on_cp_option, &copt);
+    const TrainProgram program = {
+        .lab = "07_context_parallel",
+        .what = "Context-parallel GPT training (lab 07): each sequence's positions "
+                "split over --cp ranks, attention across the split by ring "
+                "attention or Ulysses; tensor parallelism inside, data parallelism "
+                "over the rest.",
+        .extra = g_cp_options, .n_extra = N_CP_OPTIONS, .on_extra = on_cp_option, .ctx = &copt,
+        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+    train_options_parse(argc, argv, &o, &program);
     const int cp = copt.cp, tp = copt.tp;
     const char *why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);

@@ -6,6 +6,7 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "checkpoints.h"
 #include "cli.h"
 #include "comm.h"
 #include "ddp_sync.h"
@@ -64,10 +65,13 @@ int main(int argc, char **argv) {
     Comm *world = comm_init(&argc, &argv);
     DdpOptions dopt = {DDP_OVERLAPPED, 0.25, 0, 0, NULL};
     TrainOptions o;
-    train_options_parse_with(argc, argv, &o, "02_ddp",
-                             "Data-parallel GPT training: every rank trains on its slice of the "
-                             "batch, gradients are averaged (lab 02).",
-                             g_ddp_options, 4, on_ddp_option, &dopt);
+    const TrainProgram program = {
+        .lab = "02_ddp",
+        .what = "Data-parallel GPT training: every rank trains on its slice of the "
+                "batch, gradients are averaged (lab 02).",
+        .extra = g_ddp_options, .n_extra = 4, .on_extra = on_ddp_option, .ctx = &dopt,
+        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+    train_options_parse(argc, argv, &o, &program);
     if (dopt.first_bucket_mb > 0 && dopt.mode == DDP_NAIVE)
         USER_ERROR("--first-bucket-mb sizes a bucket: it needs --ddp bucketed or overlapped, "
                    "not naive (one all-reduce per tensor)");

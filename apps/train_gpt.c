@@ -1,12 +1,17 @@
 /* train_gpt: the single-device GPT trainer (lab 00). See common/train.c. */
 #include "check.h"
+#include "checkpoints.h"
 #include "preflight.h"
 #include "train.h"
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     TrainOptions o;
-    train_options_parse(argc, argv, &o);
+    const TrainProgram program = {
+        .lab = "00_single_device",
+        .what = "Train a GPT on one device (lab 00's reference trainer).",
+        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+    train_options_parse(argc, argv, &o, &program);
     MemLayout layout = {.ranks = 1, .rows = train_micro_batch_rows(&o, 1), .seq = o.seq};
     preflight_run(&o, &layout, NULL);
     train_run(&o);

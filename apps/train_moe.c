@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "check.h"
+#include "checkpoints.h"
 #include "cli.h"
 #include "comm.h"
 #include "ep_sync.h"
@@ -110,12 +111,15 @@ int main(int argc, char **argv) {
     Comm *world = comm_init(&argc, &argv);
     MoeOptions mo = {1, 1, 0};
     TrainOptions o;
-    train_options_parse_with(argc, argv, &o, "08_moe",
-                             "Expert-parallel training of a mixture of experts (lab 08): each "
-                             "MoE block's experts split over --ep ranks, tokens sent to their "
-                             "experts' ranks and back by all-to-alls; tensor parallelism for "
-                             "the dense parts (--tp), data parallelism over the rest.",
-                             g_moe_options, N_MOE_OPTIONS, on_moe_option, &mo);
+    const TrainProgram program = {
+        .lab = "08_moe",
+        .what = "Expert-parallel training of a mixture of experts (lab 08): each "
+                "MoE block's experts split over --ep ranks, tokens sent to their "
+                "experts' ranks and back by all-to-alls; tensor parallelism for "
+                "the dense parts (--tp), data parallelism over the rest.",
+        .extra = g_moe_options, .n_extra = N_MOE_OPTIONS, .on_extra = on_moe_option, .ctx = &mo,
+        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+    train_options_parse(argc, argv, &o, &program);
     const int ep = mo.ep, tp = mo.tp;
     if (o.model.n_experts == 0)
         USER_ERROR("train_moe trains a mixture of experts: --config tiny-moe, or --experts E");

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "check.h"
+#include "checkpoints.h"
 #include "cli.h"
 #include "comm.h"
 #include "ddp_sync.h"
@@ -70,11 +71,14 @@ int main(int argc, char **argv) {
     Comm *world = comm_init(&argc, &argv);
     PpOptions popt = {.pp = 1, .tp = 1, .schedule = "1f1b"};
     TrainOptions o;
-    train_options_parse_with(argc, argv, &o, "06_pipeline",
-                             "Pipeline-parallel GPT training (lab 06): the blocks cut into "
-                             "stages over --pp ranks, each step a schedule of micro-batches; "
-                             "tensor parallelism inside a stage, data parallelism over the rest.",
-                             g_pp_options, N_PP_OPTIONS, on_pp_option, &popt);
+    const TrainProgram program = {
+        .lab = "06_pipeline",
+        .what = "Pipeline-parallel GPT training (lab 06): the blocks cut into "
+                "stages over --pp ranks, each step a schedule of micro-batches; "
+                "tensor parallelism inside a stage, data parallelism over the rest.",
+        .extra = g_pp_options, .n_extra = N_PP_OPTIONS, .on_extra = on_pp_option, .ctx = &popt,
+        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+    train_options_parse(argc, argv, &o, &program);
     check_options(&o, &popt);
     const int pp = popt.pp, tp = popt.tp, m = o.grad_accum, v = popt.chunks;
     Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = tp, .cp = 1, .dp = 0, .pp = pp, .ep = 1});

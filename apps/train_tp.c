@@ -12,6 +12,7 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "checkpoints.h"
 #include "cli.h"
 #include "comm.h"
 #include "ddp_sync.h"
@@ -73,8 +74,12 @@ int main(int argc, char **argv) {
                *what = "Tensor-parallel GPT training (Megatron-LM): each block's weights split "
                        "over --tp ranks, data parallelism over the rest (lab 04).";
 #endif
-    train_options_parse_with(argc, argv, &o, lab, what, g_tp_options, N_TP_OPTIONS, on_tp_option,
-                             &topt);
+    const TrainProgram program = {
+        .lab = lab,
+        .what = what,
+        .extra = g_tp_options, .n_extra = N_TP_OPTIONS, .on_extra = on_tp_option, .ctx = &topt,
+        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+    train_options_parse(argc, argv, &o, &program);
     const int tp = topt.tp;
     const char *why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);

@@ -9,6 +9,7 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "checkpoints.h"
 #include "cli.h"
 #include "comm.h"
 #include "device.h"
@@ -105,8 +106,12 @@ int main(int argc, char **argv) {
                *what = "GPT training with ZeRO: optimizer states, gradients and parameters "
                        "sharded over the data-parallel ranks (lab 03).";
 #endif
-    train_options_parse_with(argc, argv, &o, lab, what, g_zero_options, N_ZERO_OPTIONS,
-                             on_zero_option, &zo);
+    const TrainProgram program = {
+        .lab = lab,
+        .what = what,
+        .extra = g_zero_options, .n_extra = N_ZERO_OPTIONS, .on_extra = on_zero_option, .ctx = &zo,
+        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+    train_options_parse(argc, argv, &o, &program);
     if (zo.overlap_rs && zo.stage < 2)
         USER_ERROR("--overlap-rs needs --zero 2 or 3 (ZeRO-%d reduce-scatters after the backward "
                    "pass, with nothing left to overlap)", zo.stage);

@@ -15,7 +15,6 @@
 #include "check.h"
 #include "comm.h"
 #include "device.h"
-#include "checkpoint_shards.h"
 #include "fileio.h"
 
 #define CKPT_VERSION 1
@@ -374,18 +373,18 @@ static void save_paths(const char *dir, int steps, char *tmp, char *final_dir, s
 }
 
 /* A save's first collective step: an empty temporary directory, and this
- * rank's rectangles (the lab's rule) and file in it */
-static void save_begin(const char *dir, int steps, const GPTLayout *l, const CkptHeld *held,
+ * rank's rectangles (the ops' rule) and file in it */
+static void save_begin(const CkptSaveTo *to, int steps, const GPTLayout *l, const CkptHeld *held,
                        const CkptRank *who, CkptRects *rects, char *path, size_t n) {
     const int rank = who->world ? who->world->rank : 0;
     char tmp[1100], final_dir[1100];
-    save_paths(dir, steps, tmp, final_dir, sizeof tmp);
+    save_paths(to->dir, steps, tmp, final_dir, sizeof tmp);
     if (rank == 0) {
         remove_checkpoint_dir(tmp);  /* a save that died before */
         make_dirs(tmp);
     }
     if (who->world) comm_barrier(who->world);
-    ckpt_shard_rects(l, held, who->dp_rank, who->dp, rects);  /* the lab's */
+    to->ops->shard_rects(l, held, who->dp_rank, who->dp, rects);
     snprintf(path, n, "%s/rank-%05d.ckpt", tmp, rank);
 }
 
@@ -433,7 +432,7 @@ static void save_commit(const CkptSaveTo *to, int steps, const GPTLayout *l, con
          * left there went aside (ckpt_set_branches_aside) */
         struct stat st;
         CHECK(stat(final_dir, &st) != 0, "%s exists: a save may not replace it", final_dir);
-        ckpt_commit(tmp, final_dir, text, len);  /* the lab's */
+        to->ops->commit(tmp, final_dir, text, len);
         prune(to->dir, to->keep, &to->lineage);
     }
     free(all);
@@ -444,7 +443,7 @@ void ckpt_save(const CkptSaveTo *to, int steps, const GPTLayout *l, const CkptHe
                const CkptRank *who) {
     CkptRects rects = {0};
     char path[1200], why[1300];
-    save_begin(to->dir, steps, l, held, who, &rects, path, sizeof path);
+    save_begin(to, steps, l, held, who, &rects, path, sizeof path);
     float *data = malloc((ckpt_rects_floats(&rects) + 1) * sizeof(float));
     CHECK(data, "out of memory for saving %s", path);
     ckpt_gather_rects(held, &rects, data);
@@ -462,9 +461,9 @@ void ckpt_save_async(CkptAsync *a, const CkptSaveTo *to, int steps, const GPTLay
     CHECK(!a->pending, "a checkpoint save began before the last one was committed");
     CkptRects rects = {0};
     char path[1200];
-    save_begin(to->dir, steps, l, held, who, &rects, path, sizeof path);
+    save_begin(to, steps, l, held, who, &rects, path, sizeof path);
     a->rank = who->world ? who->world->rank : 0;
-    ckpt_async_begin(a, path, &rects, held);  /* the lab's */
+    to->ops->async_begin(a, path, &rects, held);
     ckpt_rects_free(&rects);
     a->pending = 1;
     a->steps = steps;
@@ -477,7 +476,7 @@ void ckpt_save_async(CkptAsync *a, const CkptSaveTo *to, int steps, const GPTLay
 void ckpt_save_finish(CkptAsync *a) {
     if (!a->pending) return;
     uint64_t mine[2];
-    ckpt_async_wait(a, &mine[0], &mine[1]);  /* the lab's */
+    a->to->ops->async_wait(a, &mine[0], &mine[1]);
     if (a->err) die_errno_at(__FILE__, __LINE__, a->err, "%s", a->why);  /* the writer's */
     save_commit(a->to, a->steps, a->l, a->what, a->world, mine);
     a->pending = 0;
@@ -766,12 +765,13 @@ void ckpt_saved_close(CkptSaved *s) {
     free(s);
 }
 
-void ckpt_load_standard(const char *ckdir, const GPTConfig *cfg, int kind, float *out) {
+void ckpt_load_standard(const CkptOps *ops, const char *ckdir, const GPTConfig *cfg, int kind,
+                        float *out) {
     const GPTLayout whole = gpt_layout_whole(cfg);
     const CkptRun run = {0, whole.num_params, 0};
     CkptHeld h = {{0}, {0}, {0}, {1, 1, 1}, "standard"};
     h.buf[kind] = out;
     h.runs[kind] = &run;
     h.nruns[kind] = 1;
-    ckpt_load(ckdir, &whole, &h);
+    ops->load(ckdir, &whole, &h);
 }

@@ -1,4 +1,4 @@
-/* checkpoint.h: distributed checkpoints (lab 09). Every trainer saves its
+/* checkpoint.h: distributed checkpoints. Every trainer saves its
  * model states with --save DIR --save-every K [--keep K] and continues a run
  * with --resume PATH, in the same layout or any other of the same model.
  *
@@ -66,10 +66,10 @@
  * run and its newest CKPT_LINEAGE_MAX - 1: a checkpoint of a run dropped
  * from the middle then counts as a branch, moved aside, never lost.
  *
- * Lab 09's functions (labs/09_checkpoint/checkpoint_shards.h: the
- * geometry, what a rank writes, the resharding load, the atomic commit)
- * do the ideas; this module does the formats, the checks and the
- * collective steps around them, calling them. */
+ * The checkpoint ops (CkptOps, below: the geometry, what a rank writes,
+ * the resharding load, the atomic commit, the background writer) do the
+ * ideas; this module does the formats, the checks and the collective steps
+ * around them, calling them through the table the program hands it. */
 #ifndef CHECKPOINT_H
 #define CHECKPOINT_H
 
@@ -133,9 +133,13 @@ typedef struct {
  * random id that started from `from` steps done */
 void ckpt_lineage_extend(CkptLineage *out, const CkptLineage *parent, int from);
 
+typedef struct CkptOps CkptOps;  /* below */
+
 /* Where and how a run saves: --save DIR, --keep K (0: all), the index's
- * seed and program, and the run's lineage (rank 0's: it writes the index) */
+ * seed and program, and the run's lineage (rank 0's: it writes the index);
+ * ops: the checkpoint ops that do the work (not NULL) */
 typedef struct {
+    const CkptOps *ops;
     const char *dir;
     int keep;
     unsigned long long seed;
@@ -174,8 +178,8 @@ void ckpt_save(const CkptSaveTo *to, int steps, const GPTLayout *l, const CkptHe
  * files are written. ckpt_save_async takes this rank's snapshot (the
  * floats of its rectangles, copied to the host in file order: the states
  * change at the next step) and leaves the writing of its file to a thread
- * (lab 09's ckpt_async_begin); ckpt_save_finish, at the next save or at
- * the end of the run, joins it (ckpt_async_wait) and commits as ckpt_save
+ * (the ops' async_begin); ckpt_save_finish, at the next save or at
+ * the end of the run, joins it (async_wait) and commits as ckpt_save
  * does (collective over world, so the caller's main thread calls it: the
  * thread makes no MPI call, MPI being initialized without thread support).
  * Until the commit the files are in the temporary directory, so a job
@@ -183,9 +187,9 @@ void ckpt_save(const CkptSaveTo *to, int steps, const GPTLayout *l, const CkptHe
  * byte for byte the one ckpt_save would have written. The price: host
  * memory for the snapshot (what the rank writes: 12 Phi / N bytes for N
  * ranks sharing the states) until the commit. */
-typedef struct {
-    /* the writer's (ckpt_async_begin / ckpt_async_wait, lab 09) */
-    int rank;               /* this rank's: set before ckpt_async_begin */
+typedef struct CkptAsync {
+    /* the writer's (the ops' async_begin / async_wait) */
+    int rank;               /* this rank's: set before async_begin */
     pthread_t thread;
     int running;            /* the thread is started and not yet joined */
     char path[1200];        /* the rank file */
@@ -211,6 +215,31 @@ void ckpt_save_async(CkptAsync *a, const CkptSaveTo *to, int steps, const GPTLay
 /* Commit a's pending save, if any (collective over world) */
 void ckpt_save_finish(CkptAsync *a);
 
+/* The checkpoint ops: the functions that do the ideas (each described
+ * where a program's table of them is declared), called by this module and
+ * by the training loop. The program hands its table to the library
+ * (TrainProgram.checkpoints, train.h; ckpt_load_standard's ops); a build
+ * without them has none (NULL), and its programs refuse every checkpoint
+ * flag before any work. */
+struct CkptOps {
+    /* what this rank writes of every kind of held (rank dp_rank of dp in
+     * its data-parallel group), appended to out */
+    void (*shard_rects)(const GPTLayout *l, const CkptHeld *held, int dp_rank, int dp,
+                        CkptRects *out);
+    /* make tmp_dir, its rank files written, appear whole as final_dir
+     * with index (len bytes) as its index.txt */
+    void (*commit)(const char *tmp_dir, const char *final_dir, const char *index, size_t len);
+    /* --save-async's writer: snapshot rects of held into a and start the
+     * thread that writes path; async_wait joins it, the file's size and
+     * checksum into bytes and checksum */
+    void (*async_begin)(CkptAsync *a, const char *path, const CkptRects *rects,
+                        const CkptHeld *held);
+    void (*async_wait)(CkptAsync *a, uint64_t *bytes, uint64_t *checksum);
+    /* load what held's buffers hold from the verified checkpoint ckdir,
+     * from any layout; returns its steps done */
+    int (*load)(const char *ckdir, const GPTLayout *l, const CkptHeld *held);
+};
+
 /* A checkpoint directory from PATH (--resume's, the tool's): PATH itself
  * when it has an index, else the newest step-NNNNNN in it. Returns 0 with
  * the directory in out, or -1 with why (which names PATH, not a flag). */
@@ -222,7 +251,7 @@ int ckpt_resolve(const char *path, char *out, size_t n, char *why, size_t whylen
 int ckpt_verify(const char *ckdir, const GPTConfig *cfg, unsigned long long seed, int *step,
                 char *why, size_t whylen);
 
-/* ---- for the lab's geometry and loading (labs/09_checkpoint) ---- */
+/* ---- for the checkpoint ops' geometry and loading ---- */
 
 /* Which part of a tensor's pieces a rank takes: part of parts equal
  * ranges of each piece's floats (row-major); parts 0: none */
@@ -301,7 +330,8 @@ int ckpt_file_rects(const char *ckdir, const CkptFileEntry *e, CkptRects *out, c
                     size_t whylen);
 
 /* The whole model of one kind in the standard layout (gpt_num_params(cfg)
- * floats), from a verified checkpoint */
-void ckpt_load_standard(const char *ckdir, const GPTConfig *cfg, int kind, float *out);
+ * floats), from a verified checkpoint, loaded by ops */
+void ckpt_load_standard(const CkptOps *ops, const char *ckdir, const GPTConfig *cfg, int kind,
+                        float *out);
 
 #endif

@@ -29,7 +29,7 @@
 #pragma weak attention_backward_cpu
 #define REQUIRE_LAB00(fn)                                                                   \
     CHECK(device_current() != DEVICE_CPU || fn != NULL,                                     \
-          #fn " is lab 00's: link the lab's backprop.o (build/earlier/00_single_device/)")
+          #fn " is the first lab's: link its backprop.o (the Makefile's EARLIER_OBJ)")
 
 #ifdef KIT_CUDA
 #define BACKEND(name) (device_current() == DEVICE_CUDA ? name##_cuda : name##_cpu)

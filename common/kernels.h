@@ -17,8 +17,8 @@
  * the backend of that device (kernels_backend.h): name_cpu in kernels_cpu.c,
  * name_cuda in kernels_cuda.cu.
  *
- * layernorm_backward_cpu and attention_backward_cpu are lab 00's exercise:
- * they are defined in solutions/00_single_device/backprop.c (or the
+ * layernorm_backward_cpu and attention_backward_cpu are the first lab's
+ * exercise: they are defined in its backprop.c (the solution's, or the
  * student's copy in labs/), which every program with a backward pass links
  * in (the library refers to them weakly: kernels.c).
  */

@@ -256,8 +256,8 @@ void gpt_moe_stats_reset(void);
 const MoEStats *gpt_moe_stats(void);
 
 /* Floats of forward activations and of backward scratch, and int32s of token
- * ids, for B x T on this layout (the memory formulas in
- * labs/00_single_device/README.md, and labs/04_tensor_parallel/README.md's). */
+ * ids, for B x T on this layout (the memory formulas in the READMEs of the
+ * single-device and the tensor-parallel labs). */
 size_t gpt_activation_floats(const GPTLayout *l, int B, int T);
 /* The same floats by what they are (labs 05's chart; they add up to
  * gpt_activation_floats):

@@ -11,7 +11,6 @@
 #include "comm.h"
 #include "fileio.h"
 #include "check.h"
-#include "checkpoint_shards.h"
 #include "cli.h"
 #include "dataloader.h"
 #include "device.h"
@@ -80,15 +79,19 @@ enum {
     OPT_RESUME, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_EXTRA  /* OPT_EXTRA + i: extra[i] */
 };
 
-void train_options_parse(int argc, char **argv, TrainOptions *o) {
-    train_options_parse_with(argc, argv, o, "00_single_device",
-                             "Train a GPT on one device (lab 00's reference trainer).", NULL, 0,
-                             NULL, NULL);
+/* A checkpoint flag given to a program built without checkpoint ops: one
+ * clear error naming the flag (the first of them checked here) */
+static void refuse_checkpoints_without_ops(const TrainOptions *o, const TrainProgram *p) {
+    if (p->checkpoints) return;
+    const char *flag = o->save[0] ? "--save" : o->resume[0] ? "--resume"
+                       : o->save_every ? "--save-every" : o->keep ? "--keep"
+                       : o->save_async ? "--save-async" : NULL;
+    if (flag) USER_ERROR("%s: this build has no checkpoints: %s", flag, p->no_checkpoints);
 }
 
-void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char *lab,
-                              const char *what, const ExtraOption *extra, int n_extra,
-                              ExtraOptionFn on_extra, void *ctx) {
+void train_options_parse(int argc, char **argv, TrainOptions *o, const TrainProgram *p) {
+    const ExtraOption *extra = p->extra;
+    const int n_extra = p->n_extra;
     static const struct option common_opts[] = {
         {"config", required_argument, 0, OPT_CONFIG}, {"data", required_argument, 0, OPT_DATA},
         {"out", required_argument, 0, OPT_OUT}, {"steps", required_argument, 0, OPT_STEPS},
@@ -135,7 +138,8 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
                                                   0, OPT_EXTRA + i};
     long_opts[N_COMMON + n_extra] = (struct option){0, 0, 0, 0};
     memset(o, 0, sizeof *o);
-    snprintf(o->lab, sizeof o->lab, "%s", lab);
+    snprintf(o->lab, sizeof o->lab, "%s", p->lab);
+    o->checkpoints = p->checkpoints;
     o->grad_accum = 1;
     snprintf(o->config_name, sizeof o->config_name, "tiny");
     snprintf(o->data_path, sizeof o->data_path, "build/data/synth.tok");
@@ -207,18 +211,19 @@ void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char
         case OPT_COMM_TIMEOUT: comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
         case OPT_PROFILE: o->profile = 1; break;
         case 'h':
-            printf("usage: %s [options]\n%s\n\n%s", g_program_name, what, g_usage);
+            printf("usage: %s [options]\n%s\n\n%s", g_program_name, p->what, g_usage);
             for (int i = 0; i < n_extra; i++) printf("  %s\n", extra[i].help);
             exit(0);
         default:
             if (c >= OPT_EXTRA && c < OPT_EXTRA + n_extra) {
-                on_extra(ctx, c - OPT_EXTRA, optarg);
+                p->on_extra(p->ctx, c - OPT_EXTRA, optarg);
                 break;
             }
             cli_bad_option(f, hint);
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; %s", argv[optind], hint);
+    refuse_checkpoints_without_ops(o, p);
 
     if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0)
         USER_ERROR("--device expects cpu or cuda, got '%s'", o->device);
@@ -749,7 +754,7 @@ static int resume_from(const TrainOptions *o, const GPTLayout *l, const CkptHeld
     *lineage = ix.lineage;
     ckpt_index_free(&ix);
     double t0 = wall_seconds();
-    const int step = ckpt_load(dir, l, held);  /* lab 09's */
+    const int step = o->checkpoints->load(dir, l, held);
     if (is_root)
         printf("%s: resumed from %s: %d steps done, %d to go (loaded in %.3f s)\n",
                g_program_name, dir, step, o->steps - step, wall_seconds() - t0);
@@ -881,7 +886,7 @@ void train_run_parallel(const TrainOptions *o, const TrainParallel *par) {
     CkptLineage resumed = {0};
     const int first_step = o->resume[0] ? resume_from(o, layout, &held, &resumed, is_root) : 0;
     g_first_step = first_step;
-    CkptSaveTo save_to = {o->save, o->keep, o->seed, g_program_name, {0}};
+    CkptSaveTo save_to = {o->checkpoints, o->save, o->keep, o->seed, g_program_name, {0}};
     if (o->save[0]) start_lineage(o, &save_to, &resumed, first_step, is_root);
     for (int step = first_step; step < o->steps; step++) {
         float val_loss = -1.0f;

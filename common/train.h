@@ -28,6 +28,7 @@ typedef struct {
      * write them while training goes on (checkpoint.h's ckpt_save_async) */
     char save[512], resume[512];
     int save_every, keep, save_async;
+    const CkptOps *checkpoints;  /* the program's (TrainProgram): not NULL when saving or resuming */
     char device[8];             /* "cpu" or "cuda" (device.h) */
     char lab[32];               /* names the default run directory runs/LAB-CONFIG */
     int steps, batch, seq;      /* global batch of `batch` sequences of `seq` tokens */
@@ -41,22 +42,34 @@ typedef struct {
     unsigned long long seed;
 } TrainOptions;
 
-/* Parse and validate argv; prints --help and exits 0, or exits 2 with one
- * clear line on any bad option or impossible config. */
-void train_options_parse(int argc, char **argv, TrainOptions *o);
-
-/* The same for a lab's trainer with options of its own: extra[i] (a long
- * option; help is its line in --help) is handed to on_extra(ctx, i, arg),
- * which validates it (USER_ERROR). `what` is the one-line description. */
+/* A trainer's own long option (without the dashes; help is its line in
+ * --help), handed to the program's on_extra(ctx, i, arg) for extra[i],
+ * which validates it (USER_ERROR) */
 typedef struct {
-    const char *name;  /* without the dashes */
+    const char *name;
     int has_arg;
     const char *help;
 } ExtraOption;
 typedef void (*ExtraOptionFn)(void *ctx, int index, const char *arg);
-void train_options_parse_with(int argc, char **argv, TrainOptions *o, const char *lab,
-                              const char *what, const ExtraOption *extra, int n_extra,
-                              ExtraOptionFn on_extra, void *ctx);
+
+/* A trainer as it declares itself to the options parser */
+typedef struct {
+    const char *lab;   /* names the default run directory runs/LAB-CONFIG */
+    const char *what;  /* --help's one-line description */
+    const ExtraOption *extra;  /* its own options, n_extra of them (may be none) */
+    int n_extra;
+    ExtraOptionFn on_extra;
+    void *ctx;
+    /* the checkpoint ops it was built with (checkpoint.h), or NULL: then
+     * every checkpoint flag is one error, which adds no_checkpoints (where
+     * checkpoints are to be had) */
+    const CkptOps *checkpoints;
+    const char *no_checkpoints;
+} TrainProgram;
+
+/* Parse and validate argv for program p; prints --help and exits 0, or
+ * exits 2 with one clear line on any bad option or impossible config. */
+void train_options_parse(int argc, char **argv, TrainOptions *o, const TrainProgram *p);
 
 /* Sequences per micro-batch on one of `ranks` data-parallel ranks:
  * batch / (ranks x grad_accum), or a user error when that does not divide. */

@@ -371,8 +371,8 @@ same_files() {
     (cd "$ROOT" && $(sed -n 's/^CC=//p' <<< "$flags") $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") \
         -Isolutions/09_checkpoint $(sed -n 's/^CFLAGS=//p' <<< "$flags") -c "$d/core_solved.c" \
         -o "$d/core_solved.o" &&
-        $(sed -n 's/^CC=//p' <<< "$flags") build/apps/train_gpt.o "$d/core_solved.o" \
-        build/earlier/00_single_device/backprop.o build/libcommon.a \
+        $(sed -n 's/^CC=//p' <<< "$flags") build/apps/train_gpt.o build/apps/checkpoints.o \
+        "$d/core_solved.o" build/earlier/00_single_device/backprop.o build/libcommon.a \
         $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/train_gpt")
     run t 60 "$d/train_gpt" "${RUN[@]}" --config tiny --save "$d/ck2" --save-every 2 --save-async \
         --out "$d/r2"
@@ -385,6 +385,39 @@ same_files() {
     run t 60 "$d/train_gpt" "${RUN[@]}" --config tiny --save "$d/ck3" --out "$d/r3"
     [ "$status" -eq 0 ]
     [ -e "$d/ck3/step-000008/index.txt" ]
+}
+
+@test "checkpoint: a program built without checkpoint ops (apps/no_checkpoints.c) refuses each checkpoint flag with one error before any work, and so do ckpt verify and convert" {
+    require_solution 00
+    local d="$BATS_TEST_TMPDIR" flags cc
+    flags=$(make -s --no-print-directory -C "$ROOT" print-flags)
+    cc=$(sed -n 's/^CC=//p' <<< "$flags")
+    # the library and the programs link without lab 09's object
+    (cd "$ROOT" && $cc $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") $(sed -n 's/^CFLAGS=//p' <<< "$flags") \
+        -c apps/no_checkpoints.c -o "$d/no_checkpoints.o" &&
+        $cc build/apps/train_gpt.o "$d/no_checkpoints.o" build/earlier/00_single_device/backprop.o \
+            build/libcommon.a $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/train_gpt" &&
+        $cc build/apps/ckpt_tool.o "$d/no_checkpoints.o" build/libcommon.a \
+            $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/ckpt")
+    local hint="this build has no checkpoints: they come with lab 09 (its programs are build/labs/09_checkpoint/train_*)"
+    local -a given
+    for given in "--save $d/ck" "--resume $d/ck" "--save-every 2" "--keep 1" "--save-async"; do
+        read -ra given <<< "$given"
+        run t 60 "$d/train_gpt" "${RUN[@]}" "${given[@]}" --out "$d/r"
+        [ "$status" -eq 2 ]
+        [ "$output" = "train_gpt: error: ${given[0]}: $hint" ]
+        [ ! -e "$d/r" ] && [ ! -e "$d/ck" ]
+    done
+    run t 60 "$d/ckpt" convert "$d/ck" "$d/out.bin"
+    [ "$status" -eq 2 ]
+    [ "$output" = "ckpt: error: convert: $hint" ]
+    run t 60 "$d/ckpt" verify "$d/ck"
+    [ "$status" -eq 2 ]
+    [ "$output" = "ckpt: error: verify: $hint" ]
+    # without them it trains as ever
+    run t 60 "$d/train_gpt" --steps 2 --threads 1 --out "$d/r"
+    [ "$status" -eq 0 ]
+    [ -e "$d/r/metrics.csv" ]
 }
 
 @test "checkpoint: a second job saving into a directory another job is saving into is one clear error; the lock dies with its job" {

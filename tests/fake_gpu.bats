@@ -38,7 +38,7 @@ build_fake_zero() {
         -o "$out.o"
     mpicc -rdynamic "$out.o" "$BUILD/solutions/03_zero/zero.o" \
         "$BUILD/solutions/00_single_device/backprop.o" "$BUILD/tests/fake_gpu/fake_device.o" \
-        "$BUILD/solutions/09_checkpoint/checkpoint_shards.o" \
+        "$BUILD/apps/checkpoints.o" "$BUILD/solutions/09_checkpoint/checkpoint_shards.o" \
         "$BUILD/libcommon.a" -L"/usr/lib/$arch/openblas-openmp" \
         -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -lm -fopenmp -pthread -o "$out"
 }
