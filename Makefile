@@ -25,69 +25,87 @@ LIBCOMMON := $(BUILD)/libcommon.a
 DATASET_TOOLS := gen_synthetic text_to_tokens tokens_info
 DATASET_BINS := $(DATASET_TOOLS:%=$(BUILD)/bin/%)
 
-# ---- Which copies of the labs this tree has --------------------------------
+# ---- The labs: one manifest each ------------------------------------------
 # The instructor's tree has every lab's solution; a student handout (`make
 # handout`, below) has only the released ones (solutions/NN_name/ present)
 # and a file .handout. So:
 # - each lab builds from labs/ (the student's copy) into build/labs/NN_name/,
-#   and from solutions/ into build/solutions/NN_name/ when its solution is here;
-# - a later lab links an earlier lab's object through build/earlier/NN_name/:
-#   a copy of the solution's object when that solution is here, else of the
+#   and from solutions/ into build/solutions/NN_name/ when its solution is here
+#   (a lab's headers exist once, in labs/: every copy compiles against them);
+# - a later lab links an earlier lab's objects through build/earlier/NN_name/:
+#   copies of the solution's objects when that solution is here, else of the
 #   student's own (build/labs/NN_name/). So lab 02 runs on lab 00's solution
-#   once it is released, and on the student's own lab 00 before. The grader
-#   links the same files (grader/cases/*.toml: link), and so do the planner
-#   and the C unit tests (which test the library; the ones that run lab 00's
-#   backward passes skip in a handout without lab 00's solution).
-LAB_NAMES := $(patsubst labs/%/,%,$(wildcard labs/[0-9][0-9]_*/))
-SOLVED := $(patsubst solutions/%/,%,$(wildcard solutions/[0-9][0-9]_*/))
+#   once it is released, and on the student's own lab 00 before.
+# Which objects a lab has and what each of its programs links is written once,
+# in labs/NN_name/lab.mk (labs/00_single_device/lab.mk explains each line);
+# the rules below are generated from the manifests, and the grader, the
+# sanitizer and pretend-GPU builds and the docs' tests read the same facts
+# (print-links, print-programs).
+LAB_NAMES := $(patsubst labs/%/lab.mk,%,$(wildcard labs/[0-9][0-9]_*/lab.mk))
+SOLVED := $(filter $(LAB_NAMES),$(patsubst solutions/%/,%,$(wildcard solutions/[0-9][0-9]_*/)))
 # $(call copy_of,NN_name): solutions when that lab's solution is here, else labs
 copy_of = $(if $(filter $(1),$(SOLVED)),solutions,labs)
 # $(call copies_of,NN_name): the copies of a lab to build
 copies_of = labs $(if $(filter $(1),$(SOLVED)),solutions)
 
-LAB00_PROGS := train_gpt gradcheck
-LAB00_BINS := $(foreach v,$(call copies_of,00_single_device),$(LAB00_PROGS:%=$(BUILD)/$(v)/00_single_device/%))
+# A manifest's variables, read into NN_name.objects, NN_name.programs,
+# NN_name.link.PROG, NN_name.fake_gpu, NN_name.plugin and NN_name.absent.
+define read_manifest
+objects :=
+programs :=
+fake_gpu :=
+plugin :=
+absent :=
+include labs/$(1)/lab.mk
+$(1).objects := $$(objects)
+$(1).programs := $$(programs)
+$(1).fake_gpu := $$(fake_gpu)
+$(1).plugin := $$(plugin)
+$(1).absent := $$(absent)
+$$(foreach p,$$(programs),$$(if $$(link.$$(p)),,$$(error labs/$(1)/lab.mk: no link.$$(p) for program $$(p))))
+$$(foreach p,$$(programs),$$(eval $(1).link.$$(p) := $$(link.$$(p))))
+$$(foreach p,$$(programs),$$(eval undefine link.$$(p)))
+endef
+$(foreach l,$(LAB_NAMES),$(eval $(call read_manifest,$(l))))
 
-LAB01_PROGS := check_collectives bench_collectives
-LAB01_BINS := $(foreach v,$(call copies_of,01_collectives),$(LAB01_PROGS:%=$(BUILD)/$(v)/01_collectives/%))
+# The words of a link list (labs/00_single_device/lab.mk):
+# lab_of: the lab a word names (NN_name of NN_name/NAME), empty for an app
+lab_of = $(filter $(LAB_NAMES),$(firstword $(subst /, ,$(1))))
+# $(call lab_available,LAB,OF): whether a program of OF (a lab, or none) may
+# link LAB: its solution is here, or LAB is OF or earlier
+lab_available = $(or $(filter $(1),$(SOLVED)),$(if $(filter $(2),$(LAB_NAMES)),$(filter $(1),$(firstword $(sort $(1) $(2))))))
+# $(call lab_files,WORD,DIR): the objects WORD stands for, under DIR/NN_name/
+lab_files = $(if $(findstring /,$(1)),$(2)/$(1).o,$(foreach o,$($(1).objects),$(2)/$(1)/$(o).o))
+# $(call lab_word,WORD,OF,COPY): OF's own objects from build/COPY/, another lab's from build/earlier/
+lab_word = $(call lab_files,$(1),$(BUILD)/$(if $(filter $(2),$(call lab_of,$(1))),$(3),earlier))
+apps_objects = $(patsubst %,$(BUILD)/apps/%.o,$(1))
+# $(call optional_word,LAB,OF,COPY): LAB? in a link list
+optional_word = $(if $(call lab_available,$(1),$(2)),$(call apps_objects,$($(1).plugin)) $(call lab_word,$(1),$(2),$(3)),$(call apps_objects,$($(1).absent)))
+link_word = $(if $(filter %?,$(1)),$(call optional_word,$(1:?=),$(2),$(3)),$(if $(call lab_of,$(1)),$(call lab_word,$(1),$(2),$(3)),$(call apps_objects,$(1))))
+# $(call program_links,OF,COPY,PROG): the objects PROG of OF's COPY links
+program_links = $(foreach w,$($(1).link.$(3)),$(call link_word,$(w),$(1),$(2)))
 
-LAB02_BINS := $(foreach v,$(call copies_of,02_ddp),$(BUILD)/$(v)/02_ddp/train_ddp)
+LAB_BINS := $(foreach l,$(LAB_NAMES),$(foreach c,$(call copies_of,$(l)),$(foreach p,$($(l).programs),$(BUILD)/$(c)/$(l)/$(p))))
+EARLIER_OBJS := $(foreach l,$(LAB_NAMES),$(call lab_files,$(l),$(BUILD)/earlier))
+# every lab's headers, from labs/ (one copy: the student's)
+CPPFLAGS += $(LAB_NAMES:%=-Ilabs/%)
 
-LAB03_BINS := $(foreach v,$(call copies_of,03_zero),$(BUILD)/$(v)/03_zero/train_zero)
-
-LAB04_BINS := $(foreach v,$(call copies_of,04_tensor_parallel),$(BUILD)/$(v)/04_tensor_parallel/train_tp)
-
-LAB05_PROGS := train_tp train_zero check_act
-LAB05_BINS := $(foreach v,$(call copies_of,05_activation_memory),$(LAB05_PROGS:%=$(BUILD)/$(v)/05_activation_memory/%))
-
-LAB06_PROGS := pipeline_schedule train_pp
-LAB06_BINS := $(foreach v,$(call copies_of,06_pipeline),$(LAB06_PROGS:%=$(BUILD)/$(v)/06_pipeline/%))
-
-LAB07_BINS := $(foreach v,$(call copies_of,07_context_parallel),$(BUILD)/$(v)/07_context_parallel/train_cp)
-
-LAB08_BINS := $(foreach v,$(call copies_of,08_moe),$(BUILD)/$(v)/08_moe/train_moe)
-
-LAB10_PROGS := train_4d check_mesh_order
-LAB10_BINS := $(foreach v,$(call copies_of,10_composed),$(LAB10_PROGS:%=$(BUILD)/$(v)/10_composed/%))
-
-# lab 09: four of the trainers again, linking that copy's checkpoint_shards.o
-# (every other program links lab 09 through build/earlier/, below)
-LAB09_PROGS := check_ckpt train_gpt train_zero train_tp train_pp
-LAB09_BINS := $(foreach v,$(call copies_of,09_checkpoint),$(LAB09_PROGS:%=$(BUILD)/$(v)/09_checkpoint/%))
-
-# Earlier labs' objects that later labs and the tests link.
-EARLIER_OBJ := $(BUILD)/earlier/00_single_device/backprop.o
-EARLIER_DDP := $(BUILD)/earlier/02_ddp/ddp.o
-EARLIER_TP := $(BUILD)/earlier/04_tensor_parallel/tensor_parallel.o
-EARLIER_ZERO := $(BUILD)/earlier/03_zero/zero.o
-EARLIER_SCHED := $(BUILD)/earlier/06_pipeline/schedules.o
-EARLIER_CP := $(BUILD)/earlier/07_context_parallel/ring_attention.o $(BUILD)/earlier/07_context_parallel/ulysses.o
-EARLIER_PIPE := $(BUILD)/earlier/06_pipeline/pipeline.o
-EARLIER_ACT := $(BUILD)/earlier/05_activation_memory/activation_memory.o
-EARLIER_EP := $(BUILD)/earlier/08_moe/expert_parallel.o
-# checkpoints: the trainers and the ckpt tool hand lab 09's functions to the
-# library through apps/checkpoints.o (apps/checkpoints.h)
-EARLIER_CKPT := $(BUILD)/earlier/09_checkpoint/checkpoint_shards.o
+# Programs outside the labs link the same words, as no lab's (an earlier
+# lab through build/earlier/, an optional one only when its solution is
+# here): the planner, the checkpoint tool and the C unit tests (which test
+# the library, not the student: the ones that run lab 00's backward passes
+# skip in a handout without lab 00's solution). --advise builds lab 06's
+# schedules (schedule_by_name) to simulate them.
+tools.link.memplan := memplan 06_pipeline/schedules
+tools.link.ckpt := ckpt_tool 09_checkpoint?
+TOOL_BINS := $(BUILD)/bin/memplan $(BUILD)/bin/ckpt
+# tests/c/NAME.c (and tests/c/labNN/NAME.c: a lab's student file against
+# the library's validator, simulator or reference)
+tests.link := 00_single_device
+tests.link.test_costmodel := 06_pipeline/schedules 00_single_device
+tests.link.lab06/test_schedules := 06_pipeline/schedules
+tests.link.lab07/test_ring_attention := 07_context_parallel 00_single_device
+test_links = $(foreach w,$(or $(tests.link.$(1)),$(tests.link)),$(call link_word,$(w),tests,earlier))
 
 # ---- CUDA sources: `make cuda-check` compiles every .cu with nvcc (CI has
 # nvcc but no GPU), `make cuda-tests` links the GPU tests (they skip, exit
@@ -134,21 +152,20 @@ endif
 FLAVOR_STAMP := $(FLAVOR) $(CFLAGS)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/flavor 2>/dev/null)" = "$(FLAVOR_STAMP)" ] || echo "$(FLAVOR_STAMP)" > $(BUILD)/flavor)
 
-TEST_SRC := $(wildcard tests/c/*.c)
-TEST_BINS := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
-# tests of a lab's student file, linking it through build/earlier/ (below)
-LAB_TEST_BINS := $(BUILD)/tests/lab06/test_schedules $(BUILD)/tests/lab07/test_ring_attention
+TEST_SRC := $(wildcard tests/c/*.c tests/c/lab*/*.c)
+TEST_NAMES := $(TEST_SRC:tests/c/%.c=%)
+TEST_BINS := $(TEST_NAMES:%=$(BUILD)/tests/%)
 
 SYNTH_TOKENS ?= 2000000
 DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps data demo test slides slide-figures skeletons bench clean help grade references print-flags bench-collectives bench-ddp bench-zero bench-tp bench-act bench-pp bench-cp bench-moe bench-ckpt bench-failures bench-costmodel bench-cluster tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
+.PHONY: all deps data demo test slides slide-figures skeletons bench $(BENCHMARKS:%=bench-%) clean help grade references print-flags print-links print-programs print-benchmarks tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
-all: $(LIBCOMMON) $(DATASET_BINS) $(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(LAB09_BINS) $(LAB10_BINS) $(EARLIER_OBJ) $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(TEST_BINS) $(LAB_TEST_BINS)
+all: $(LIBCOMMON) $(DATASET_BINS) $(LAB_BINS) $(EARLIER_OBJS) $(TOOL_BINS) $(TEST_BINS)
 
 help:
 	@echo "make            build everything into $(BUILD)/"
@@ -185,6 +202,10 @@ help:
 	@echo "make bench-gpu  tokens/s and MFU of small and gpt2-124m on the GPU, NCCL busbw"
 	@echo "make sanitize   build the solutions' programs with AddressSanitizer and UBSan into $(BUILD)/sanitize/"
 	@echo "make clean      remove $(BUILD)/ (runs/ is kept)"
+	@echo
+	@echo "Each lab's programs (labs/NN_name/lab.mk), in $(BUILD)/labs/NN_name/ (your copy) and, where its solution is here, $(BUILD)/solutions/NN_name/:"
+	@$(foreach l,$(LAB_NAMES),echo "  $(l): $($(l).programs)";)
+	@echo "Tools, in $(BUILD)/bin/: $(notdir $(TOOL_BINS) $(DATASET_BINS))"
 
 deps:
 	@bash scripts/deps.sh
@@ -229,168 +250,55 @@ $(BUILD)/bin/%: $(BUILD)/datasets/%.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
-# lab 00: the apps link the student's (or the solution's) backprop.o
-$(BUILD)/%/00_single_device/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/%/00_single_device/backprop.o $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/00_single_device/gradcheck: $(BUILD)/apps/gradcheck.o $(BUILD)/%/00_single_device/backprop.o $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 01: the programs link the student's (or the solution's) collectives.o;
-# collectives.h has no solution region, so both copies are the same file.
-$(BUILD)/apps/%_collectives.o: CPPFLAGS += -I$(call copy_of,01_collectives)/01_collectives
-$(BUILD)/%/01_collectives/check_collectives: $(BUILD)/apps/check_collectives.o $(BUILD)/%/01_collectives/collectives.o $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/01_collectives/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/%/01_collectives/collectives.o $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 02: train_ddp links the student's (or the solution's) ddp.o, through
-# apps/ddp_sync.c (lab 02's averaging as the loop's GradSync; lab 04 uses it too)
-$(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o: CPPFLAGS += -I$(call copy_of,02_ddp)/02_ddp
-# (and, like every later lab, lab 00 through build/earlier/: its solution when
-# here, so that a student stuck on one lab can still do the next)
-$(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/02_ddp/ddp.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 03: train_zero links the student's (or the solution's) zero.o
-$(BUILD)/apps/train_zero.o: CPPFLAGS += -I$(call copy_of,03_zero)/03_zero
-$(BUILD)/%/03_zero/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/03_zero/zero.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 04: train_tp links the student's (or the solution's) tensor_parallel.o,
-# and lab 02's DDP through build/earlier/ for the data-parallel groups
-$(BUILD)/apps/train_tp.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/%/04_tensor_parallel/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/04_tensor_parallel/tensor_parallel.o $(EARLIER_DDP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 05: train_tp and train_zero built again WITH_LAB05 (--sp, --recompute),
-# linking the student's (or the solution's) activation_memory.o, and labs
-# 02-04 through build/earlier/; check_act links the lab's object alone
-LAB05_INC := -I$(call copy_of,05_activation_memory)/05_activation_memory \
-	-I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,03_zero)/03_zero \
-	-I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/apps/%_lab05.o: apps/%.c $(BUILD)/flavor
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -DWITH_LAB05 $(LAB05_INC) $(CFLAGS) -c $< -o $@
-$(BUILD)/apps/act_layers.o: CPPFLAGS += -I$(call copy_of,05_activation_memory)/05_activation_memory
-$(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-# check_act: the layernorm sum alone, on a pipeline's stages
-$(BUILD)/apps/check_act.o: CPPFLAGS += -I$(call copy_of,05_activation_memory)/05_activation_memory
-$(BUILD)/%/05_activation_memory/check_act: $(BUILD)/apps/check_act.o $(BUILD)/%/05_activation_memory/activation_memory.o $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 06: pipeline_schedule links the student's (or the solution's)
-# schedules.o; schedules.h has no solution region, so both copies are the
-# same file. It draws with tools/plot_pipeline.sh, found above the program.
-$(BUILD)/apps/pipeline_schedule.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline
-$(BUILD)/%/06_pipeline/pipeline_schedule: $(BUILD)/apps/pipeline_schedule.o $(BUILD)/%/06_pipeline/schedules.o $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-# train_pp links that copy's schedules.o and pipeline.o, lab 04's layers and
-# lab 02's DDP through build/earlier/
-$(BUILD)/apps/train_pp.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/%/06_pipeline/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/06_pipeline/pipeline.o $(BUILD)/%/06_pipeline/schedules.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 04's layers for the programs that split their blocks inside another
-# lab's layout (apps/tp_layers.h)
-$(BUILD)/apps/tp_layers.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel
-
-# lab 07: train_cp links that copy's ring_attention.o and ulysses.o, lab
-# 04's layers and lab 02's DDP through build/earlier/
-$(BUILD)/apps/train_cp.o: CPPFLAGS += -I$(call copy_of,07_context_parallel)/07_context_parallel -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/apps/cp_layers.o: CPPFLAGS += -I$(call copy_of,07_context_parallel)/07_context_parallel
-$(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/07_context_parallel/ring_attention.o $(BUILD)/%/07_context_parallel/ulysses.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 09: the programs hand its functions, declared in its header, to the
-# library's checkpoints (apps/checkpoints.c); check_ckpt calls them itself
-$(BUILD)/apps/checkpoints.o $(BUILD)/apps/check_ckpt.o: CPPFLAGS += -I$(call copy_of,09_checkpoint)/09_checkpoint
-# check_ckpt: the lab's geometry over simulated layouts and its commit
-$(BUILD)/%/09_checkpoint/check_ckpt: $(BUILD)/apps/check_ckpt.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/09_checkpoint/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_OBJ) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/09_checkpoint/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/09_checkpoint/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/09_checkpoint/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 08: train_moe links that copy's expert_parallel.o, and lab 04's layers
-# through build/earlier/ for the dense parts under --tp
-$(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o: CPPFLAGS += -I$(call copy_of,08_moe)/08_moe
-$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_TP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
+# A lab's programs, linked as its manifest says (link.PROG), from each copy
+define program_rule
+$(BUILD)/$(2)/$(1)/$(3): $(call program_links,$(1),$(2),$(3)) $(LIBCOMMON)
+	$$(CC) $$(filter %.o,$$^) $$(LIBCOMMON) $$(LDLIBS) -o $$@
+endef
+$(foreach l,$(LAB_NAMES),$(foreach c,$(call copies_of,$(l)),$(foreach p,$($(l).programs),$(eval $(call program_rule,$(l),$(c),$(p))))))
 
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
-$(BUILD)/earlier/00_single_device/backprop.o: $(BUILD)/$(call copy_of,00_single_device)/00_single_device/backprop.o
-$(BUILD)/earlier/02_ddp/ddp.o: $(BUILD)/$(call copy_of,02_ddp)/02_ddp/ddp.o
-$(BUILD)/earlier/03_zero/zero.o: $(BUILD)/$(call copy_of,03_zero)/03_zero/zero.o
-$(BUILD)/earlier/04_tensor_parallel/tensor_parallel.o: $(BUILD)/$(call copy_of,04_tensor_parallel)/04_tensor_parallel/tensor_parallel.o
-$(BUILD)/earlier/06_pipeline/schedules.o: $(BUILD)/$(call copy_of,06_pipeline)/06_pipeline/schedules.o
-$(BUILD)/earlier/07_context_parallel/ring_attention.o: $(BUILD)/$(call copy_of,07_context_parallel)/07_context_parallel/ring_attention.o
-$(BUILD)/earlier/07_context_parallel/ulysses.o: $(BUILD)/$(call copy_of,07_context_parallel)/07_context_parallel/ulysses.o
-$(BUILD)/earlier/06_pipeline/pipeline.o: $(BUILD)/$(call copy_of,06_pipeline)/06_pipeline/pipeline.o
-$(BUILD)/earlier/09_checkpoint/checkpoint_shards.o: $(BUILD)/$(call copy_of,09_checkpoint)/09_checkpoint/checkpoint_shards.o
-$(BUILD)/earlier/05_activation_memory/activation_memory.o: $(BUILD)/$(call copy_of,05_activation_memory)/05_activation_memory/activation_memory.o
-$(BUILD)/earlier/08_moe/expert_parallel.o: $(BUILD)/$(call copy_of,08_moe)/08_moe/expert_parallel.o
-$(EARLIER_OBJ) $(EARLIER_DDP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_PIPE) $(EARLIER_CKPT) $(EARLIER_ACT) $(EARLIER_EP):
-	@mkdir -p $(@D)
-	cp $< $@
+define earlier_rule
+$(BUILD)/earlier/$(1)/$(2).o: $(BUILD)/$(call copy_of,$(1))/$(1)/$(2).o
+	@mkdir -p $$(@D)
+	cp $$< $$@
+endef
+$(foreach l,$(LAB_NAMES),$(foreach o,$($(l).objects),$(eval $(call earlier_rule,$(l),$(o)))))
 
-# lab 10: the composed trainer links that copy's composed.o (the seams)
-# and every earlier lab's functions through build/earlier/; composed.h
-# names lab 03's Zero (grader/cases/10_composed.toml: include)
-$(BUILD)/labs/10_composed/composed.o $(BUILD)/solutions/10_composed/composed.o: CPPFLAGS += -I$(call copy_of,03_zero)/03_zero
-$(BUILD)/apps/train_4d.o $(BUILD)/apps/composed_zero1.o $(BUILD)/apps/check_mesh_order.o: CPPFLAGS += $(foreach l,02_ddp 03_zero 04_tensor_parallel 05_activation_memory 06_pipeline 07_context_parallel 08_moe 10_composed,-I$(call copy_of,$(l))/$(l))
-# check_mesh_order: the extension's order checked alone
-$(BUILD)/%/10_composed/check_mesh_order: $(BUILD)/apps/check_mesh_order.o $(BUILD)/%/10_composed/composed.o $(EARLIER_ZERO) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/10_composed/train_4d: $(BUILD)/apps/train_4d.o $(BUILD)/apps/composed_zero1.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/10_composed/composed.o $(EARLIER_ACT) $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_EP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_DDP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	$(CC) $^ $(LDLIBS) -o $@
+# apps/NAME.c built again for lab NN (apps/NAME_labNN.o) with WITH_LABNN
+# defined: the same program with that lab's options (lab 05's train_tp)
+define lab_variant_rule
+$(BUILD)/apps/%_lab$(firstword $(subst _, ,$(1))).o: apps/%.c $(BUILD)/flavor
+	@mkdir -p $$(@D)
+	$$(CC) $$(CPPFLAGS) -DWITH_LAB$(firstword $(subst _, ,$(1))) $$(CFLAGS) -c $$< -o $$@
+endef
+$(foreach l,$(LAB_NAMES),$(eval $(call lab_variant_rule,$(l))))
 
-# the memory planner's command line (common/memplan.h); --advise builds
-# lab 06's schedules (schedule_by_name) to simulate them
-$(BUILD)/apps/memplan.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline
-$(BUILD)/bin/memplan: $(BUILD)/apps/memplan.o $(EARLIER_SCHED) $(LIBCOMMON)
+$(BUILD)/bin/memplan: $(call program_links,tools,earlier,memplan) $(LIBCOMMON)
+$(BUILD)/bin/ckpt: $(call program_links,tools,earlier,ckpt) $(LIBCOMMON)
+$(TOOL_BINS):
 	@mkdir -p $(@D)
-	$(CC) $^ $(LDLIBS) -o $@
+	$(CC) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
 
-# the checkpoint tool (common/checkpoint.h): inspect, verify, convert
-$(BUILD)/bin/ckpt: $(BUILD)/apps/ckpt_tool.o $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
-	@mkdir -p $(@D)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# C unit tests link lab 00 through build/earlier/ (they test the library, not the student)
-$(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(EARLIER_OBJ) $(LIBCOMMON)
-	@mkdir -p $(@D)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 06's generators against the validator, the simulator and the formulas
-# (tests/c/lab06/, outside tests/c/*.c: it links lab 06, not lab 00)
-$(BUILD)/tests/c/lab06/%.o: CPPFLAGS += -Itests/c -I$(call copy_of,06_pipeline)/06_pipeline
-$(BUILD)/tests/lab06/test_schedules: $(BUILD)/tests/c/lab06/test_schedules.o $(EARLIER_SCHED) $(LIBCOMMON)
-	@mkdir -p $(@D)
-	$(CC) $^ $(LDLIBS) -o $@
-
-# lab 07's ring attention and Ulysses on 2-4 ranks against lab 00's
-# attention of the whole sequence, and a finite-difference check of the ring
-# (tests/c/lab07/: it links lab 07, and lab 00 for the reference)
-$(BUILD)/tests/c/lab07/%.o: CPPFLAGS += -Itests/c -I$(call copy_of,07_context_parallel)/07_context_parallel
-$(BUILD)/tests/lab07/test_ring_attention: $(BUILD)/tests/c/lab07/test_ring_attention.o $(EARLIER_CP) $(EARLIER_OBJ) $(LIBCOMMON)
-	@mkdir -p $(@D)
-	$(CC) $^ $(LDLIBS) -o $@
+# the C unit tests (tests/c/, unit.h)
+$(BUILD)/tests/c/%.o: CPPFLAGS += -Itests/c
+define test_rule
+$(BUILD)/tests/$(1): $(BUILD)/tests/c/$(1).o $(call test_links,$(1)) $(LIBCOMMON)
+	@mkdir -p $$(@D)
+	$$(CC) $$(filter %.o,$$^) $$(LIBCOMMON) $$(LDLIBS) -o $$@
+endef
+$(foreach t,$(TEST_NAMES),$(eval $(call test_rule,$(t))))
 
 # The trainers and the collectives benchmark with a pretend GPU made of host
 # memory in place of common/device.c (tests/fake_gpu.bats): --device cuda
 # then runs the GPU path's transfers, staging and allocator on the CPU, and
 # host code touching GPU memory outside a kernel or a copy crashes, as on a
-# GPU. selftest checks the pretend GPU itself. -rdynamic: the crash report's
-# backtrace names the programs' functions.
-FAKE_GPU_BINS := $(addprefix $(BUILD)/fake_gpu/,train_gpt train_ddp train_zero train_tp train_tp_lab05 train_zero_lab05 train_pp train_cp train_moe bench_collectives selftest)
+# GPU. The programs are the manifests' fake_gpu ones, linked from the
+# solutions, into build/fake_gpu/NN_name/; selftest checks the pretend GPU
+# itself. -rdynamic: the crash report's backtrace names the programs'
+# functions.
+FAKE_DEVICE := $(BUILD)/tests/fake_gpu/fake_device.o
+FAKE_GPU_BINS := $(foreach l,$(LAB_NAMES),$(foreach p,$($(l).fake_gpu),$(BUILD)/fake_gpu/$(l)/$(p))) $(BUILD)/fake_gpu/selftest
 FAKE_GPU_LDFLAGS := -rdynamic
 # It runs every lab's solution: in a handout without them all it skips.
 ifeq ($(filter-out $(SOLVED),$(LAB_NAMES)),)
@@ -399,18 +307,12 @@ else
 fake-gpu:
 	@echo "fake-gpu: skipped: it builds every lab's solution, and this handout has none for $(filter-out $(SOLVED),$(LAB_NAMES))"
 endif
-$(BUILD)/fake_gpu/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_tp_lab05: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_zero_lab05: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/06_pipeline/pipeline.o $(BUILD)/solutions/06_pipeline/schedules.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/07_context_parallel/ring_attention.o $(BUILD)/solutions/07_context_parallel/ulysses.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/08_moe/expert_parallel.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
-$(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o $(BUILD)/solutions/00_single_device/backprop.o
-$(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(BUILD)/apps/checkpoints.o $(BUILD)/solutions/09_checkpoint/checkpoint_shards.o $(LIBCOMMON)
+define fake_gpu_rule
+$(BUILD)/fake_gpu/$(1)/$(2): $(FAKE_DEVICE) $(call program_links,$(1),solutions,$(2)) $(LIBCOMMON)
+endef
+$(foreach l,$(LAB_NAMES),$(foreach p,$($(l).fake_gpu),$(eval $(call fake_gpu_rule,$(l),$(p)))))
+$(BUILD)/fake_gpu/selftest: $(FAKE_DEVICE) $(BUILD)/tests/fake_gpu/selftest.o $(call test_links,selftest) $(LIBCOMMON)
+$(FAKE_GPU_BINS):
 	@mkdir -p $(@D)
 	$(CC) $(FAKE_GPU_LDFLAGS) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
 
@@ -468,12 +370,6 @@ bench: deps
 
 # The CUDA flavour (make CUDA=1) in its own directory, beside the CPU build:
 # the GPU suite and benchmark use it, and `make test` never rebuilds it.
-# the step-time model's test builds lab 06's schedules (schedule_by_name)
-$(BUILD)/tests/c/test_costmodel.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline
-$(BUILD)/tests/test_costmodel: $(BUILD)/tests/c/test_costmodel.o $(EARLIER_SCHED) $(EARLIER_OBJ) $(LIBCOMMON)
-	@mkdir -p $(@D)
-	$(CC) $^ $(LDLIBS) -o $@
-
 GPU_BUILD := $(BUILD)/gpu
 gpu-build:
 	@$(MAKE) --no-print-directory CUDA=1 BUILD=$(GPU_BUILD) all $(GPU_BUILD)/cuda/tests/test_kernels $(GPU_BUILD)/cuda/tests/test_nccl
@@ -483,8 +379,7 @@ gpu-build:
 # unit tests. tests/sanitize.bats runs them.
 SANITIZE_BUILD := $(BUILD)/sanitize
 # (the outer make passes BUILD=$(SANITIZE_BUILD) and SANITIZE=1 to the inner one)
-SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB00_BINS) $(LAB01_BINS) $(LAB02_BINS) $(LAB03_BINS) $(LAB04_BINS) $(LAB05_BINS) $(LAB06_BINS) $(LAB07_BINS) $(LAB08_BINS) $(LAB09_BINS) $(LAB10_BINS)) \
-	$(DATASET_BINS) $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(TEST_BINS) $(LAB_TEST_BINS)
+SANITIZE_BINS := $(filter $(BUILD)/solutions/%,$(LAB_BINS)) $(DATASET_BINS) $(TOOL_BINS) $(TEST_BINS)
 ifeq ($(SANITIZE),1)
 sanitize: $(SANITIZE_BINS)
 else
@@ -501,57 +396,14 @@ test-gpu: deps
 	@$(MAKE) --no-print-directory all data gpu-build
 	bash tests/run.sh tests/gpu.bats
 
-# Each lab's benchmark (bench: lab 00, bench-collectives: 01, bench-ddp: 02,
-# bench-zero: 03, bench-tp: 04, bench-act: 05, bench-pp: 06, bench-cp: 07, bench-moe: 08, bench-ckpt and bench-failures: 09) runs the solution's program in the instructor's tree and
-# the student's (build/labs/) in a handout; BENCH_COPY=labs or
+# Each lab's benchmark (bench-NAME runs bench/NAME.sh; `make help` says
+# which lab each measures) runs the solution's program in the instructor's
+# tree and the student's (build/labs/) in a handout; BENCH_COPY=labs or
 # BENCH_COPY=solutions chooses (bench/common.sh).
-bench-collectives:
-	@$(MAKE) --no-print-directory all
-	bash bench/collectives.sh
-
-bench-ddp:
+BENCHMARKS := collectives ddp zero tp act pp cp moe ckpt failures costmodel cluster
+$(BENCHMARKS:%=bench-%): bench-%:
 	@$(MAKE) --no-print-directory all data
-	bash bench/ddp.sh
-
-bench-zero:
-	@$(MAKE) --no-print-directory all data
-	bash bench/zero.sh
-
-bench-tp:
-	@$(MAKE) --no-print-directory all data
-	bash bench/tp.sh
-
-bench-act:
-	@$(MAKE) --no-print-directory all data
-	bash bench/act.sh
-
-bench-pp:
-	@$(MAKE) --no-print-directory all data
-	bash bench/pp.sh
-
-bench-cp:
-	@$(MAKE) --no-print-directory all data
-	bash bench/cp.sh
-
-bench-moe:
-	@$(MAKE) --no-print-directory all data
-	bash bench/moe.sh
-
-bench-ckpt:
-	@$(MAKE) --no-print-directory all data
-	bash bench/ckpt.sh
-
-bench-failures:
-	@$(MAKE) --no-print-directory all data
-	bash bench/failures.sh
-
-bench-costmodel:
-	@$(MAKE) --no-print-directory all data
-	bash bench/costmodel.sh
-
-bench-cluster:
-	@$(MAKE) --no-print-directory all
-	bash bench/cluster.sh
+	bash bench/$*.sh
 
 # A cluster on this machine (scripts/cluster.sh, root only): NODES network
 # namespaces of SLOTS ranks, links shaped to LINK_BW (and LINK_LAT where the
@@ -571,10 +423,15 @@ tour: deps
 	bash tools/tour.sh
 
 # The autograder (grader/README.md): LAB=01 grades one lab, GRADE_FLAGS adds
-# options (--hidden, --src DIR...).
+# options (--hidden, --src DIR...). It builds what the graded labs' programs
+# link besides the lab's own sources (the grader compiles those itself, and
+# a lab that does not compile scores zero there): a lab is graded whatever
+# state the other labs' files are in.
 LAB ?= all
+GRADE_LABS := $(if $(filter all,$(LAB)),$(LAB_NAMES),$(filter $(LAB) $(LAB)_%,$(LAB_NAMES)))
+GRADE_INPUTS := $(LIBCOMMON) $(BUILD)/data/synth.tok $(sort $(foreach l,$(GRADE_LABS),$(foreach p,$($(l).programs),$(filter-out $(call lab_files,$(l),$(BUILD)/labs),$(call program_links,$(l),labs,$(p))))))
 grade: deps
-	@$(MAKE) --no-print-directory all data
+	@$(MAKE) --no-print-directory $(GRADE_INPUTS)
 	python3 grader/grade.py --lab $(LAB) $(GRADE_FLAGS)
 
 references: deps
@@ -591,6 +448,17 @@ print-flags:
 	@echo "LDLIBS=$(LDLIBS)"
 	@echo "SANITIZE_FLAGS=$(SANITIZE_FLAGS)"
 
+# The manifests' facts for the grader (print-links: per lab program, the
+# objects it links besides the lab's own, for a student's copy) and the
+# docs' tests (print-programs, print-benchmarks)
+print-links:
+	@$(foreach l,$(LAB_NAMES),$(foreach p,$($(l).programs),echo "$(l) $(p) $(filter-out $(call lab_files,$(l),$(BUILD)/labs),$(call program_links,$(l),labs,$(p)))";))
+print-programs:
+	@$(foreach l,$(LAB_NAMES),$(foreach p,$($(l).programs),echo "$(l) $(p)";))
+	@$(foreach b,$(TOOL_BINS) $(DATASET_BINS),echo "tools $(notdir $(b))";)
+print-benchmarks:
+	@$(foreach b,bench $(BENCHMARKS:%=bench-%) bench-gpu,echo "$(b)";)
+
 cuda-check: $(CUDA_OBJ)
 cuda-tests: $(CUDA_TEST_BINS)
 
@@ -605,7 +473,7 @@ $(CUDA_LIB): $(filter $(BUILD)/cuda/common/%,$(CUDA_OBJ))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(call test_links,cuda) $(LIBCOMMON)
 	$(CC) $^ $(CUDA_LDLIBS) $(LDLIBS) -o $@
 
 clean:

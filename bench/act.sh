@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 05: activations per rank vs the planner (tp 1, 2, 4; SP; recompute), recompute step times and FLOPs, activations vs seq
 # bench/act.sh: lab 05's three figures. `make bench-act` builds, then runs
 # this. train_tp with sequence parallelism (--sp) and activation
 # recomputation (--recompute), one thread per rank, dp = 1.

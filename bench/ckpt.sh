@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 09: checkpoints: bytes per rank (every element once), save and load time vs the disk, Young/Daly's interval
 # bench/ckpt.sh (`make bench-ckpt`): lab 09's checkpoints (common/checkpoint.h
 # and the lab's checkpoint_shards.c), measured, for config medium (7.3 M
 # parameters) on 4 ranks, with lab 09's trainers (the student's copy in a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 01 on a cluster of namespaces (root): both links' alpha-beta, hierarchical vs flat all-reduce on 2x2 and 4x1, predicted and measured, charts
 # bench/cluster.sh: lab 01 on a cluster made on this machine
 # (scripts/cluster.sh: network namespaces, shaped links; root only).
 # `make bench-cluster` builds, then runs this.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 01's ring all-reduce vs the library on 2 and 4 ranks, busbw chart
 # bench/collectives.sh: lab 01's ring all-reduce against the library's, on 2
 # and 4 ranks, float32 buffers up to 64 MiB. `make bench-collectives` builds,
 # then runs this.

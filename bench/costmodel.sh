@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 10: the step-time model (memplan --advise) against train_4d: predicted vs measured step time per layout
 # bench/costmodel.sh (`make bench-costmodel`): the step-time model
 # (common/costmodel.h, memplan --advise) against train_4d on this machine.
 #   1. the CPU's rate: one rank, one thread, config tiny; the model's FLOPs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 07: attention pairs and busy time per rank (ring, zigzag, striped, Ulysses), CP bytes per step vs the formula, memory per rank and the longest sequence within a budget vs the planner, the ring's overlap timeline
 # bench/cp.sh: lab 07's figures. `make bench-cp` builds, then runs this.
 # train_cp with one thread a rank, on up to 4 ranks (oversubscribed on a
 # 2-core machine: the seconds below are wall time of ranks that share

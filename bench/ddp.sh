@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 02: naive/bucketed/overlapped step and wait times, bucket sweep, timelines
 # bench/ddp.sh: lab 02's three ways of averaging gradients, timed on the
 # 'small' config with 2 ranks of one thread each, and a sweep of the bucket
 # size. `make bench-ddp` builds, then runs this.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 09: a job killed at exponential times and resumed, wall time per save interval against Young/Daly
 # bench/failures.sh (`make bench-failures`): lab 09's time budget, predicted
 # and then simulated. A job that saves every tau seconds of work at a cost of
 # C seconds a save, restarts in R seconds and fails at a mean time between

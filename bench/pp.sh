@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 06: pipeline bubble measured vs simulated vs formula per schedule and m, activations per stage vs the planner, measured and simulated Gantt charts
 # bench/pp.sh: lab 06's figures. `make bench-pp` builds, then runs this.
 # train_pp on 2 ranks (pp 2, one thread each: as many ranks as this
 # machine's 2 cores, so that a rank waiting is a rank idle), tiny or small.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 04: memory per rank vs the planner, TP all-reduce bytes per step, step times (tp 1, 2, 4)
 # bench/tp.sh: lab 04's three figures. `make bench-tp` builds, then runs
 # this. Pure tensor parallelism: tp = 1, 2, 4 on as many ranks (dp = 1), one
 # thread per rank, configs tiny and small.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# help: lab 03: memory per rank vs the planner, bytes per step, step times (DDP, ZeRO-1/2/3)
 # bench/zero.sh: lab 03's three figures. `make bench-zero` builds, then runs
 # this.
 #

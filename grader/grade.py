@@ -94,11 +94,15 @@ class Before:
 @dataclass
 class Lab:
     name: str
-    programs: list
     cases: list
-    link: list = field(default_factory=list)   # objects of earlier labs' solutions
-    apps: list = field(default_factory=list)   # more app objects every program links
-    include: list = field(default_factory=list)  # earlier labs whose headers the lab's own include
+    # per program, what it links besides the lab's own objects (paths under
+    # the kit): the lab's manifest, labs/NN_name/lab.mk, as `make
+    # print-links` expands it
+    links: dict = field(default_factory=dict)
+
+    @property
+    def programs(self):
+        return list(self.links)
 
 
 @dataclass
@@ -143,9 +147,14 @@ def parse_hidden(name, table):
 
 def load_lab(path):
     name = os.path.basename(path)[:-len(".toml")]
+    links = runner.lab_links().get(name, {})
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
+        stale = [k for k in ("programs", "apps", "link", "include") if k in doc]
+        if stale:
+            raise ManifestError(f"{path}: {', '.join(stale)}: what a lab links is its manifest's "
+                                f"(labs/{name}/lab.mk), not the cases'")
         cases = []
         for c in doc["case"]:
             case = Case(name=c["name"], kind=c["kind"], program=c["program"],
@@ -158,13 +167,14 @@ def load_lab(path):
                 b = c["before"]
                 case.before = Before(str(b["program"]), int(b.get("ranks", 1)),
                                      [str(a) for a in b.get("args", [])])
-                if case.kind != "train" or case.before.program not in doc["programs"]:
+                if case.kind != "train" or case.before.program not in links:
                     raise ManifestError(f"case {case.name}: before needs a train case and a "
                                         "program of the lab's")
             if case.kind not in KINDS:
                 raise ManifestError(f"case {case.name}: kind must be one of {', '.join(KINDS)}")
-            if case.program not in doc["programs"]:
-                raise ManifestError(f"case {case.name}: program {case.program} is not in programs")
+            if case.program not in links:
+                raise ManifestError(f"case {case.name}: program {case.program} is not one of "
+                                    f"labs/{name}/lab.mk's programs ({', '.join(links) or 'none'})")
             unknown = [k for k in case.checks if k not in compare.CHECKS]
             if unknown:
                 raise ManifestError(f"case {case.name}: unknown check(s) {unknown}")
@@ -173,9 +183,7 @@ def load_lab(path):
                 raise ManifestError(f"case {case.name}: a training case on several ranks must "
                                     "list the 'consistency' check (grader/README.md)")
             cases.append(case)
-        return Lab(name, list(doc["programs"]), cases, [str(x) for x in doc.get("link", [])],
-                   [str(x) for x in doc.get("apps", [])],
-                   [str(x) for x in doc.get("include", [])])
+        return Lab(name, cases, links)
     except (OSError, KeyError, TypeError, ValueError, tomllib.TOMLDecodeError) as e:
         raise ManifestError(f"{path}: {e!r}") from None
 

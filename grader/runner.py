@@ -5,6 +5,8 @@ Every run is a new session (process group) under a wall-clock limit: on
 timeout the whole group (mpirun and every rank) gets SIGTERM, then SIGKILL,
 so nothing is left running. The outcome is classified into one short reason.
 """
+import functools
+import glob
 import os
 import re
 import shlex
@@ -188,26 +190,39 @@ def make_flags():
     return {k: shlex.split(v) for k, v in flags.items()}
 
 
+@functools.cache
+def lab_links():
+    """{lab: {program: [the objects it links besides the lab's own]}}, from
+    the labs' manifests (labs/NN_name/lab.mk) as `make print-links` expands
+    them: app objects, earlier labs' objects (build/earlier/), paths
+    relative to the kit."""
+    out = subprocess.run(["make", "-s", "--no-print-directory", "print-links"], cwd=ROOT,
+                         check=True, capture_output=True, text=True).stdout
+    links = {}
+    for line in out.splitlines():
+        lab, prog, *objects = line.split()
+        links.setdefault(lab, {})[prog] = objects
+    return links
+
+
 def kit_inputs(lab):
     """What building a lab needs from the kit besides its sources, relative
-    to ROOT: the headers (CPPFLAGS name common/ and build/gen/ relative to
-    the kit), the programs' objects, the library, the linked solutions."""
+    to ROOT: the headers (CPPFLAGS name common/, build/gen/ and every lab's
+    folder in labs/, relative to the kit), the objects the programs link,
+    the library."""
     files = []
-    for d in ("common", os.path.join("build", "gen")):
+    dirs = ["common", os.path.join("build", "gen")] + sorted(glob.glob("labs/[0-9][0-9]_*", root_dir=ROOT))
+    for d in dirs:
         files += [os.path.join(d, f) for f in sorted(os.listdir(os.path.join(ROOT, d)))
                   if f.endswith(".h")]
-    files += [os.path.join("build", "apps", p + ".o") for p in list(lab.programs) + list(lab.apps)]
-    for name in lab.include:  # the student's copy: its headers are the solution's
-        d = os.path.join("labs", name)
-        files += [os.path.join(d, f) for f in sorted(os.listdir(os.path.join(ROOT, d)))
-                  if f.endswith(".h")]
-    return files + [os.path.join("build", "libcommon.a"), LAB_SYMBOLS] + list(lab.link)
+    linked = sorted({o for objects in lab.links.values() for o in objects})
+    return files + linked + [os.path.join("build", "libcommon.a"), LAB_SYMBOLS]
 
 
 def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=None):
     """Compile every .c of a copy of a lab's sources and link each of the
-    lab's programs that its cases run (build/apps/PROG.o, prebuilt by `make
-    all`, with the shared app objects lab.apps names: build/apps/NAME.o).
+    lab's programs that its cases run, with what lab.links names (app
+    objects and earlier labs' objects, prebuilt by `make all`).
     Each object must pass scripts/lab_symbols.sh. Returns
     (program paths by name, None) or (None, a one-line reason). kit: where
     kit_inputs(lab) lie (the kit, or a sandbox's copy of them; commands run
@@ -224,8 +239,7 @@ def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=Non
         path = os.path.join(src_dir, src)
         if os.path.realpath(path).startswith(os.path.realpath(kit) + os.sep):
             path = os.path.relpath(path, kit)   # __FILE__ in a fatal: line, without the sandbox
-        cmd = (flags["CC"] + flags["CPPFLAGS"] + ["-I" + src_dir]
-               + ["-I" + os.path.join("labs", name) for name in lab.include] + flags["CFLAGS"]
+        cmd = (flags["CC"] + ["-I" + src_dir] + flags["CPPFLAGS"] + flags["CFLAGS"]
                + ["-c", path, "-o", obj])
         res = run(wrap(cmd), timeout=300, cwd=kit, env=env, base_env=base_env)
         if res.status != 0:
@@ -240,16 +254,12 @@ def build_lab(src_dir, lab, out_dir, kit=ROOT, wrap=None, env=None, base_env=Non
     # the programs the lab's cases run (all of them, unless --case chose some)
     needed = {c.program for c in lab.cases} | {c.before.program for c in lab.cases if c.before}
     for prog in [p for p in lab.programs if p in needed]:
-        app = os.path.join(kit, "build", "apps", prog + ".o")
-        if not os.path.exists(app):
-            return None, f"missing {app}: run `make` first"
         exe = os.path.join(out_dir, prog)
-        apps = [os.path.join(kit, "build", "apps", a + ".o") for a in lab.apps]
-        missing = [a for a in apps if not os.path.exists(a)]
+        linked = [os.path.join(kit, x) for x in lab.links[prog]]
+        missing = [x for x in linked if not os.path.exists(x)]
         if missing:
             return None, f"missing {missing[0]}: run `make` first"
-        linked = [os.path.join(kit, x) for x in lab.link]
-        cmd = flags["CC"] + [app] + apps + objects + linked + [os.path.join(kit, "build", "libcommon.a")] \
+        cmd = flags["CC"] + linked + objects + [os.path.join(kit, "build", "libcommon.a")] \
             + flags["LDLIBS"] + ["-o", exe]
         res = run(wrap(cmd), timeout=300, cwd=kit, env=env, base_env=base_env)
         if res.status != 0:

@@ -366,14 +366,7 @@ same_files() {
     tail -n +"$n" "$sol" > "$d/src/09_ext/ext.c"
     bash "$ROOT/tools/make_skeletons.sh" "$d/src" "$d/out"
     { head -n $((n - 1)) "$sol"; cat "$d/out/09_ext/ext.c"; } > "$d/core_solved.c"
-    local flags
-    flags=$(make -s --no-print-directory -C "$ROOT" print-flags)
-    (cd "$ROOT" && $(sed -n 's/^CC=//p' <<< "$flags") $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") \
-        -Isolutions/09_checkpoint $(sed -n 's/^CFLAGS=//p' <<< "$flags") -c "$d/core_solved.c" \
-        -o "$d/core_solved.o" &&
-        $(sed -n 's/^CC=//p' <<< "$flags") build/apps/train_gpt.o build/apps/checkpoints.o \
-        "$d/core_solved.o" build/earlier/00_single_device/backprop.o build/libcommon.a \
-        $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/train_gpt")
+    build_variant "$d/core_solved.c" 09_checkpoint "$d" train_gpt
     run t 60 "$d/train_gpt" "${RUN[@]}" --config tiny --save "$d/ck2" --save-every 2 --save-async \
         --out "$d/r2"
     echo "$output"

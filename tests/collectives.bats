@@ -117,7 +117,7 @@ mutant_fails() {
     require_solution 01
     sed "$expr" "$ROOT/solutions/01_collectives/collectives.c" > "$src"
     ! cmp -s "$src" "$ROOT/solutions/01_collectives/collectives.c"
-    build_variant "$src" "$ROOT/solutions/01_collectives" "$dir" check_collectives
+    build_variant "$src" 01_collectives "$dir" check_collectives
     run mpirun_t 120 "$np" "$dir/check_collectives" --op "$op" "${@:4}"
     echo "$output"
     [ "$status" -eq 1 ]

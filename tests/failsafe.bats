@@ -272,7 +272,7 @@ fault_run() {
     mkdir -p "$d"
     cp solutions/01_collectives/collectives.c "$d/"
     (cd "$d" && patch -s -p1 < "$ROOT/grader/planted/01-allgather-deadlock.patch")
-    build_variant "$d/collectives.c" solutions/01_collectives "$d" check_collectives
+    build_variant "$d/collectives.c" 01_collectives "$d" check_collectives
     local start=$SECONDS
     run mpirun_t 60 3 "$d/check_collectives" --op allgather --comm-timeout 2
     echo "$output"

@@ -32,15 +32,16 @@ setup() {
 # but -O0 -g: no call is optimised away (a function whose last act is the
 # bad access would leave no frame in the backtrace) and addr2line names lines
 build_fake_zero() {
-    local src=$1 out=$2 arch
+    local src=$1 out=$2 arch links
     arch=$(gcc -print-multiarch)
-    mpicc -std=gnu11 -O0 -g -fopenmp -I"$ROOT/common" -I"$ROOT/solutions/03_zero" -c "$src" \
+    mpicc -std=gnu11 -O0 -g -fopenmp -I"$ROOT/common" -I"$ROOT/apps" -I"$ROOT/labs/03_zero" -c "$src" \
         -o "$out.o"
-    mpicc -rdynamic "$out.o" "$BUILD/solutions/03_zero/zero.o" \
-        "$BUILD/solutions/00_single_device/backprop.o" "$BUILD/tests/fake_gpu/fake_device.o" \
-        "$BUILD/apps/checkpoints.o" "$BUILD/solutions/09_checkpoint/checkpoint_shards.o" \
-        "$BUILD/libcommon.a" -L"/usr/lib/$arch/openblas-openmp" \
-        -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -lm -fopenmp -pthread -o "$out"
+    # what lab 03's manifest links, but the program's own object
+    links=$(make -s --no-print-directory -C "$ROOT" print-links | awk '$1 == "03_zero" && $2 == "train_zero"' | cut -d' ' -f4-)
+    [ -n "$links" ]
+    (cd "$ROOT" && mpicc -rdynamic "$out.o" "$BUILD/solutions/03_zero/zero.o" $links \
+        "$BUILD/tests/fake_gpu/fake_device.o" "$BUILD/libcommon.a" -L"/usr/lib/$arch/openblas-openmp" \
+        -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -lm -fopenmp -pthread -o "$out")
 }
 
 # fake_equals_cpu NAME NP FAKE_PROG CPU_PROG FLAGS...: FAKE_PROG with
@@ -73,7 +74,7 @@ same_bits() {
 @test "fake gpu: lab 00 with --device cuda equals the CPU run bit for bit; GPU memory line printed" {
     cd "$ROOT"
     local gpu="$BATS_TEST_TMPDIR/gpu" cpu="$BATS_TEST_TMPDIR/cpu"
-    run t 120 "$FAKE/train_gpt" "${COMMON[@]}" --device cuda --out "$gpu" --dump-params "$gpu/params.bin"
+    run t 120 "$FAKE/00_single_device/train_gpt" "${COMMON[@]}" --device cuda --out "$gpu" --dump-params "$gpu/params.bin"
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"device pretend GPU"* ]]
@@ -85,7 +86,7 @@ same_bits() {
 @test "fake gpu: a mixture of experts (tiny-moe: routing on the host, experts on the GPU) equals the CPU run bit for bit" {
     cd "$ROOT"
     local gpu="$BATS_TEST_TMPDIR/gpu" cpu="$BATS_TEST_TMPDIR/cpu"
-    run t 120 "$FAKE/train_gpt" "${COMMON[@]}" --config tiny-moe --device cuda --out "$gpu" \
+    run t 120 "$FAKE/00_single_device/train_gpt" "${COMMON[@]}" --config tiny-moe --device cuda --out "$gpu" \
         --dump-params "$gpu/params.bin"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -100,7 +101,7 @@ same_bits() {
     for mode in naive bucketed overlapped; do
         local flags=(--ddp "$mode" --bucket-mb 0.1 --batch 12 --grad-accum 2 --check-consistency 4)
         local gpu="$BATS_TEST_TMPDIR/gpu-$mode" cpu="$BATS_TEST_TMPDIR/cpu-$mode"
-        run mpirun_t 180 3 "$FAKE/train_ddp" "${COMMON[@]}" "${flags[@]}" --device cuda \
+        run mpirun_t 180 3 "$FAKE/02_ddp/train_ddp" "${COMMON[@]}" "${flags[@]}" --device cuda \
             --out "$gpu" --dump-params "$gpu/params.bin"
         echo "$output"
         [ "$status" -eq 0 ]
@@ -117,7 +118,7 @@ same_bits() {
         local name=${flags// /}
         local gpu="$BATS_TEST_TMPDIR/gpu$name" cpu="$BATS_TEST_TMPDIR/cpu$name"
         # shellcheck disable=SC2086  # flags is a list
-        run mpirun_t 180 3 "$FAKE/train_zero" "${COMMON[@]}" $flags --batch 12 --grad-accum 2 \
+        run mpirun_t 180 3 "$FAKE/03_zero/train_zero" "${COMMON[@]}" $flags --batch 12 --grad-accum 2 \
             --device cuda --out "$gpu" --dump-params "$gpu/params.bin"
         echo "$output"
         [ "$status" -eq 0 ]
@@ -133,7 +134,7 @@ same_bits() {
     for case in "2 --tp 2" "4 --tp 4 --vocab 257" "4 --tp 2 --grad-accum 2"; do
         read -r np flags <<<"$case"
         # shellcheck disable=SC2086  # flags is a list
-        fake_equals_cpu "${flags// /}" "$np" "$FAKE/train_tp" \
+        fake_equals_cpu "${flags// /}" "$np" "$FAKE/04_tensor_parallel/train_tp" \
             "$BUILD/solutions/04_tensor_parallel/train_tp" $flags
     done
 }
@@ -145,7 +146,7 @@ same_bits() {
         "2 train_zero --zero 3 --recompute full"; do
         read -r np prog flags <<<"$case"
         # shellcheck disable=SC2086  # flags is a list
-        fake_equals_cpu "$prog${flags// /}" "$np" "$FAKE/${prog}_lab05" \
+        fake_equals_cpu "$prog${flags// /}" "$np" "$FAKE/05_activation_memory/$prog" \
             "$BUILD/solutions/05_activation_memory/$prog" $flags
     done
 }
@@ -157,7 +158,7 @@ same_bits() {
         "4 --pp 2 --tp 2 --schedule interleaved --chunks 2 --micro-batches 2"; do
         read -r np flags <<<"$case"
         # shellcheck disable=SC2086  # flags is a list
-        fake_equals_cpu "pp${flags// /}" "$np" "$FAKE/train_pp" \
+        fake_equals_cpu "pp${flags// /}" "$np" "$FAKE/06_pipeline/train_pp" \
             "$BUILD/solutions/06_pipeline/train_pp" $flags
     done
 }
@@ -168,7 +169,7 @@ same_bits() {
         "4 --cp 4 --cp-algo striped" "4 --cp 2 --tp 2 --cp-algo zigzag"; do
         read -r np flags <<<"$case"
         # shellcheck disable=SC2086  # flags is a list
-        fake_equals_cpu "cp${flags// /}" "$np" "$FAKE/train_cp" \
+        fake_equals_cpu "cp${flags// /}" "$np" "$FAKE/07_context_parallel/train_cp" \
             "$BUILD/solutions/07_context_parallel/train_cp" $flags
     done
 }
@@ -178,21 +179,21 @@ same_bits() {
     for case in "2 --ep 2" "4 --ep 2" "4 --ep 2 --tp 2"; do
         read -r np flags <<<"$case"
         # shellcheck disable=SC2086  # flags is a list
-        fake_equals_cpu "ep${flags// /}-$np" "$np" "$FAKE/train_moe" \
+        fake_equals_cpu "ep${flags// /}-$np" "$np" "$FAKE/08_moe/train_moe" \
             "$BUILD/solutions/08_moe/train_moe" --config tiny-moe $flags
     done
 }
 
 @test "fake gpu: the library's collectives on GPU buffers give the right results through staging" {
     for op in allreduce reduce_scatter allgather broadcast; do
-        run mpirun_t 120 3 "$FAKE/bench_collectives" --device cuda --impl library --op "$op" \
+        run mpirun_t 120 3 "$FAKE/01_collectives/bench_collectives" --device cuda --impl library --op "$op" \
             --min-bytes 4 --max-bytes 64K --iters 2 --warmup 1 --out "$BATS_TEST_TMPDIR/$op"
         echo "$output"
         [ "$status" -eq 0 ]
         [[ "$output" == *"MPI with host staging"* ]]
     done
     # the lab's own functions compute on host memory: a clear error, not a crash
-    run mpirun_t 60 2 "$FAKE/bench_collectives" --device cuda
+    run mpirun_t 60 2 "$FAKE/01_collectives/bench_collectives" --device cuda
     assert_user_error
     [[ "$output" == *"add --impl library"* ]]
 }
@@ -241,21 +242,21 @@ same_bits() {
 @test "fake gpu: a run bigger than the GPU's free memory is refused up front (preflight.h), counting the ranks that share it" {
     cd "$ROOT"
     # tiny on one rank needs 16.8 MiB (memplan): 16 MiB of GPU is too little, 24 is enough
-    run t 60 env FAKE_GPU_MEMORY_MB=16 "$FAKE/train_gpt" "${COMMON[@]}" --steps 2 --device cuda \
+    run t 60 env FAKE_GPU_MEMORY_MB=16 "$FAKE/00_single_device/train_gpt" "${COMMON[@]}" --steps 2 --device cuda \
         --out "$BATS_TEST_TMPDIR/small"
     echo "$output"
     assert_user_error
     [[ "$output" == *"needs 16.8 MiB per rank"*"but 16.0 MiB is available on the GPU"* ]]
-    run t 60 env FAKE_GPU_MEMORY_MB=24 "$FAKE/train_gpt" "${COMMON[@]}" --steps 2 --device cuda \
+    run t 60 env FAKE_GPU_MEMORY_MB=24 "$FAKE/00_single_device/train_gpt" "${COMMON[@]}" --steps 2 --device cuda \
         --out "$BATS_TEST_TMPDIR/fits"
     [ "$status" -eq 0 ]
     # three ranks on one (pretend) GPU: three times the per-rank bytes
-    run mpirun_t 60 3 env FAKE_GPU_MEMORY_MB=24 "$FAKE/train_zero" "${COMMON[@]}" --zero 3 \
+    run mpirun_t 60 3 env FAKE_GPU_MEMORY_MB=24 "$FAKE/03_zero/train_zero" "${COMMON[@]}" --zero 3 \
         --batch 12 --device cuda --out "$BATS_TEST_TMPDIR/shared"
     echo "$output"
     assert_user_error
     [[ "$output" == *"3 ranks share one GPU"*"available on the GPU"* ]]
-    run t 60 env FAKE_GPU_MEMORY_MB=lots "$FAKE/train_gpt" "${COMMON[@]}" --device cuda \
+    run t 60 env FAKE_GPU_MEMORY_MB=lots "$FAKE/00_single_device/train_gpt" "${COMMON[@]}" --device cuda \
         --out "$BATS_TEST_TMPDIR/oom"
     assert_user_error
     [[ "$output" == *"FAKE_GPU_MEMORY_MB expects an integer"* ]]
@@ -265,11 +266,11 @@ same_bits() {
     cd "$ROOT"
     local d="$BATS_TEST_TMPDIR" S="$BUILD/solutions"
     # saved from the pretend GPU's shards at step 2 of 4, resumed on the CPU
-    run mpirun_t 180 2 "$FAKE/train_zero" "${COMMON[@]}" --zero 3 --device cuda --save "$d/g" \
+    run mpirun_t 180 2 "$FAKE/03_zero/train_zero" "${COMMON[@]}" --zero 3 --device cuda --save "$d/g" \
         --save-every 2 --out "$d/gz" --dump-params "$d/gz/params.bin"
     [ "$status" -eq 0 ]
     # --save-async's snapshot of the GPU's shards: the same files
-    run mpirun_t 180 2 "$FAKE/train_zero" "${COMMON[@]}" --zero 3 --device cuda --save "$d/ga" \
+    run mpirun_t 180 2 "$FAKE/03_zero/train_zero" "${COMMON[@]}" --zero 3 --device cuda --save "$d/ga" \
         --save-every 2 --save-async --out "$d/ga-run"
     [ "$status" -eq 0 ]
     same_checkpoints "$d/g" "$d/ga"
@@ -281,7 +282,7 @@ same_bits() {
     run mpirun_t 180 2 "$S/04_tensor_parallel/train_tp" "${COMMON[@]}" --tp 2 --save "$d/c" \
         --save-every 2 --out "$d/ct" --dump-params "$d/ct/params.bin"
     [ "$status" -eq 0 ]
-    run mpirun_t 180 2 "$FAKE/train_tp" "${COMMON[@]}" --tp 2 --device cuda \
+    run mpirun_t 180 2 "$FAKE/04_tensor_parallel/train_tp" "${COMMON[@]}" --tp 2 --device cuda \
         --resume "$d/c/step-000002" --out "$d/gt" --dump-params "$d/gt/params.bin"
     [ "$status" -eq 0 ]
     cmp "$d/ct/params.bin" "$d/gt/params.bin"

@@ -46,7 +46,7 @@ mutant_fails() {
     local layer=$1 expr=$2 dir="$BATS_TEST_TMPDIR/mutant"
     sed "$expr" "$ROOT/solutions/00_single_device/backprop.c" > "$BATS_TEST_TMPDIR/backprop.c"
     ! cmp -s "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device/backprop.c"
-    build_variant "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device" "$dir" gradcheck
+    build_variant "$BATS_TEST_TMPDIR/backprop.c" 00_single_device "$dir" gradcheck
     run t 60 "$dir/gradcheck" --layer "$layer"
     echo "$output"
     [ "$status" -eq 1 ]
@@ -133,7 +133,7 @@ not_accumulated() {
     sed 's/: ATT_BLOCK, n = i0 + m;/: ATT_BLOCK, n = T;/' \
         "$ROOT/solutions/00_single_device/backprop.c" > "$BATS_TEST_TMPDIR/backprop.c"
     ! cmp -s "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device/backprop.c"
-    build_variant "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device" \
+    build_variant "$BATS_TEST_TMPDIR/backprop.c" 00_single_device \
         "$BATS_TEST_TMPDIR/full" gradcheck
     run t 60 "$BATS_TEST_TMPDIR/full/gradcheck" --time attention --shape 2,512,32,2 --reps 1 --require-skip
     echo "$output"

@@ -275,22 +275,25 @@ for c, d, v in draws("09_checkpoint"):
 assert len(ck_seen) > 20, ck_seen
 # a training case on several ranks must check that the ranks agree
 import os, tempfile
-bad = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-bad.write('programs = ["p"]\n[[case]]\nname = "x"\nkind = "train"\nprogram = "p"\n'
-          'ranks = 2\nchecks = ["loss"]\npoints = 1\n')
-bad.close()
-try:
-    grade.load_lab(bad.name)
-    raise SystemExit("a multi-rank case without 'consistency' was accepted")
-except grade.ManifestError as e:
-    assert "consistency" in str(e), e
+bad = os.path.join(tempfile.mkdtemp(), "02_ddp.toml")
+case = '[[case]]\nname = "x"\nkind = "train"\nprogram = "train_ddp"\nranks = 2\npoints = 1\n'
+for text, why in ((case + 'checks = ["loss"]\n', "consistency"),
+                  (case.replace("train_ddp", "train_zero"), "not one of labs/02_ddp/lab.mk's programs (train_ddp)"),
+                  ('link = ["x.o"]\n' + case, "its manifest's (labs/02_ddp/lab.mk)")):
+    with open(bad, "w") as f:
+        f.write(text)
+    try:
+        grade.load_lab(bad)
+        raise SystemExit(f"accepted {text!r}")
+    except grade.ManifestError as e:
+        assert why in str(e), e
 for table in ({"ranks": [0]}, {"seed": [1]}, {"--n-head --n-embd": [[2]]}, {"--seed": []}):
     try:
         grade.parse_hidden("x", table)
         raise SystemExit(f"accepted {table}")
     except grade.ManifestError:
         pass
-os.remove(bad.name)
+os.remove(bad)
 print("ok", sorted(seen["ranks"]), seen["k_ne_n"], len(seen["shapes"]))
 PY
     echo "$output"

@@ -167,6 +167,33 @@ expected_files() {
     [[ "$output" == *"bench-ddp: error: the solution of lab 02 is not in this handout: BENCH_COPY=labs runs your program"* ]]
 }
 
+@test "handout: without lab 09's solution, labs 00-08 link no lab 09: with it broken they build, run and grade; a checkpoint flag says they come with lab 09" {
+    local c="$H/B-clone"
+    # their checkpoints' stand-in (labs/09_checkpoint/lab.mk: absent)
+    run make -s -C "$c" print-links
+    [ "$status" -eq 0 ]
+    [ "$(grep -cE '^0[0-8]_.* build/apps/no_checkpoints\.o' <<< "$output")" -eq 9 ]
+    run grep -E '^0[0-8]_.*(checkpoints|checkpoint_shards)\.o' <<< "$(grep -v no_checkpoints <<< "$output")"
+    [ "$status" -eq 1 ]
+    cp "$c/labs/09_checkpoint/checkpoint_shards.c" "$BATS_TEST_TMPDIR/saved.c"
+    echo 'this line is not C' >> "$c/labs/09_checkpoint/checkpoint_shards.c"
+    local progs
+    progs=$(make -s -C "$c" print-programs | awk '$1 ~ /^0[0-8]_/ { print "build/labs/" $1 "/" $2 }')
+    run t 300 make -s -C "$c" $progs
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run t 60 "$c/build/labs/02_ddp/train_ddp" --steps 1 --save "$BATS_TEST_TMPDIR/ck"
+    assert_user_error
+    [[ "$output" == *"--save: this build has no checkpoints: they come with lab 09"* ]]
+    [ ! -e "$BATS_TEST_TMPDIR/ck" ]
+    # the untouched lab 01 grades (to zero, not implemented) with lab 09 broken
+    run t 300 make -s -C "$c" grade LAB=01 GRADE_FLAGS="--case 'ring all-reduce, 2 ranks'"
+    echo "$output"
+    cp "$BATS_TEST_TMPDIR/saved.c" "$c/labs/09_checkpoint/checkpoint_shards.c"
+    [ "$status" -eq 0 ]
+    grep -qE '^01_collectives +ring all-reduce, 2 ranks +0/[0-9]+ +not implemented' "$c/grader/out/report.txt"
+}
+
 @test "handout: a reduced make test in the clone ends green, skipping what needs solutions, planted bugs or untouched labs" {
     local c="$H/B-clone" s files=()
     for s in "${HANDOUT_SUITES[@]}"; do files+=("tests/$s.bats"); done

@@ -130,25 +130,31 @@ csv_col() {
 }
 
 # Build a lab's programs from another copy of one of its sources (a planted
-# bug): build_variant SRC.c INCLUDE_DIR OUTDIR PROG...  ->  OUTDIR/PROG, each
-# linking build/apps/PROG.o, SRC's object and the common library. INCLUDE_DIR
-# holds the lab's headers (SRC may live in a temporary directory).
-# VARIANT_BUILD=DIR links DIR's apps and library instead of build/'s, and
-# VARIANT_FLAGS adds compile and link flags (the sanitizers': sanitize.bats).
+# bug): build_variant SRC.c LAB OUTDIR PROG...  ->  OUTDIR/PROG, each linked
+# as LAB's manifest says (labs/LAB/lab.mk, `make print-links`) with SRC's
+# object for the lab's own (the lab's headers come from labs/LAB; SRC may
+# live in a temporary directory). VARIANT_BUILD=DIR links DIR's objects and
+# library instead of build/'s, and VARIANT_FLAGS adds compile and link flags
+# (the sanitizers': sanitize.bats).
 build_variant() {
-    local src=$1 inc=$2 out=$3 build=${VARIANT_BUILD:-$BUILD} arch obj
+    local src=$1 lab=$2 out=$3 build=${VARIANT_BUILD:-$BUILD} arch obj links
     local -a extra
     read -ra extra <<< "${VARIANT_FLAGS:-}"
     shift 3
     arch=$(gcc -print-multiarch)
     obj="$out/$(basename "${src%.c}").o"
     mkdir -p "$out"
-    mpicc -std=gnu11 -O2 -fopenmp "${extra[@]}" -I"$ROOT/common" -I"$inc" \
+    mpicc -std=gnu11 -O2 -fopenmp "${extra[@]}" -I"$ROOT/common" -I"$ROOT/labs/$lab" \
         -I"/usr/include/$arch/openblas-openmp" -c "$src" -o "$obj"
     for prog in "$@"; do
-        mpicc "$build/apps/$prog.o" "$obj" "$build/libcommon.a" \
+        links=$(make -s --no-print-directory -C "$ROOT" print-links |
+            awk -v lab="$lab" -v prog="$prog" '$1 == lab && $2 == prog { $1 = $2 = ""; print }' |
+            sed "s#\(^\| \)build/#\1$build/#g")
+        [ -n "$links" ] || { echo "build_variant: $lab has no program $prog" >&2; return 1; }
+        # shellcheck disable=SC2086  # the manifest's words
+        (cd "$ROOT" && mpicc $links "$obj" "$build/libcommon.a" \
             -L"/usr/lib/$arch/openblas-openmp" -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" \
-            -lopenblas -lm -fopenmp "${extra[@]}" -o "$out/$prog"
+            -lopenblas -lm -fopenmp -pthread "${extra[@]}" -o "$out/$prog")
     done
 }
 

@@ -114,7 +114,7 @@ png_size() {
         "$ROOT/solutions/06_pipeline/schedules.c" > "$BATS_TEST_TMPDIR/schedules.c"
     run cmp -s "$ROOT/solutions/06_pipeline/schedules.c" "$BATS_TEST_TMPDIR/schedules.c"
     [ "$status" -eq 1 ]  # the edits took
-    build_variant "$BATS_TEST_TMPDIR/schedules.c" "$ROOT/solutions/06_pipeline" "$BATS_TEST_TMPDIR/bin" pipeline_schedule
+    build_variant "$BATS_TEST_TMPDIR/schedules.c" 06_pipeline "$BATS_TEST_TMPDIR/bin" pipeline_schedule
     run t 30 "$BATS_TEST_TMPDIR/bin/pipeline_schedule" --schedule 1f1b -p 2 -m 2 --comm
     echo "$output"
     [ "$status" -eq 1 ]

@@ -234,7 +234,7 @@ planted() {
     sed "$expr" "$ROOT/solutions/$lab/$file" > "$src"
     run cmp -s "$src" "$ROOT/solutions/$lab/$file"
     [ "$status" -eq 1 ]  # the edit applied
-    VARIANT_BUILD=$SAN VARIANT_FLAGS=$(san_flags) build_variant "$src" "$ROOT/solutions/$lab" \
+    VARIANT_BUILD=$SAN VARIANT_FLAGS=$(san_flags) build_variant "$src" "$lab" \
         "$BATS_TEST_TMPDIR/mutant" "$prog"
 }
 

@@ -1,0 +1,14 @@
+# Lab 00's manifest (the Makefile reads it; docs/ARCHITECTURE.md, "Adding a lab").
+# objects: the lab's sources (labs/ and solutions/ copies), without .c
+objects := backprop
+# programs: what `make` links for each copy of the lab, into build/COPY/NN_name/
+programs := train_gpt gradcheck
+# link.PROG: what PROG links, in order: apps/NAME.c objects, and labs: this
+# lab's objects from the copy being built, an earlier lab's through
+# build/earlier/ (its solution when here, else the student's), LAB? only
+# when that lab is available (earlier, or its solution here), else its
+# stand-in; LAB/NAME: one object of a lab
+link.train_gpt := train_gpt 00_single_device 09_checkpoint?
+link.gradcheck := gradcheck 00_single_device
+# fake_gpu: the programs tests/fake_gpu.bats runs on a pretend GPU
+fake_gpu := train_gpt

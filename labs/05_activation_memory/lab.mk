@@ -1,0 +1,13 @@
+# Lab 05's manifest (the Makefile reads it; labs/00_single_device/lab.mk says
+# what each line means). train_tp and train_zero are built again from
+# apps/train_tp.c and apps/train_zero.c with WITH_LAB05 (apps/NAME_lab05.o:
+# --sp, --recompute through apps/act_layers.c); check_act checks the
+# layernorm sum alone, on a pipeline's stages.
+objects := activation_memory
+programs := train_tp train_zero check_act
+link.train_tp := train_tp_lab05 act_layers ddp_sync tp_layers 05_activation_memory \
+	04_tensor_parallel 02_ddp 00_single_device 09_checkpoint?
+link.train_zero := train_zero_lab05 act_layers 05_activation_memory 03_zero 00_single_device \
+	09_checkpoint?
+link.check_act := check_act 05_activation_memory
+fake_gpu := train_tp train_zero

@@ -1,0 +1,7 @@
+# Lab 08's manifest (the Makefile reads it; labs/00_single_device/lab.mk says
+# what each line means). apps/ep_sync.c: the experts' gradients averaged
+# over their expert-data-parallel groups.
+objects := expert_parallel
+programs := train_moe
+link.train_moe := train_moe ep_sync tp_layers 08_moe 04_tensor_parallel 00_single_device 09_checkpoint?
+fake_gpu := train_moe
