@@ -329,10 +329,52 @@ static void write_outputs(const char *dir, BenchOp op, int p, const char *impl_a
     atomic_commit(&af);
 }
 
-int main(int argc, char **argv) {
-    program_set_name(argv[0]);
-    Comm *c = comm_init(&argc, &argv);
-    const int p = c->size, r = c->rank;
+/* The command line, checked. */
+typedef struct {
+    BenchOp op;
+    const char *impl_arg;       /* student, library or both */
+    int first_impl, last_impl;  /* the range of Impl that impl_arg names */
+    size_t min_bytes, max_bytes;
+    int warmup, iters;
+    int ranks_per_node;         /* 0: the machine's nodes */
+    char out_dir[1024], device[8];
+} Options;
+
+/* The collective's buffers, and the host memory the checks read: the same
+ * buffers on the CPU, copies of them with --device cuda. */
+typedef struct {
+    float *send, *recv, *hsend, *hrecv;
+} Buffers;
+
+static void print_usage(void) {
+    printf("usage: mpirun -np P %s [options]\n"
+           "Bus bandwidth of lab 01's collectives and of the library's, nccl-tests style.\n"
+           "  --op NAME        allreduce (default), reduce_scatter, allgather, broadcast,\n"
+           "                   alltoall, tree_allreduce, and the extensions halving_allreduce\n"
+           "                   and hierarchical_allreduce\n"
+           "  --impl WHICH     student, library or both (default)\n"
+           "  --min-bytes S    smallest buffer (default 1K; suffixes K, M, G)\n"
+           "  --max-bytes S    largest buffer (default 64M); sizes double in between\n"
+           "  --warmup N       untimed runs per size (default 5)\n"
+           "  --iters N        timed runs per size (default 40; fewer from 16M, at least 2)\n"
+           "  --out DIR        busbw.csv and run.json (default runs/01_collectives-OP-npP)\n"
+           "  --ranks-per-node K  hierarchical_allreduce's nodes: K consecutive ranks each\n"
+           "                   (default: the machine's nodes, the ranks sharing memory)\n"
+           "  --device cpu|cuda  buffers in host or GPU memory (default cpu); cuda times\n"
+           "                   the library (NCCL, or MPI with host staging): --impl library\n"
+           COMM_TIMEOUT_HELP,
+           g_program_name);
+}
+
+static BenchOp op_named(const char *name) {
+    for (int k = 0; k < BENCH_NUM_OPS; k++)
+        if (strcmp(name, g_ops[k].name) == 0) return (BenchOp)k;
+    USER_ERROR("unknown --op '%s'; see --help", name);
+}
+
+/* The options into o; returns 1 for --help (rank 0 printed it), leaving the
+ * options after it unread. */
+static int parse_options(int argc, char **argv, int rank, Options *o) {
     static const struct option opts[] = {
         {"op", required_argument, 0, 'o'},        {"impl", required_argument, 0, 'i'},
         {"min-bytes", required_argument, 0, 'm'}, {"max-bytes", required_argument, 0, 'M'},
@@ -341,165 +383,198 @@ int main(int argc, char **argv) {
         {"comm-timeout", required_argument, 0, 'T'},
         {"ranks-per-node", required_argument, 0, 'k'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
-    BenchOp op = BENCH_ALLREDUCE;
-    const char *impl_arg = "both";
-    size_t min_bytes = 1024, max_bytes = (size_t)64 << 20;
-    int warmup = 5, iters = 40, ranks_per_node = 0;
-    char out_dir[1024] = "", device[8] = "cpu";
+    *o = (Options){.op = BENCH_ALLREDUCE, .impl_arg = "both", .min_bytes = 1024,
+                   .max_bytes = (size_t)64 << 20, .warmup = 5, .iters = 40, .device = "cpu"};
     opterr = 0;
-    int ch, found;
+    int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
-        case 'o':
-            found = 0;
-            for (int k = 0; k < BENCH_NUM_OPS; k++)
-                if (strcmp(optarg, g_ops[k].name) == 0) op = (BenchOp)k, found = 1;
-            if (!found) USER_ERROR("unknown --op '%s'; see --help", optarg);
-            break;
+        case 'o': o->op = op_named(optarg); break;
         case 'i':
             if (strcmp(optarg, "student") && strcmp(optarg, "library") && strcmp(optarg, "both"))
                 USER_ERROR("--impl expects student, library or both, got '%s'", optarg);
-            impl_arg = optarg;
+            o->impl_arg = optarg;
             break;
-        case 'm': min_bytes = parse_bytes("--min-bytes", optarg); break;
-        case 'M': max_bytes = parse_bytes("--max-bytes", optarg); break;
-        case 'w': warmup = (int)cli_int("--warmup", optarg, 0, 10000); break;
-        case 'n': iters = (int)cli_int("--iters", optarg, 1, 100000); break;
-        case 'O': cli_string(out_dir, sizeof out_dir, "--out", optarg); break;
-        case 'd': cli_string(device, sizeof device, "--device", optarg); break;
+        case 'm': o->min_bytes = parse_bytes("--min-bytes", optarg); break;
+        case 'M': o->max_bytes = parse_bytes("--max-bytes", optarg); break;
+        case 'w': o->warmup = (int)cli_int("--warmup", optarg, 0, 10000); break;
+        case 'n': o->iters = (int)cli_int("--iters", optarg, 1, 100000); break;
+        case 'O': cli_string(o->out_dir, sizeof o->out_dir, "--out", optarg); break;
+        case 'd': cli_string(o->device, sizeof o->device, "--device", optarg); break;
         case 'T': comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
-        case 'k': ranks_per_node = (int)cli_int("--ranks-per-node", optarg, 1, 1 << 16); break;
+        case 'k': o->ranks_per_node = (int)cli_int("--ranks-per-node", optarg, 1, 1 << 16); break;
         case 'h':
-            if (r == 0) {
-                printf("usage: mpirun -np P %s [options]\n"
-                       "Bus bandwidth of lab 01's collectives and of the library's, nccl-tests style.\n"
-                       "  --op NAME        allreduce (default), reduce_scatter, allgather, broadcast,\n"
-                       "                   alltoall, tree_allreduce, and the extensions halving_allreduce\n"
-                       "                   and hierarchical_allreduce\n"
-                       "  --impl WHICH     student, library or both (default)\n"
-                       "  --min-bytes S    smallest buffer (default 1K; suffixes K, M, G)\n"
-                       "  --max-bytes S    largest buffer (default 64M); sizes double in between\n"
-                       "  --warmup N       untimed runs per size (default 5)\n"
-                       "  --iters N        timed runs per size (default 40; fewer from 16M, at least 2)\n"
-                       "  --out DIR        busbw.csv and run.json (default runs/01_collectives-OP-npP)\n"
-                       "  --ranks-per-node K  hierarchical_allreduce's nodes: K consecutive ranks each\n"
-                       "                   (default: the machine's nodes, the ranks sharing memory)\n"
-                       "  --device cpu|cuda  buffers in host or GPU memory (default cpu); cuda times\n"
-                       "                   the library (NCCL, or MPI with host staging): --impl library\n"
-                       COMM_TIMEOUT_HELP,
-                       g_program_name);
-            }
-            comm_finalize();
-            return 0;
+            if (rank == 0) print_usage();
+            return 1;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
-    device_select(device);
+    return 0;
+}
+
+/* Selects the device, refuses the combinations that cannot run and fills in
+ * what follows from the rest: the default --out, the implementations. Every
+ * rank checks, so that all of them stop alike (check.h). */
+static void check_options(Options *o, int p) {
+    device_select(o->device);
     const int on_gpu = device_current() == DEVICE_CUDA;
-    if (on_gpu && strcmp(impl_arg, "library") != 0)
+    if (on_gpu && strcmp(o->impl_arg, "library") != 0)
         USER_ERROR("--device cuda times the library's collectives only (the lab's functions "
                    "compute on host memory): add --impl library");
-    if (on_gpu && op == BENCH_ALLTOALL)
+    if (on_gpu && o->op == BENCH_ALLTOALL)
         USER_ERROR("--device cuda: comm.h's alltoall takes host buffers only");
-    if (on_gpu && op == BENCH_HIERARCHICAL_ALLREDUCE)
+    if (on_gpu && o->op == BENCH_HIERARCHICAL_ALLREDUCE)
         USER_ERROR("--device cuda: hierarchical_allreduce is the lab's own (host memory): time it on the CPU");
-    if (ranks_per_node && op != BENCH_HIERARCHICAL_ALLREDUCE)
+    if (o->ranks_per_node && o->op != BENCH_HIERARCHICAL_ALLREDUCE)
         USER_ERROR("--ranks-per-node is for --op hierarchical_allreduce only");
-    if (min_bytes > max_bytes) USER_ERROR("--min-bytes (%zu) is above --max-bytes (%zu)", min_bytes, max_bytes);
-    if (op == BENCH_ALLTOALL && min_bytes < sizeof(float) * (size_t)p)
+    if (o->min_bytes > o->max_bytes)
+        USER_ERROR("--min-bytes (%zu) is above --max-bytes (%zu)", o->min_bytes, o->max_bytes);
+    if (o->op == BENCH_ALLTOALL && o->min_bytes < sizeof(float) * (size_t)p)
         USER_ERROR("alltoall needs --min-bytes of at least 4 p = %zu (one float per rank)",
                    sizeof(float) * (size_t)p);
-    if (!out_dir[0]) snprintf(out_dir, sizeof out_dir, "runs/01_collectives-%s-np%d", g_ops[op].name, p);
-    char why[1400];  /* every rank asks, so that all of them stop alike (check.h) */
-    if (output_dir_problem(out_dir, why, sizeof why)) USER_ERROR("--out %s: %s", out_dir, why);
-    const int first_impl = strcmp(impl_arg, "library") == 0 ? IMPL_LIBRARY : IMPL_STUDENT;
-    const int last_impl = strcmp(impl_arg, "student") == 0 ? IMPL_STUDENT : IMPL_LIBRARY;
+    if (!o->out_dir[0])
+        snprintf(o->out_dir, sizeof o->out_dir, "runs/01_collectives-%s-np%d", g_ops[o->op].name, p);
+    char why[1400];
+    if (output_dir_problem(o->out_dir, why, sizeof why))
+        USER_ERROR("--out %s: %s", o->out_dir, why);
+    o->first_impl = strcmp(o->impl_arg, "library") == 0 ? IMPL_LIBRARY : IMPL_STUDENT;
+    o->last_impl = strcmp(o->impl_arg, "student") == 0 ? IMPL_STUDENT : IMPL_LIBRARY;
+}
 
-    if (op == BENCH_HIERARCHICAL_ALLREDUCE) mesh_node_groups(c, ranks_per_node, &g_node, &g_across);
+static void print_header(const Options *o, int p, double memcpy_bw) {
+    printf("bench_collectives: %s on %d ranks, float32, out of place; student = %s\n",
+           g_ops[o->op].name, p, g_ops[o->op].student_function);
+    if (g_node) printf("nodes: %d of %d ranks each\n", g_across->size, g_node->size);
+    printf("memcpy ceiling: %.2f GB/s (one core, 64 MiB)\n", memcpy_bw);
+    printf("%12s %11s %8s %11s %11s %11s\n", "size_bytes", "count", "impl", "time_us",
+           "algbw_GBps", "busbw_GBps");
+}
+
+/* Buffers for the largest size, count elements each. */
+static Buffers buffers_alloc(size_t count, int on_gpu) {
+    Buffers b;
+    b.send = mem_alloc(MEM_WORKSPACE, count * sizeof(float));
+    b.recv = mem_alloc(MEM_WORKSPACE, count * sizeof(float));
+    b.hsend = b.send, b.hrecv = b.recv;
+    if (on_gpu) {
+        b.hsend = malloc(count * sizeof(float));
+        b.hrecv = malloc(count * sizeof(float));
+        CHECK(b.hsend && b.hrecv, "out of memory");
+    }
+    return b;
+}
+
+static void buffers_free(Buffers *b) {
+    if (b->hsend != b->send) {
+        free(b->hsend);
+        free(b->hrecv);
+    }
+    mem_free(b->send);
+    mem_free(b->recv);
+}
+
+/* Whether impl's op gives the right n elements on every rank; rank 0 says
+ * which is wrong otherwise. */
+static int right_everywhere(Comm *c, const Options *o, Impl impl, const Buffers *b, size_t n) {
+    uint64_t wrong = wrong_elements(c, o->op, impl, b->send, b->recv, b->hsend, b->hrecv, n);
+    uint64_t wrong_anywhere;
+    MPI_CHECK(MPI_Allreduce(&wrong, &wrong_anywhere, 1, MPI_UINT64_T, MPI_SUM, c->mpi));
+    if (wrong_anywhere && c->rank == 0)
+        fprintf(stderr, "%s: %s %s gives %llu wrong elements at %zu bytes: run check_collectives\n",
+                g_program_name, g_impl_names[impl], g_ops[o->op].name,
+                (unsigned long long)wrong_anywhere, n * sizeof(float));
+    return wrong_anywhere == 0;
+}
+
+static void print_row(BenchOp op, int p, const Row *row) {
+    double algbw = row->bytes / row->seconds / 1e9;
+    printf("%12zu %11zu %8s %11.1f %11.3f %11.3f\n", row->bytes, row->count,
+           g_impl_names[row->impl], row->seconds * 1e6, algbw, algbw * busbw_factor(op, p));
+    fflush(stdout);
+}
+
+/* Every size, doubling from --min-bytes to --max-bytes, and every
+ * implementation: checked, then timed, into rows (rank 0 prints each).
+ * Returns 1, having timed no more, when a result is wrong. */
+static int sweep(Comm *c, const Options *o, const Buffers *b, Row *rows, int *num_rows) {
+    for (size_t bytes = o->min_bytes; bytes <= o->max_bytes && *num_rows < 2 * MAX_SIZES;
+         bytes *= 2) {
+        const size_t n = elements_for(o->op, bytes, c->size), real_bytes = n * sizeof(float);
+        int size_iters = o->iters;
+        if ((double)real_bytes * o->iters > BYTES_PER_SIZE)
+            size_iters = (int)(BYTES_PER_SIZE / real_bytes);
+        if (size_iters < 2) size_iters = 2;
+        const int size_warmup = o->warmup < size_iters ? o->warmup : size_iters;
+        for (int impl = o->first_impl; impl <= o->last_impl; impl++) {
+            if (!right_everywhere(c, o, (Impl)impl, b, n)) return 1;
+            double t = time_op(c, o->op, (Impl)impl, b->send, b->recv, n, size_warmup, size_iters);
+            rows[*num_rows] = (Row){real_bytes, n, (Impl)impl, t};
+            if (c->rank == 0) print_row(o->op, c->size, &rows[*num_rows]);
+            (*num_rows)++;
+        }
+    }
+    return 0;
+}
+
+/* Rank 0: each implementation's alpha and 1/beta, printed and written with
+ * the rows. */
+static void report_fits(const Options *o, int p, const Row *rows, int num_rows, double memcpy_bw) {
+    double fit[IMPL_NUM][2] = {{0}};
+    int fitted[IMPL_NUM] = {0};
+    double latency_steps, bandwidth_factor;
+    model_terms(o->op, p, &latency_steps, &bandwidth_factor);
+    printf("alpha-beta fit, %s (relative least squares over the sizes):\n", g_ops[o->op].model);
+    for (int impl = o->first_impl; impl <= o->last_impl; impl++) {
+        if (num_rows / (o->last_impl - o->first_impl + 1) < 2 || latency_steps == 0) {
+            printf("  %s: needs 2 sizes or more and 2 ranks or more\n", g_impl_names[impl]);
+            continue;
+        }
+        double a, b;
+        size_t worst_bytes = 0;
+        double worst = fit_line(rows, num_rows, (Impl)impl, &a, &b, &worst_bytes);
+        fit[impl][0] = a / latency_steps;
+        fit[impl][1] = b / bandwidth_factor;
+        fitted[impl] = 1;
+        printf("  %s: alpha = %.2f us, 1/beta = %.3f GB/s (worst misfit %.0f%% at %zu bytes)\n",
+               g_impl_names[impl], fit[impl][0] * 1e6, 1e-9 / fit[impl][1], 100 * worst,
+               worst_bytes);
+    }
+    write_outputs(o->out_dir, o->op, p, o->impl_arg, o->min_bytes, o->max_bytes, o->warmup,
+                  o->iters, rows, num_rows, memcpy_bw, fit, fitted);
+    printf("wrote %s/busbw.csv and %s/run.json\n", o->out_dir, o->out_dir);
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    Comm *c = comm_init(&argc, &argv);
+    const int p = c->size, r = c->rank;
+    Options o;
+    if (parse_options(argc, argv, r, &o)) {
+        comm_finalize();
+        return 0;
+    }
+    check_options(&o, p);
+    const int on_gpu = device_current() == DEVICE_CUDA;
+    if (o.op == BENCH_HIERARCHICAL_ALLREDUCE) mesh_node_groups(c, o.ranks_per_node, &g_node, &g_across);
     double memcpy_bw = 0;
     if (r == 0) memcpy_bw = memcpy_gbps();
     comm_barrier(c);
-    if (r == 0) {
-        printf("bench_collectives: %s on %d ranks, float32, out of place; student = %s\n",
-               g_ops[op].name, p, g_ops[op].student_function);
-        if (g_node) printf("nodes: %d of %d ranks each\n", g_across->size, g_node->size);
-        printf("memcpy ceiling: %.2f GB/s (one core, 64 MiB)\n", memcpy_bw);
-        printf("%12s %11s %8s %11s %11s %11s\n", "size_bytes", "count", "impl", "time_us",
-               "algbw_GBps", "busbw_GBps");
-    }
+    if (r == 0) print_header(&o, p, memcpy_bw);
 
-    const size_t max_count = elements_for(op, max_bytes, p);
-    float *send = mem_alloc(MEM_WORKSPACE, max_count * sizeof(float));
-    float *recv = mem_alloc(MEM_WORKSPACE, max_count * sizeof(float));
-    float *hsend = send, *hrecv = recv;  /* host copies for the checks, on a GPU */
+    Buffers b = buffers_alloc(elements_for(o.op, o.max_bytes, p), on_gpu);
     if (on_gpu) {
-        hsend = malloc(max_count * sizeof(float));
-        hrecv = malloc(max_count * sizeof(float));
-        CHECK(hsend && hrecv, "out of memory");
         if (r == 0) printf("device: %s\n", device_description());
         comm_attach_gpus(c);
     }
     Row rows[2 * MAX_SIZES];
     int num_rows = 0;
-    for (size_t bytes = min_bytes; bytes <= max_bytes && num_rows < 2 * MAX_SIZES; bytes *= 2) {
-        const size_t n = elements_for(op, bytes, p), real_bytes = n * sizeof(float);
-        int size_iters = iters;
-        if ((double)real_bytes * iters > BYTES_PER_SIZE) size_iters = (int)(BYTES_PER_SIZE / real_bytes);
-        if (size_iters < 2) size_iters = 2;
-        const int size_warmup = warmup < size_iters ? warmup : size_iters;
-        for (int impl = first_impl; impl <= last_impl; impl++) {
-            uint64_t wrong = wrong_elements(c, op, (Impl)impl, send, recv, hsend, hrecv, n), wrong_anywhere;
-            MPI_CHECK(MPI_Allreduce(&wrong, &wrong_anywhere, 1, MPI_UINT64_T, MPI_SUM, c->mpi));
-            if (wrong_anywhere) {
-                if (r == 0)
-                    fprintf(stderr, "%s: %s %s gives %llu wrong elements at %zu bytes: run check_collectives\n",
-                            g_program_name, g_impl_names[impl], g_ops[op].name, (unsigned long long)wrong_anywhere, real_bytes);
-                comm_finalize();
-                return 1;
-            }
-            double t = time_op(c, op, (Impl)impl, send, recv, n, size_warmup, size_iters);
-            rows[num_rows++] = (Row){real_bytes, n, (Impl)impl, t};
-            if (r == 0) {
-                double algbw = real_bytes / t / 1e9;
-                printf("%12zu %11zu %8s %11.1f %11.3f %11.3f\n", real_bytes, n, g_impl_names[impl],
-                       t * 1e6, algbw, algbw * busbw_factor(op, p));
-                fflush(stdout);
-            }
-        }
+    if (sweep(c, &o, &b, rows, &num_rows)) {
+        comm_finalize();
+        return 1;
     }
-    if (on_gpu) {
-        free(hsend);
-        free(hrecv);
-    }
-    mem_free(send);
-    mem_free(recv);
-
-    double fit[IMPL_NUM][2] = {{0}};
-    int fitted[IMPL_NUM] = {0};
-    if (r == 0) {
-        double latency_steps, bandwidth_factor;
-        model_terms(op, p, &latency_steps, &bandwidth_factor);
-        printf("alpha-beta fit, %s (relative least squares over the sizes):\n", g_ops[op].model);
-        for (int impl = first_impl; impl <= last_impl; impl++) {
-            if (num_rows / (last_impl - first_impl + 1) < 2 || latency_steps == 0) {
-                printf("  %s: needs 2 sizes or more and 2 ranks or more\n", g_impl_names[impl]);
-                continue;
-            }
-            double a, b;
-            size_t worst_bytes = 0;
-            double worst = fit_line(rows, num_rows, (Impl)impl, &a, &b, &worst_bytes);
-            fit[impl][0] = a / latency_steps;
-            fit[impl][1] = b / bandwidth_factor;
-            fitted[impl] = 1;
-            printf("  %s: alpha = %.2f us, 1/beta = %.3f GB/s (worst misfit %.0f%% at %zu bytes)\n",
-                   g_impl_names[impl], fit[impl][0] * 1e6, 1e-9 / fit[impl][1], 100 * worst,
-                   worst_bytes);
-        }
-        write_outputs(out_dir, op, p, impl_arg, min_bytes, max_bytes, warmup, iters, rows,
-                      num_rows, memcpy_bw, fit, fitted);
-        printf("wrote %s/busbw.csv and %s/run.json\n", out_dir, out_dir);
-    }
+    buffers_free(&b);
+    if (r == 0) report_fits(&o, p, rows, num_rows, memcpy_bw);
     comm_finalize();
     return 0;
 }

@@ -370,84 +370,116 @@ static int report_case(Case *k) {
     return failed;
 }
 
-int main(int argc, char **argv) {
-    program_set_name(argv[0]);
-    Comm *world = comm_init(&argc, &argv);
+/* The command line. */
+typedef struct {
+    const char *op_name;  /* all, or one op's name */
+    Impl impl;
+    int ranks_per_node;  /* 0: the machine's nodes */
+} Options;
+
+static void print_usage(void) {
+    printf("usage: mpirun -np P %s [--op NAME] [--impl student|library] [--ranks-per-node K]\n"
+           "       [--comm-timeout S]\n"
+           "Checks lab 01's collectives bit for bit on P ranks.\n"
+           "NAME: all (default: the core's ops) or one op:",
+           g_program_name);
+    for (int op = 0; op < CHECK_NUM_OPS; op++)
+        printf("%s %s%s", op ? "," : "", g_op_names[op],
+               is_extension(op) ? " (an extension: never in all)" : "");
+    printf("\n--impl library checks comm.h's collectives instead of collectives.c.\n"
+           "--ranks-per-node K: hierarchical_allreduce's nodes are K consecutive ranks\n"
+           "each (default: the machine's nodes, the ranks that share memory).\n"
+           "--comm-timeout S ends the job when a communication waits over S seconds\n"
+           "(default 300; 0 = never): a deadlock is reported instead of hanging.\n"
+           "Exit status: 0 all pass, 1 a case failed, 3 a lab function is not "
+           "implemented, 4 a communication timed out.\n");
+}
+
+/* The options into o; returns 1 for --help (rank 0 printed it), leaving the
+ * options after it unread. */
+static int parse_options(int argc, char **argv, int rank, Options *o) {
     static const struct option opts[] = {{"op", required_argument, 0, 'o'},
                                          {"impl", required_argument, 0, 'i'},
                                          {"comm-timeout", required_argument, 0, 'T'},
                                          {"ranks-per-node", required_argument, 0, 'k'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *op_name = "all";
-    Impl impl = IMPL_STUDENT;
-    int ranks_per_node = 0;  /* 0: the machine's nodes */
+    *o = (Options){.op_name = "all", .impl = IMPL_STUDENT};
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
-        case 'o': op_name = optarg; break;
+        case 'o': o->op_name = optarg; break;
         case 'i':
-            if (strcmp(optarg, "student") == 0) impl = IMPL_STUDENT;
-            else if (strcmp(optarg, "library") == 0) impl = IMPL_LIBRARY;
+            if (strcmp(optarg, "student") == 0) o->impl = IMPL_STUDENT;
+            else if (strcmp(optarg, "library") == 0) o->impl = IMPL_LIBRARY;
             else USER_ERROR("--impl expects student or library, got '%s'", optarg);
             break;
         case 'T': comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
-        case 'k': ranks_per_node = (int)cli_int("--ranks-per-node", optarg, 1, 1 << 16); break;
+        case 'k': o->ranks_per_node = (int)cli_int("--ranks-per-node", optarg, 1, 1 << 16); break;
         case 'h':
-            if (world->rank == 0) {
-                printf("usage: mpirun -np P %s [--op NAME] [--impl student|library] [--ranks-per-node K]\n"
-                       "       [--comm-timeout S]\n"
-                       "Checks lab 01's collectives bit for bit on P ranks.\n"
-                       "NAME: all (default: the core's ops) or one op:",
-                       g_program_name);
-                for (int op = 0; op < CHECK_NUM_OPS; op++)
-                    printf("%s %s%s", op ? "," : "", g_op_names[op],
-                           is_extension(op) ? " (an extension: never in all)" : "");
-                printf("\n--impl library checks comm.h's collectives instead of collectives.c.\n"
-                       "--ranks-per-node K: hierarchical_allreduce's nodes are K consecutive ranks\n"
-                       "each (default: the machine's nodes, the ranks that share memory).\n"
-                       "--comm-timeout S ends the job when a communication waits over S seconds\n"
-                       "(default 300; 0 = never): a deadlock is reported instead of hanging.\n"
-                       "Exit status: 0 all pass, 1 a case failed, 3 a lab function is not "
-                       "implemented, 4 a communication timed out.\n");
-            }
-            comm_finalize();
-            return 0;
+            if (rank == 0) print_usage();
+            return 1;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
-    int chosen = -1;
-    for (int op = 0; op < CHECK_NUM_OPS; op++)
-        if (strcmp(op_name, g_op_names[op]) == 0) chosen = op;
-    if (chosen < 0 && strcmp(op_name, "all") != 0) USER_ERROR("unknown --op '%s'; see --help", op_name);
-    Comm *node = NULL, *across = NULL;
-    if (chosen == CHECK_HIERARCHICAL_ALLREDUCE) mesh_node_groups(world, ranks_per_node, &node, &across);
-    else if (ranks_per_node) USER_ERROR("--ranks-per-node is for --op hierarchical_allreduce only");
+    return 0;
+}
 
-    const int p = world->size;
+/* The op --op names; -1 for all. */
+static int chosen_op(const char *op_name) {
+    for (int op = 0; op < CHECK_NUM_OPS; op++)
+        if (strcmp(op_name, g_op_names[op]) == 0) return op;
+    if (strcmp(op_name, "all") != 0) USER_ERROR("unknown --op '%s'; see --help", op_name);
+    return -1;
+}
+
+/* Every case of the chosen op (-1: of the core's ops), on the groups and
+ * implementation of `groups`; returns the failures, and counts the cases. */
+static int run_cases(const Case *groups, int chosen, int *cases) {
+    const int p = groups->c->size;
     const size_t counts[] = {0, 1, (size_t)p - 1, (size_t)p, (size_t)p + 1, 1000, 4099, LARGE_COUNT};
     const int num_counts = (int)(sizeof counts / sizeof counts[0]);
-    if (world->rank == 0) {
-        printf("check_collectives: %s implementation on %d rank%s",
-               impl == IMPL_STUDENT ? "student" : "library", p, p == 1 ? "" : "s");
-        if (node) printf(", %d node%s of %d", across->size, across->size == 1 ? "" : "s", node->size);
-        printf("\n");
-    }
-    int cases = 0, failures = 0;
+    int failures = 0;
     for (int op = 0; op < CHECK_NUM_OPS; op++) {
         if (chosen >= 0 ? op != chosen : is_extension(op)) continue;
         for (int i = 0; i < num_counts; i++) {
             int repeated = 0;  /* p - 1, p, p + 1 are 0, 1, 2 on one rank */
             for (int j = 0; j < i; j++) repeated |= counts[j] == counts[i];
             for (int variant = 0; variant < 2 && !repeated; variant++) {
-                Case k = {.c = world, .node = node, .across = across, .impl = impl,
-                          .op = (CheckedOp)op, .n = counts[i], .variant = variant};
+                Case k = *groups;
+                k.op = (CheckedOp)op, k.n = counts[i], k.variant = variant;
                 failures += report_case(&k);
-                cases++;
+                (*cases)++;
             }
         }
     }
+    return failures;
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    Comm *world = comm_init(&argc, &argv);
+    Options o;
+    if (parse_options(argc, argv, world->rank, &o)) {
+        comm_finalize();
+        return 0;
+    }
+    const int chosen = chosen_op(o.op_name);
+    Comm *node = NULL, *across = NULL;
+    if (chosen == CHECK_HIERARCHICAL_ALLREDUCE) mesh_node_groups(world, o.ranks_per_node, &node, &across);
+    else if (o.ranks_per_node) USER_ERROR("--ranks-per-node is for --op hierarchical_allreduce only");
+
+    const int p = world->size;
+    if (world->rank == 0) {
+        printf("check_collectives: %s implementation on %d rank%s",
+               o.impl == IMPL_STUDENT ? "student" : "library", p, p == 1 ? "" : "s");
+        if (node) printf(", %d node%s of %d", across->size, across->size == 1 ? "" : "s", node->size);
+        printf("\n");
+    }
+    int cases = 0;
+    const Case groups = {.c = world, .node = node, .across = across, .impl = o.impl};
+    const int failures = run_cases(&groups, chosen, &cases);
     if (world->rank == 0) {
         if (failures) printf("check_collectives: FAILED %d of %d cases\n", failures, cases);
         else printf("check_collectives: all %d cases pass\n", cases);

@@ -110,22 +110,15 @@ static float prefill(size_t j, int k, double scale) {
     return (float)(scale * (u < 0.5f ? -(0.5 + 2 * u) : 0.5 + 2 * (u - 0.5f)));
 }
 
-/* Check up to max_elems elements of each tensor (all of a small tensor, an
- * even stride through a large one) against finite differences, and every
- * element of it for accumulation. Returns the number of failures. */
-static int check_tensors(const char *layer, GradCheck *gc, Checked *t, int nt, double h,
-                         double tol, size_t max_elems) {
-    int failures = 0;
-    /* 1. the analytic gradient, from zeroed buffers; kept, because the
-     * forward passes below may reuse their buffers (crossentropy turns
-     * probs into dlogits in place) */
+/* Step 1: the analytic gradient of each tensor, from zeroed buffers, into
+ * analytic[k] (malloc'd), and scale[k] = max |g| (1 when that is 0 or not
+ * finite). Kept, because the forward passes of step 3 may reuse the
+ * gradient buffers (crossentropy turns probs into dlogits in place). */
+static void analytic_gradients(GradCheck *gc, Checked *t, int nt, float **analytic,
+                               double *scale) {
     for (int k = 0; k < nt; k++)
         for (size_t j = 0; j < t[k].n; j++) t[k].grad[at(&t[k], j)] = 0.0f;
     gc->backward(gc);
-    float **analytic = malloc(nt * sizeof *analytic);
-    double *scale = malloc(nt * sizeof *scale), *accum_err = malloc(nt * sizeof *accum_err);
-    CHECK(analytic && scale && accum_err, "out of memory");
-    int any_accum = 0;
     for (int k = 0; k < nt; k++) {
         analytic[k] = malloc(t[k].n * sizeof(float));
         CHECK(analytic[k] != NULL, "out of memory");
@@ -135,52 +128,78 @@ static int check_tensors(const char *layer, GradCheck *gc, Checked *t, int nt, d
             scale[k] = fmax(scale[k], fabs(analytic[k][j]));
         }
         if (!isfinite(scale[k]) || scale[k] == 0.0) scale[k] = 1.0;
+    }
+}
+
+/* Step 2, the accumulation contract: pre-filled with p, the buffers must
+ * come back holding p + g. accum_err[k] is the worst miss relative to
+ * scale[k]. */
+static void accumulation_errors(GradCheck *gc, Checked *t, int nt, float *const *analytic,
+                                const double *scale, double *accum_err) {
+    int any_accum = 0;
+    for (int k = 0; k < nt; k++) {
+        accum_err[k] = 0.0;  /* and stays 0 in place */
         any_accum |= !t[k].in_place;
     }
-    /* 2. the accumulation contract: pre-filled with p, the buffers must come
-     * back holding p + g */
-    if (any_accum) {
-        for (int k = 0; k < nt; k++)
-            if (!t[k].in_place)
-                for (size_t j = 0; j < t[k].n; j++)
-                    t[k].grad[at(&t[k], j)] = prefill(j, k, scale[k]);
-        gc->backward(gc);
-        for (int k = 0; k < nt; k++) {
-            double err = 0.0;
-            if (!t[k].in_place)
-                for (size_t j = 0; j < t[k].n; j++)
-                    err = worse(err, (double)t[k].grad[at(&t[k], j)] - prefill(j, k, scale[k]),
-                                analytic[k][j]);
-            accum_err[k] = err / scale[k];
-        }
-    }
-    /* 3. finite differences */
+    if (!any_accum) return;  /* spares a backward */
+    for (int k = 0; k < nt; k++)
+        if (!t[k].in_place)
+            for (size_t j = 0; j < t[k].n; j++) t[k].grad[at(&t[k], j)] = prefill(j, k, scale[k]);
+    gc->backward(gc);
     for (int k = 0; k < nt; k++) {
-        size_t stride = t[k].n > max_elems ? t[k].n / max_elems : 1;
-        double max_err = 0.0, max_num = 0.0;
-        for (size_t j = 0; j < t[k].n; j += stride) {
-            float *x = &t[k].x[at(&t[k], j)], saved = *x;
-            *x = saved + (float)h;
-            double lp = gc->loss(gc);
-            *x = saved - (float)h;
-            double lm = gc->loss(gc);
-            *x = saved;
-            /* the actual step is what float rounding made of x +- h */
-            double num = (lp - lm) / ((double)(saved + (float)h) - (double)(saved - (float)h));
-            max_err = worse(max_err, num, analytic[k][j]);
-            max_num = fmax(max_num, fabs(num));
-        }
-        double rel = max_err / fmax(max_num, 1e-12);
-        int ok = rel < tol, accum_ok = t[k].in_place || accum_err[k] < TOL_ACCUM;
-        failures += !ok || !accum_ok;
-        char accum[32];
-        if (t[k].in_place) snprintf(accum, sizeof accum, "+= n/a (in place)");
-        else snprintf(accum, sizeof accum, "+= err %.1e", accum_err[k]);
-        printf("%-12s %-22s rel err %.2e  (max |grad| %.2e)  %s  %s%s%s\n", layer, t[k].name,
-               rel, max_num, accum, ok && accum_ok ? "ok" : "FAIL",
-               ok ? "" : ": does not match finite differences",
-               accum_ok ? "" : ": not accumulated: a pre-filled buffer must come back "
-                               "as its contents + the gradient (= instead of +=?)");
+        double err = 0.0;
+        if (!t[k].in_place)
+            for (size_t j = 0; j < t[k].n; j++)
+                err = worse(err, (double)t[k].grad[at(&t[k], j)] - prefill(j, k, scale[k]),
+                            analytic[k][j]);
+        accum_err[k] = err / scale[k];
+    }
+}
+
+/* Step 3: tensor t's analytic gradient against finite differences, at up to
+ * max_elems elements (all of a small tensor, an even stride through a large
+ * one), printed with its accumulation error. Returns 1 if it failed. */
+static int check_tensor(const char *layer, GradCheck *gc, Checked *t, const float *analytic,
+                        double accum_err, double h, double tol, size_t max_elems) {
+    size_t stride = t->n > max_elems ? t->n / max_elems : 1;
+    double max_err = 0.0, max_num = 0.0;
+    for (size_t j = 0; j < t->n; j += stride) {
+        float *x = &t->x[at(t, j)], saved = *x;
+        *x = saved + (float)h;
+        double lp = gc->loss(gc);
+        *x = saved - (float)h;
+        double lm = gc->loss(gc);
+        *x = saved;
+        /* the actual step is what float rounding made of x +- h */
+        double num = (lp - lm) / ((double)(saved + (float)h) - (double)(saved - (float)h));
+        max_err = worse(max_err, num, analytic[j]);
+        max_num = fmax(max_num, fabs(num));
+    }
+    double rel = max_err / fmax(max_num, 1e-12);
+    int ok = rel < tol, accum_ok = t->in_place || accum_err < TOL_ACCUM;
+    char accum[32];
+    if (t->in_place) snprintf(accum, sizeof accum, "+= n/a (in place)");
+    else snprintf(accum, sizeof accum, "+= err %.1e", accum_err);
+    printf("%-12s %-22s rel err %.2e  (max |grad| %.2e)  %s  %s%s%s\n", layer, t->name, rel,
+           max_num, accum, ok && accum_ok ? "ok" : "FAIL",
+           ok ? "" : ": does not match finite differences",
+           accum_ok ? "" : ": not accumulated: a pre-filled buffer must come back "
+                           "as its contents + the gradient (= instead of +=?)");
+    return !ok || !accum_ok;
+}
+
+/* Check each tensor's gradient against finite differences, and every
+ * element of it for accumulation. Returns the number of failures. */
+static int check_tensors(const char *layer, GradCheck *gc, Checked *t, int nt, double h,
+                         double tol, size_t max_elems) {
+    float **analytic = malloc(nt * sizeof *analytic);
+    double *scale = malloc(nt * sizeof *scale), *accum_err = malloc(nt * sizeof *accum_err);
+    CHECK(analytic && scale && accum_err, "out of memory");
+    analytic_gradients(gc, t, nt, analytic, scale);
+    accumulation_errors(gc, t, nt, analytic, scale, accum_err);
+    int failures = 0;
+    for (int k = 0; k < nt; k++) {
+        failures += check_tensor(layer, gc, &t[k], analytic[k], accum_err[k], h, tol, max_elems);
         free(analytic[k]);
     }
     free(analytic);

@@ -98,8 +98,17 @@ static int draw(const char *csv, const char *png, const char *title) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-int main(int argc, char **argv) {
-    program_set_name(argv[0]);
+/* The command line. */
+typedef struct {
+    char name[32], out[1024];  /* --schedule, --out ("": none) */
+    int p, m, v;  /* ranks and micro-batches (0 until given), chunks per rank */
+    int comm;     /* print the messages too */
+    PipeCosts costs;
+} Options;
+
+/* The options into o; returns 1 for --help (printed), leaving the options
+ * after it unread. */
+static int parse_options(int argc, char **argv, Options *o) {
     enum { FORWARD = 256, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, SEND, WEIGHT_MEMORY, OUT,
            COMM };
     static const struct option opts[] = {
@@ -114,100 +123,134 @@ int main(int argc, char **argv) {
         {"comm", no_argument, 0, COMM},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    char name[32] = "", out[1024] = "";
-    int p = 0, m = 0, v = 1, comm = 0;
-    PipeCosts costs = {.forward = 1, .backward = 2, .backward_input = 1, .backward_weight = 1,
-                       .send = 0, .weight_memory = 0.5};
+    *o = (Options){.v = 1,
+                   .costs = {.forward = 1, .backward = 2, .backward_input = 1,
+                             .backward_weight = 1, .send = 0, .weight_memory = 0.5}};
+    PipeCosts *costs = &o->costs;
     const double most = 1e9;  /* costs: any unit, but finite */
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "p:m:v:h", opts, NULL)) != -1) {
         switch (c) {
-        case 's': cli_string(name, sizeof name, "--schedule", optarg); break;
-        case 'p': p = (int)cli_int("-p", optarg, 1, 64); break;
-        case 'm': m = (int)cli_int("-m", optarg, 1, 1024); break;
-        case 'v': v = (int)cli_int("-v", optarg, 1, 16); break;
-        case FORWARD: costs.forward = cli_double("--forward", optarg, 0, most); break;
-        case BACKWARD: costs.backward = cli_double("--backward", optarg, 0, most); break;
+        case 's': cli_string(o->name, sizeof o->name, "--schedule", optarg); break;
+        case 'p': o->p = (int)cli_int("-p", optarg, 1, 64); break;
+        case 'm': o->m = (int)cli_int("-m", optarg, 1, 1024); break;
+        case 'v': o->v = (int)cli_int("-v", optarg, 1, 16); break;
+        case FORWARD: costs->forward = cli_double("--forward", optarg, 0, most); break;
+        case BACKWARD: costs->backward = cli_double("--backward", optarg, 0, most); break;
         case BACKWARD_INPUT:
-            costs.backward_input = cli_double("--backward-input", optarg, 0, most);
+            costs->backward_input = cli_double("--backward-input", optarg, 0, most);
             break;
         case BACKWARD_WEIGHT:
-            costs.backward_weight = cli_double("--backward-weight", optarg, 0, most);
+            costs->backward_weight = cli_double("--backward-weight", optarg, 0, most);
             break;
-        case SEND: costs.send = cli_double("--send", optarg, 0, most); break;
+        case SEND: costs->send = cli_double("--send", optarg, 0, most); break;
         case WEIGHT_MEMORY:
-            costs.weight_memory = cli_double("--weight-memory", optarg, 0, 1);
+            costs->weight_memory = cli_double("--weight-memory", optarg, 0, 1);
             break;
-        case OUT: cli_string(out, sizeof out, "--out", optarg); break;
-        case COMM: comm = 1; break;
-        case 'h': printf("%s", g_usage); return 0;
+        case OUT: cli_string(o->out, sizeof o->out, "--out", optarg); break;
+        case COMM: o->comm = 1; break;
+        case 'h': printf("%s", g_usage); return 1;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
-    if (!name[0] || !p || !m) USER_ERROR("give --schedule NAME, -p P and -m M; see --help");
-    char why[512];
-    if (pipe_schedule_problem(name, p, m, v, why, sizeof why)) USER_ERROR("%s", why);
-    if (out[0] && output_dir_problem(out, why, sizeof why))
-        USER_ERROR("--out %s: %s", out, why);
+    return 0;
+}
 
-    Schedule *s = schedule_by_name(name, p, m, v);
+static void check_options(const Options *o) {
+    if (!o->name[0] || !o->p || !o->m)
+        USER_ERROR("give --schedule NAME, -p P and -m M; see --help");
+    char why[512];
+    if (pipe_schedule_problem(o->name, o->p, o->m, o->v, why, sizeof why)) USER_ERROR("%s", why);
+    if (o->out[0] && output_dir_problem(o->out, why, sizeof why))
+        USER_ERROR("--out %s: %s", o->out, why);
+}
+
+/* Prints s (when it has the shape asked for, even if invalid) and whether it
+ * is valid; an invalid one is the validator's one line on stderr. Returns 1
+ * when s is valid. */
+static int print_and_validate(const Schedule *s, const Options *o) {
+    char why[512];
     /* the extension is compared with the student's own 1F1B (the grader
      * compares both with the reference's) */
-    Schedule *reference = strcmp(name, "1f1b-unbatched") == 0 ? schedule_1f1b(p, m) : NULL;
-    const int bad = pipe_generated_problem(s, name, p, m, v, reference, why, sizeof why);
+    Schedule *reference =
+        strcmp(o->name, "1f1b-unbatched") == 0 ? schedule_1f1b(o->p, o->m) : NULL;
+    const int bad =
+        pipe_generated_problem(s, o->name, o->p, o->m, o->v, reference, why, sizeof why);
     schedule_free(reference);
-    if (s && s->ranks == p && s->micro_batches == m && s->chunks == v) {
-        printf("%s: p %d ranks, m %d micro-batches, v %d chunk%s per rank\n", name, p, m, v,
-               v == 1 ? "" : "s");
-        schedule_print(stdout, s, comm);
+    if (s && s->ranks == o->p && s->micro_batches == o->m && s->chunks == o->v) {
+        printf("%s: p %d ranks, m %d micro-batches, v %d chunk%s per rank\n", o->name, o->p,
+               o->m, o->v, o->v == 1 ? "" : "s");
+        schedule_print(stdout, s, o->comm);
     }
     if (bad) {
         fflush(stdout);
         fprintf(stderr, "%s: invalid schedule: %s\n", g_program_name, why);
-        schedule_free(s);
-        return 1;
+        return 0;
     }
     printf("valid: every forward and backward once, inputs before use, every send meets its "
            "receive, no deadlock\n");
+    return 1;
+}
 
-    PipeTimeline t;
-    schedule_simulate(s, &costs, &t);
+/* Prints the simulated timeline t, per rank, and its bubble next to the
+ * formula's; returns the formula's bubble (negative: none). */
+static double print_timeline(const Options *o, const PipeTimeline *t) {
+    const PipeCosts *costs = &o->costs;
     printf("simulated: forward %g, backward %g, backward-input %g, backward-weight %g, send %g; "
-           "makespan %g\n", costs.forward, costs.backward, costs.backward_input,
-           costs.backward_weight, costs.send, t.makespan);
+           "makespan %g\n", costs->forward, costs->backward, costs->backward_input,
+           costs->backward_weight, costs->send, t->makespan);
     printf("%4s %10s %10s %7s %9s %16s\n", "rank", "busy", "idle", "bubble", "peak act",
            "peak mem (M_B)");
-    for (int r = 0; r < p; r++) {
-        const PipeRankTimeline *k = &t.rank[r];
+    for (int r = 0; r < o->p; r++) {
+        const PipeRankTimeline *k = &t->rank[r];
         printf("%4d %10.4g %10.4g %7.4f %9d %16.4g\n", r, k->busy, k->idle, k->bubble_fraction,
                k->peak_activations, k->peak_memory);
     }
     const char *how;
-    double want = formula(name, p, m, v, &costs, &how);
+    double want = formula(o->name, o->p, o->m, o->v, costs, &how);
     if (want >= 0)
-        printf("bubble fraction: simulated %.6f, formula %s = %.6f\n", t.bubble_fraction, how,
+        printf("bubble fraction: simulated %.6f, formula %s = %.6f\n", t->bubble_fraction, how,
                want);
     else
-        printf("bubble fraction: simulated %.6f (%s: needs m >= p)\n", t.bubble_fraction, how);
+        printf("bubble fraction: simulated %.6f (%s: needs m >= p)\n", t->bubble_fraction, how);
+    return want;
+}
 
-    int status = 0;
-    if (out[0]) {
-        char csv[1100], png[1100], title[256];
-        snprintf(csv, sizeof csv, "%s/schedule.csv", out);
-        snprintf(png, sizeof png, "%s/gantt.png", out);
-        schedule_write_timeline_csv(csv, s, &t, 0.0);
-        if (want >= 0)
-            snprintf(title, sizeof title,
-                     "%s, p %d, m %d, v %d: bubble %.4f simulated, %.4f formula", name, p, m, v,
-                     t.bubble_fraction, want);
-        else
-            snprintf(title, sizeof title, "%s, p %d, m %d, v %d: bubble %.4f simulated", name, p, m,
-                     v, t.bubble_fraction);
-        status = draw(csv, png, title);
-        if (status == 0) printf("wrote %s and %s\n", csv, png);
+/* --out: DIR/schedule.csv, drawn into DIR/gantt.png; returns the drawing's
+ * exit status. */
+static int write_and_draw(const Options *o, const Schedule *s, const PipeTimeline *t,
+                          double want) {
+    char csv[1100], png[1100], title[256];
+    snprintf(csv, sizeof csv, "%s/schedule.csv", o->out);
+    snprintf(png, sizeof png, "%s/gantt.png", o->out);
+    schedule_write_timeline_csv(csv, s, t, 0.0);
+    if (want >= 0)
+        snprintf(title, sizeof title, "%s, p %d, m %d, v %d: bubble %.4f simulated, %.4f formula",
+                 o->name, o->p, o->m, o->v, t->bubble_fraction, want);
+    else
+        snprintf(title, sizeof title, "%s, p %d, m %d, v %d: bubble %.4f simulated", o->name,
+                 o->p, o->m, o->v, t->bubble_fraction);
+    int status = draw(csv, png, title);
+    if (status == 0) printf("wrote %s and %s\n", csv, png);
+    return status;
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    Options o;
+    if (parse_options(argc, argv, &o)) return 0;
+    check_options(&o);
+    Schedule *s = schedule_by_name(o.name, o.p, o.m, o.v);
+    if (!print_and_validate(s, &o)) {
+        schedule_free(s);
+        return 1;
     }
+    PipeTimeline t;
+    schedule_simulate(s, &o.costs, &t);
+    const double want = print_timeline(&o, &t);
+    const int status = o.out[0] ? write_and_draw(&o, s, &t, want) : 0;
     pipe_timeline_free(&t);
     schedule_free(s);
     return status;

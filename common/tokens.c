@@ -55,10 +55,14 @@ static uint64_t get_u64(const unsigned char *p) {
     return v;
 }
 
-/* The checks run in file order and each one only relies on fields already
- * checked: in particular `count` is compared with the real file size before
- * it sizes an allocation, so a corrupt header cannot ask for terabytes. */
-static int load_from(FILE *f, const char *path, TokenFile *tf, char *err, size_t errlen) {
+/* What the header says about the payload. */
+typedef struct {
+    uint32_t vocab_size;
+    uint64_t count, checksum;
+} PayloadInfo;
+
+/* The file's size, once it is a regular file at least a header long. */
+static int file_size(FILE *f, const char *path, uint64_t *bytes, char *err, size_t errlen) {
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         set_err(err, errlen, "cannot stat %s: %s", path, strerror(errno));
@@ -68,14 +72,19 @@ static int load_from(FILE *f, const char *path, TokenFile *tf, char *err, size_t
         set_err(err, errlen, "%s is not a regular file", path);
         return -1;
     }
-    uint64_t file_bytes = (uint64_t)st.st_size;
-    if (file_bytes < TOKENS_HEADER_BYTES) {
+    *bytes = (uint64_t)st.st_size;
+    if (*bytes < TOKENS_HEADER_BYTES) {
         set_err(err, errlen, "%s is not a token file: it has %" PRIu64
                 " bytes, shorter than the %d-byte header",
-                path, file_bytes, TOKENS_HEADER_BYTES);
+                path, *bytes, TOKENS_HEADER_BYTES);
         return -1;
     }
+    return 0;
+}
 
+/* Reads the header; its fields are checked, but count is not yet compared
+ * with the file. */
+static int read_header(FILE *f, const char *path, PayloadInfo *info, char *err, size_t errlen) {
     unsigned char h[TOKENS_HEADER_BYTES];
     if (fread(h, 1, sizeof h, f) != sizeof h) {
         set_err(err, errlen, "cannot read the header of %s: %s", path,
@@ -88,20 +97,25 @@ static int load_from(FILE *f, const char *path, TokenFile *tf, char *err, size_t
         return -1;
     }
     uint32_t version = get_u32(h + 8);
-    uint32_t vocab_size = get_u32(h + 12);
-    uint64_t count = get_u64(h + 16);
-    uint64_t checksum = get_u64(h + 24);
+    info->vocab_size = get_u32(h + 12);
+    info->count = get_u64(h + 16);
+    info->checksum = get_u64(h + 24);
     if (version != TOKENS_VERSION) {
         set_err(err, errlen, "%s has unsupported format version %" PRIu32
                 " (this build reads version %u)", path, version, TOKENS_VERSION);
         return -1;
     }
-    if (vocab_size == 0 || vocab_size > TOKENS_MAX_VOCAB) {
+    if (info->vocab_size == 0 || info->vocab_size > TOKENS_MAX_VOCAB) {
         set_err(err, errlen, "%s has invalid vocab_size %" PRIu32 " (must be 1..%u)",
-                path, vocab_size, TOKENS_MAX_VOCAB);
+                path, info->vocab_size, TOKENS_MAX_VOCAB);
         return -1;
     }
-    uint64_t payload = file_bytes - TOKENS_HEADER_BYTES;
+    return 0;
+}
+
+/* count tokens must be exactly the payload's bytes, and fit in memory. */
+static int check_count(const char *path, uint64_t count, uint64_t payload, char *err,
+                       size_t errlen) {
     if (count > payload / 2) {
         if (count > UINT64_MAX / 2)
             set_err(err, errlen, "%s is truncated: header says %" PRIu64
@@ -125,37 +139,60 @@ static int load_from(FILE *f, const char *path, TokenFile *tf, char *err, size_t
                 path, count);
         return -1;
     }
+    return 0;
+}
 
+/* Reads the payload into *tokens (malloc'd), once its checksum and every
+ * token's range are right. */
+static int read_payload(FILE *f, const char *path, const PayloadInfo *info, uint16_t **tokens,
+                        char *err, size_t errlen) {
+    const uint64_t count = info->count;
     /* malloc(0) may return NULL, so an empty payload allocates one element. */
-    uint16_t *tokens = malloc(count > 0 ? (size_t)count * 2 : 2);
-    if (tokens == NULL) {
+    uint16_t *t = malloc(count > 0 ? (size_t)count * 2 : 2);
+    if (t == NULL) {
         set_err(err, errlen, "cannot load %s: out of memory for %" PRIu64 " tokens",
                 path, count);
         return -1;
     }
-    if (fread(tokens, 2, (size_t)count, f) != (size_t)count) {
+    if (fread(t, 2, (size_t)count, f) != (size_t)count) {
         set_err(err, errlen, "cannot read the tokens of %s: %s", path,
                 ferror(f) ? strerror(errno) : "file shrank while reading");
-        free(tokens);
+        free(t);
         return -1;
     }
-    uint64_t actual = tokens_checksum(tokens, (size_t)count * 2);
-    if (actual != checksum) {
+    uint64_t actual = tokens_checksum(t, (size_t)count * 2);
+    if (actual != info->checksum) {
         set_err(err, errlen, "%s is corrupt: the tokens have checksum 0x%016" PRIx64
-                " but the header says 0x%016" PRIx64, path, actual, checksum);
-        free(tokens);
+                " but the header says 0x%016" PRIx64, path, actual, info->checksum);
+        free(t);
         return -1;
     }
     for (uint64_t i = 0; i < count; i++) {
-        if (tokens[i] >= vocab_size) {
+        if (t[i] >= info->vocab_size) {
             set_err(err, errlen, "%s has token %u at index %" PRIu64
-                    ", not below vocab_size %" PRIu32, path, tokens[i], i, vocab_size);
-            free(tokens);
+                    ", not below vocab_size %" PRIu32, path, t[i], i, info->vocab_size);
+            free(t);
             return -1;
         }
     }
-    tf->vocab_size = vocab_size;
-    tf->count = count;
+    *tokens = t;
+    return 0;
+}
+
+/* The checks run in file order and each one only relies on fields already
+ * checked: in particular `count` is compared with the real file size before
+ * it sizes an allocation, so a corrupt header cannot ask for terabytes. */
+static int load_from(FILE *f, const char *path, TokenFile *tf, char *err, size_t errlen) {
+    uint64_t file_bytes;
+    PayloadInfo info;
+    uint16_t *tokens;
+    if (file_size(f, path, &file_bytes, err, errlen) != 0 ||
+        read_header(f, path, &info, err, errlen) != 0 ||
+        check_count(path, info.count, file_bytes - TOKENS_HEADER_BYTES, err, errlen) != 0 ||
+        read_payload(f, path, &info, &tokens, err, errlen) != 0)
+        return -1;
+    tf->vocab_size = info.vocab_size;
+    tf->count = info.count;
     tf->tokens = tokens;
     return 0;
 }
