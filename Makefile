@@ -230,9 +230,9 @@ $(BUILD)/bin/%: $(BUILD)/datasets/%.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 00: the apps link the student's (or the solution's) backprop.o
-$(BUILD)/%/00_single_device/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/%/00_single_device/backprop.o $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/00_single_device/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/apps/backward_kernels.o $(BUILD)/%/00_single_device/backprop.o $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/00_single_device/gradcheck: $(BUILD)/apps/gradcheck.o $(BUILD)/%/00_single_device/backprop.o $(LIBCOMMON)
+$(BUILD)/%/00_single_device/gradcheck: $(BUILD)/apps/gradcheck.o $(BUILD)/apps/backward_kernels.o $(BUILD)/%/00_single_device/backprop.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 01: the programs link the student's (or the solution's) collectives.o;
@@ -248,18 +248,18 @@ $(BUILD)/%/01_collectives/bench_collectives: $(BUILD)/apps/bench_collectives.o $
 $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o: CPPFLAGS += -I$(call copy_of,02_ddp)/02_ddp
 # (and, like every later lab, lab 00 through build/earlier/: its solution when
 # here, so that a student stuck on one lab can still do the next)
-$(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/02_ddp/ddp.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/02_ddp/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/%/02_ddp/ddp.o $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 03: train_zero links the student's (or the solution's) zero.o
 $(BUILD)/apps/train_zero.o: CPPFLAGS += -I$(call copy_of,03_zero)/03_zero
-$(BUILD)/%/03_zero/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/03_zero/zero.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/03_zero/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/%/03_zero/zero.o $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 04: train_tp links the student's (or the solution's) tensor_parallel.o,
 # and lab 02's DDP through build/earlier/ for the data-parallel groups
 $(BUILD)/apps/train_tp.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/%/04_tensor_parallel/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/04_tensor_parallel/tensor_parallel.o $(EARLIER_DDP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/04_tensor_parallel/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/04_tensor_parallel/tensor_parallel.o $(EARLIER_DDP) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 05: train_tp and train_zero built again WITH_LAB05 (--sp, --recompute),
@@ -272,9 +272,9 @@ $(BUILD)/apps/%_lab05.o: apps/%.c $(BUILD)/flavor
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -DWITH_LAB05 $(LAB05_INC) $(CFLAGS) -c $< -o $@
 $(BUILD)/apps/act_layers.o: CPPFLAGS += -I$(call copy_of,05_activation_memory)/05_activation_memory
-$(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/05_activation_memory/train_tp: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_TP) $(EARLIER_DDP) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/05_activation_memory/train_zero: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/%/05_activation_memory/activation_memory.o $(EARLIER_ZERO) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 # check_act: the layernorm sum alone, on a pipeline's stages
 $(BUILD)/apps/check_act.o: CPPFLAGS += -I$(call copy_of,05_activation_memory)/05_activation_memory
@@ -290,7 +290,7 @@ $(BUILD)/%/06_pipeline/pipeline_schedule: $(BUILD)/apps/pipeline_schedule.o $(BU
 # train_pp links that copy's schedules.o and pipeline.o, lab 04's layers and
 # lab 02's DDP through build/earlier/
 $(BUILD)/apps/train_pp.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
-$(BUILD)/%/06_pipeline/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/06_pipeline/pipeline.o $(BUILD)/%/06_pipeline/schedules.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/06_pipeline/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/06_pipeline/pipeline.o $(BUILD)/%/06_pipeline/schedules.o $(EARLIER_TP) $(EARLIER_DDP) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 04's layers for the programs that split their blocks inside another
@@ -301,7 +301,7 @@ $(BUILD)/apps/tp_layers.o: CPPFLAGS += -I$(call copy_of,04_tensor_parallel)/04_t
 # 04's layers and lab 02's DDP through build/earlier/
 $(BUILD)/apps/train_cp.o: CPPFLAGS += -I$(call copy_of,07_context_parallel)/07_context_parallel -I$(call copy_of,04_tensor_parallel)/04_tensor_parallel -I$(call copy_of,02_ddp)/02_ddp
 $(BUILD)/apps/cp_layers.o: CPPFLAGS += -I$(call copy_of,07_context_parallel)/07_context_parallel
-$(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/07_context_parallel/ring_attention.o $(BUILD)/%/07_context_parallel/ulysses.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/07_context_parallel/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/07_context_parallel/ring_attention.o $(BUILD)/%/07_context_parallel/ulysses.o $(EARLIER_TP) $(EARLIER_DDP) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 09: the programs hand its functions, declared in its header, to the
@@ -310,19 +310,19 @@ $(BUILD)/apps/checkpoints.o $(BUILD)/apps/check_ckpt.o: CPPFLAGS += -I$(call cop
 # check_ckpt: the lab's geometry over simulated layouts and its commit
 $(BUILD)/%/09_checkpoint/check_ckpt: $(BUILD)/apps/check_ckpt.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/09_checkpoint/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/09_checkpoint/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/09_checkpoint/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_ZERO) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/09_checkpoint/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_ZERO) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/09_checkpoint/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/09_checkpoint/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_TP) $(EARLIER_DDP) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/09_checkpoint/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_TP) $(EARLIER_DDP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/%/09_checkpoint/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/apps/checkpoints.o $(BUILD)/%/09_checkpoint/checkpoint_shards.o $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_TP) $(EARLIER_DDP) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # lab 08: train_moe links that copy's expert_parallel.o, and lab 04's layers
 # through build/earlier/ for the dense parts under --tp
 $(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o: CPPFLAGS += -I$(call copy_of,08_moe)/08_moe
-$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_TP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/08_moe/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/08_moe/expert_parallel.o $(EARLIER_TP) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # build/earlier/NN_name/X.o: lab NN's object as later labs see it (above)
@@ -349,7 +349,7 @@ $(BUILD)/apps/train_4d.o $(BUILD)/apps/composed_zero1.o $(BUILD)/apps/check_mesh
 # check_mesh_order: the extension's order checked alone
 $(BUILD)/%/10_composed/check_mesh_order: $(BUILD)/apps/check_mesh_order.o $(BUILD)/%/10_composed/composed.o $(EARLIER_ZERO) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
-$(BUILD)/%/10_composed/train_4d: $(BUILD)/apps/train_4d.o $(BUILD)/apps/composed_zero1.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/10_composed/composed.o $(EARLIER_ACT) $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_EP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_DDP) $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
+$(BUILD)/%/10_composed/train_4d: $(BUILD)/apps/train_4d.o $(BUILD)/apps/composed_zero1.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/%/10_composed/composed.o $(EARLIER_ACT) $(EARLIER_PIPE) $(EARLIER_SCHED) $(EARLIER_CP) $(EARLIER_EP) $(EARLIER_TP) $(EARLIER_ZERO) $(EARLIER_DDP) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(BUILD)/apps/checkpoints.o $(EARLIER_CKPT) $(LIBCOMMON)
 	$(CC) $^ $(LDLIBS) -o $@
 
 # the memory planner's command line (common/memplan.h); --advise builds
@@ -364,8 +364,10 @@ $(BUILD)/bin/ckpt: $(BUILD)/apps/ckpt_tool.o $(BUILD)/apps/checkpoints.o $(EARLI
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
-# C unit tests link lab 00 through build/earlier/ (they test the library, not the student)
-$(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(EARLIER_OBJ) $(LIBCOMMON)
+# C unit tests link lab 00 through build/earlier/ (they test the library, not the student),
+# handed to the kernels as the programs do (apps/backward_kernels.h)
+$(BUILD)/tests/%.o: CPPFLAGS += -Iapps
+$(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
@@ -380,7 +382,7 @@ $(BUILD)/tests/lab06/test_schedules: $(BUILD)/tests/c/lab06/test_schedules.o $(E
 # attention of the whole sequence, and a finite-difference check of the ring
 # (tests/c/lab07/: it links lab 07, and lab 00 for the reference)
 $(BUILD)/tests/c/lab07/%.o: CPPFLAGS += -Itests/c -I$(call copy_of,07_context_parallel)/07_context_parallel
-$(BUILD)/tests/lab07/test_ring_attention: $(BUILD)/tests/c/lab07/test_ring_attention.o $(EARLIER_CP) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/tests/lab07/test_ring_attention: $(BUILD)/tests/c/lab07/test_ring_attention.o $(EARLIER_CP) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
@@ -399,17 +401,17 @@ else
 fake-gpu:
 	@echo "fake-gpu: skipped: it builds every lab's solution, and this handout has none for $(filter-out $(SOLVED),$(LAB_NAMES))"
 endif
-$(BUILD)/fake_gpu/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_tp_lab05: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_zero_lab05: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/06_pipeline/pipeline.o $(BUILD)/solutions/06_pipeline/schedules.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/07_context_parallel/ring_attention.o $(BUILD)/solutions/07_context_parallel/ulysses.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/solutions/00_single_device/backprop.o
-$(BUILD)/fake_gpu/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/08_moe/expert_parallel.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_gpt: $(BUILD)/apps/train_gpt.o $(BUILD)/apps/backward_kernels.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_ddp: $(BUILD)/apps/train_ddp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/apps/backward_kernels.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_zero: $(BUILD)/apps/train_zero.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/apps/backward_kernels.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_tp: $(BUILD)/apps/train_tp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/apps/backward_kernels.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_tp_lab05: $(BUILD)/apps/train_tp_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/apps/backward_kernels.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_zero_lab05: $(BUILD)/apps/train_zero_lab05.o $(BUILD)/apps/act_layers.o $(BUILD)/solutions/05_activation_memory/activation_memory.o $(BUILD)/solutions/03_zero/zero.o $(BUILD)/apps/backward_kernels.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_pp: $(BUILD)/apps/train_pp.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/06_pipeline/pipeline.o $(BUILD)/solutions/06_pipeline/schedules.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/apps/backward_kernels.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_cp: $(BUILD)/apps/train_cp.o $(BUILD)/apps/cp_layers.o $(BUILD)/apps/ddp_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/07_context_parallel/ring_attention.o $(BUILD)/solutions/07_context_parallel/ulysses.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/solutions/02_ddp/ddp.o $(BUILD)/apps/backward_kernels.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/train_moe: $(BUILD)/apps/train_moe.o $(BUILD)/apps/ep_sync.o $(BUILD)/apps/tp_layers.o $(BUILD)/solutions/08_moe/expert_parallel.o $(BUILD)/solutions/04_tensor_parallel/tensor_parallel.o $(BUILD)/apps/backward_kernels.o $(BUILD)/solutions/00_single_device/backprop.o
 $(BUILD)/fake_gpu/bench_collectives: $(BUILD)/apps/bench_collectives.o $(BUILD)/solutions/01_collectives/collectives.o
-$(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o $(BUILD)/solutions/00_single_device/backprop.o
+$(BUILD)/fake_gpu/selftest: $(BUILD)/tests/fake_gpu/selftest.o
 $(FAKE_GPU_BINS): $(BUILD)/tests/fake_gpu/fake_device.o $(BUILD)/apps/checkpoints.o $(BUILD)/solutions/09_checkpoint/checkpoint_shards.o $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $(FAKE_GPU_LDFLAGS) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
@@ -470,7 +472,7 @@ bench: deps
 # the GPU suite and benchmark use it, and `make test` never rebuilds it.
 # the step-time model's test builds lab 06's schedules (schedule_by_name)
 $(BUILD)/tests/c/test_costmodel.o: CPPFLAGS += -I$(call copy_of,06_pipeline)/06_pipeline
-$(BUILD)/tests/test_costmodel: $(BUILD)/tests/c/test_costmodel.o $(EARLIER_SCHED) $(EARLIER_OBJ) $(LIBCOMMON)
+$(BUILD)/tests/test_costmodel: $(BUILD)/tests/c/test_costmodel.o $(EARLIER_SCHED) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(LIBCOMMON)
 	@mkdir -p $(@D)
 	$(CC) $^ $(LDLIBS) -o $@
 
@@ -605,7 +607,9 @@ $(CUDA_LIB): $(filter $(BUILD)/cuda/common/%,$(CUDA_OBJ))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(EARLIER_OBJ) $(LIBCOMMON)
+# the GPU tests compare with lab 00's CPU backward passes (apps/backward_kernels.h)
+$(BUILD)/cuda/tests/%.o: CUDA_CPPFLAGS += -Iapps
+$(BUILD)/cuda/tests/%: $(BUILD)/cuda/tests/cuda/%.o $(CUDA_LIB) $(BUILD)/apps/backward_kernels.o $(EARLIER_OBJ) $(LIBCOMMON)
 	$(CC) $^ $(CUDA_LDLIBS) $(LDLIBS) -o $@
 
 clean:

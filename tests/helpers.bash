@@ -131,14 +131,17 @@ csv_col() {
 
 # Build a lab's programs from another copy of one of its sources (a planted
 # bug): build_variant SRC.c INCLUDE_DIR OUTDIR PROG...  ->  OUTDIR/PROG, each
-# linking build/apps/PROG.o, SRC's object and the common library. INCLUDE_DIR
-# holds the lab's headers (SRC may live in a temporary directory).
+# linking build/apps/PROG.o, SRC's object and the common library (a variant
+# of lab 00's backprop.c with apps/backward_kernels.o, which hands its
+# functions to the kernels). INCLUDE_DIR holds the lab's headers (SRC may
+# live in a temporary directory).
 # VARIANT_BUILD=DIR links DIR's apps and library instead of build/'s, and
 # VARIANT_FLAGS adds compile and link flags (the sanitizers': sanitize.bats).
 build_variant() {
     local src=$1 inc=$2 out=$3 build=${VARIANT_BUILD:-$BUILD} arch obj
-    local -a extra
+    local -a extra glue=()
     read -ra extra <<< "${VARIANT_FLAGS:-}"
+    if [ "$(basename "$src")" = backprop.c ]; then glue=("$build/apps/backward_kernels.o"); fi
     shift 3
     arch=$(gcc -print-multiarch)
     obj="$out/$(basename "${src%.c}").o"
@@ -146,7 +149,7 @@ build_variant() {
     mpicc -std=gnu11 -O2 -fopenmp "${extra[@]}" -I"$ROOT/common" -I"$inc" \
         -I"/usr/include/$arch/openblas-openmp" -c "$src" -o "$obj"
     for prog in "$@"; do
-        mpicc "$build/apps/$prog.o" "$obj" "$build/libcommon.a" \
+        mpicc "$build/apps/$prog.o" "${glue[@]}" "$obj" "$build/libcommon.a" \
             -L"/usr/lib/$arch/openblas-openmp" -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" \
             -lopenblas -lm -fopenmp "${extra[@]}" -o "$out/$prog"
     done
