@@ -76,11 +76,13 @@ lab_of = $(filter $(LAB_NAMES),$(firstword $(subst /, ,$(1))))
 lab_available = $(or $(filter $(1),$(SOLVED)),$(if $(filter $(2),$(LAB_NAMES)),$(filter $(1),$(firstword $(sort $(1) $(2))))))
 # $(call lab_files,WORD,DIR): the objects WORD stands for, under DIR/NN_name/
 lab_files = $(if $(findstring /,$(1)),$(2)/$(1).o,$(foreach o,$($(1).objects),$(2)/$(1)/$(o).o))
-# $(call lab_word,WORD,OF,COPY): OF's own objects from build/COPY/, another lab's from build/earlier/
-lab_word = $(call lab_files,$(1),$(BUILD)/$(if $(filter $(2),$(call lab_of,$(1))),$(3),earlier))
 apps_objects = $(patsubst %,$(BUILD)/apps/%.o,$(1))
+# $(call lab_word,WORD,OF,COPY): OF's own objects from build/COPY/, another
+# lab's from build/earlier/, with the app objects that hand them to the
+# library (the lab's plugin)
+lab_word = $(call apps_objects,$($(call lab_of,$(1)).plugin)) $(call lab_files,$(1),$(BUILD)/$(if $(filter $(2),$(call lab_of,$(1))),$(3),earlier))
 # $(call optional_word,LAB,OF,COPY): LAB? in a link list
-optional_word = $(if $(call lab_available,$(1),$(2)),$(call apps_objects,$($(1).plugin)) $(call lab_word,$(1),$(2),$(3)),$(call apps_objects,$($(1).absent)))
+optional_word = $(if $(call lab_available,$(1),$(2)),$(call lab_word,$(1),$(2),$(3)),$(call apps_objects,$($(1).absent)))
 link_word = $(if $(filter %?,$(1)),$(call optional_word,$(1:?=),$(2),$(3)),$(if $(call lab_of,$(1)),$(call lab_word,$(1),$(2),$(3)),$(call apps_objects,$(1))))
 # $(call program_links,OF,COPY,PROG): the objects PROG of OF's COPY links
 program_links = $(foreach w,$($(1).link.$(3)),$(call link_word,$(w),$(1),$(2)))
@@ -119,7 +121,7 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[
 # OMPI_SKIP_MPICXX: mpi.h without Open MPI's C++ bindings (and their library)
 NVCCFLAGS := -std=c++17 -O2 $(CUDA_ARCH) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
 	-MMD -MP -DOMPI_SKIP_MPICXX -DKIT_CUDA
-CUDA_CPPFLAGS = -Icommon -Itests/c -I$(CUDA_HOME)/include $(shell mpicc --showme:compile)
+CUDA_CPPFLAGS = -Icommon -Itests/c -Iapps -I$(CUDA_HOME)/include $(shell mpicc --showme:compile)
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -lcudart -lstdc++
 CUDA_SRC := $(wildcard common/*.cu solutions/*/*.cu labs/*/*.cu tests/cuda/*.cu)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/cuda/%.o)
@@ -280,8 +282,8 @@ $(TOOL_BINS):
 	@mkdir -p $(@D)
 	$(CC) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
 
-# the C unit tests (tests/c/, unit.h)
-$(BUILD)/tests/c/%.o: CPPFLAGS += -Itests/c
+# the C unit tests (tests/c/, unit.h; apps/ for the labs' plugins' headers)
+$(BUILD)/tests/c/%.o: CPPFLAGS += -Itests/c -Iapps
 define test_rule
 $(BUILD)/tests/$(1): $(BUILD)/tests/c/$(1).o $(call test_links,$(1)) $(LIBCOMMON)
 	@mkdir -p $$(@D)

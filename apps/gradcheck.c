@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "backward_kernels.h"
 #include "check.h"
 #include "cli.h"
 #include "kernels.h"
@@ -532,6 +533,7 @@ static const LayerCheck g_checks[] = {
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     static const struct option opts[] = {{"layer", required_argument, 0, 'l'},
                                          {"seed", required_argument, 0, 's'},
                                          {"time", required_argument, 0, 't'},

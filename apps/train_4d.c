@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "act_layers.h"
+#include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
 #include "cli.h"
@@ -178,6 +179,7 @@ static void write_mesh_csv(const TrainOptions *o, const Mesh *m, const int *node
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
     Options4d p = {.tp = 1, .pp = 1, .cp = 1, .ep = 1, .schedule = "1f1b",
                    .cp_algo = CP_RING, .recompute = RECOMPUTE_NONE};

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
 #include "cli.h"
@@ -79,6 +80,7 @@ static void timed_backward(const GPTLayout *l, float *dqkv, float *scratch, cons
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
     CpOptions copt = {1, 1, CP_RING};
     TrainOptions o;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
 #include "cli.h"
@@ -62,6 +63,7 @@ static void check_consistency(void *ctx, int step, const float *params, size_t n
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
     DdpOptions dopt = {DDP_OVERLAPPED, 0.25, 0, 0, NULL};
     TrainOptions o;

@@ -1,4 +1,5 @@
 /* train_gpt: the single-device GPT trainer (lab 00). See common/train.c. */
+#include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
 #include "preflight.h"
@@ -6,6 +7,7 @@
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     TrainOptions o;
     const TrainProgram program = {
         .lab = "00_single_device",

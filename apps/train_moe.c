@@ -17,6 +17,7 @@
  * the formulas, and the memory against the planner's. */
 #include <stdio.h>
 
+#include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
 #include "cli.h"
@@ -108,6 +109,7 @@ static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm 
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
     MoeOptions mo = {1, 1, 0};
     TrainOptions o;

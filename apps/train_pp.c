@@ -11,6 +11,7 @@
  * Mesh (mesh.h): TP innermost, then DP, then PP. */
 #include <stdio.h>
 
+#include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
 #include "cli.h"
@@ -68,6 +69,7 @@ static void check_options(TrainOptions *o, PpOptions *p) {
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
     PpOptions popt = {.pp = 1, .tp = 1, .schedule = "1f1b"};
     TrainOptions o;

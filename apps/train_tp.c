@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
 #include "cli.h"
@@ -61,6 +62,7 @@ static void on_tp_option(void *ctx, int index, const char *arg) {
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
     TpOptions topt = {1, 0, 0, 0, RECOMPUTE_NONE};
     TrainOptions o;

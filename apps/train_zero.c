@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
 #include "cli.h"
@@ -93,6 +94,7 @@ static void grads_ready(void *ctx, int u) { zero_grads_ready(ctx, u); }
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
     ZeroOptions zo = {1, 1, 0, RECOMPUTE_NONE};
     TrainOptions o;

@@ -21,30 +21,42 @@
 #include "profile.h"
 #include "trace.h"
 
-/* Lab 00's two backward passes live in the lab's object, not in the
- * library: weak references, so that a program with no backward pass (the
- * planner, most unit tests) links without any lab's object, and one that
- * needs them and was linked without stops with a message, not a crash. */
-#pragma weak layernorm_backward_cpu
-#pragma weak attention_backward_cpu
-#define REQUIRE_LAB00(fn)                                                                   \
-    CHECK(device_current() != DEVICE_CPU || fn != NULL,                                     \
-          #fn " is the first lab's: link its backprop.o (the Makefile's EARLIER_OBJ)")
+/* The CPU backward passes the program handed over (kernels.h): NULL until
+ * it does, so that a program without them stops with a message, not a
+ * crash. Programs with no backward pass (the planner, most unit tests)
+ * never hand any. */
+static const CpuBackwardKernels *g_cpu_backward;
 
+void kernels_set_cpu_backward(const CpuBackwardKernels *k) { g_cpu_backward = k; }
+
+static const CpuBackwardKernels *cpu_backward(void) {
+    CHECK(g_cpu_backward != NULL,
+          "the CPU backward passes were not handed to the kernels (kernels_set_cpu_backward): "
+          "link the program with its lab's backward kernels");
+    return g_cpu_backward;
+}
+
+/* HANDED_BACKEND(name): the same choice for the two kernels whose CPU
+ * version the program handed over (cpu_backward), read only on the CPU */
 #ifdef KIT_CUDA
 #define BACKEND(name) (device_current() == DEVICE_CUDA ? name##_cuda : name##_cpu)
+#define HANDED_BACKEND(name) (device_current() == DEVICE_CUDA ? name##_cuda : cpu_backward()->name)
 #else
 #define BACKEND(name) name##_cpu
+#define HANDED_BACKEND(name) cpu_backward()->name
 #endif
 
-#define KERNEL(name, flops, bytes, ...)                           \
-    do {                                                          \
-        double t0_ = profile_begin();                             \
-        device_kernel_begin();                                    \
-        BACKEND(name)(__VA_ARGS__);                               \
-        device_kernel_end();                                      \
-        if (t0_ > 0.0) profile_end(#name, t0_, (flops), (bytes)); \
+#define RUN_KERNEL(fn, name, flops, bytes, ...)                  \
+    do {                                                         \
+        double t0_ = profile_begin();                            \
+        device_kernel_begin();                                   \
+        (fn)(__VA_ARGS__);                                       \
+        device_kernel_end();                                     \
+        if (t0_ > 0.0) profile_end(name, t0_, (flops), (bytes)); \
     } while (0)
+#define KERNEL(name, flops, bytes, ...) RUN_KERNEL(BACKEND(name), #name, flops, bytes, __VA_ARGS__)
+#define HANDED_KERNEL(name, flops, bytes, ...) \
+    RUN_KERNEL(HANDED_BACKEND(name), #name, flops, bytes, __VA_ARGS__)
 
 #define F(x) (4.0 * (double)(x))  /* bytes of x floats */
 
@@ -72,8 +84,7 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, const float *mean,
                         const float *rstd, int N, int C) {
-    REQUIRE_LAB00(layernorm_backward_cpu);
-    KERNEL(layernorm_backward, 14.0 * N * C, F(4.0 * N * C + 5.0 * C + 2.0 * N), dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    HANDED_KERNEL(layernorm_backward, 14.0 * N * C, F(4.0 * N * C + 5.0 * C + 2.0 * N), dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
@@ -107,9 +118,8 @@ void attention_probs_forward(float *att, const float *qkv, int B, int T, int C, 
 
 void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH) {
-    REQUIRE_LAB00(attention_backward_cpu);
-    KERNEL(attention_backward, attention_pairs(B, T, NH) * (8.0 * (C / NH) + 4),
-           F(10.0 * B * T * C + 3.0 * B * NH * T * T), dqkv, datt, dout, qkv, att, B, T, C, NH);
+    HANDED_KERNEL(attention_backward, attention_pairs(B, T, NH) * (8.0 * (C / NH) + 4),
+                  F(10.0 * B * T * C + 3.0 * B * NH * T * T), dqkv, datt, dout, qkv, att, B, T, C, NH);
 }
 
 /* Ring attention's blocks: n (n + 1) / 2 or n^2 pairs per head, each a

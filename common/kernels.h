@@ -17,10 +17,9 @@
  * the backend of that device (kernels_backend.h): name_cpu in kernels_cpu.c,
  * name_cuda in kernels_cuda.cu.
  *
- * layernorm_backward_cpu and attention_backward_cpu are the first lab's
- * exercise: they are defined in its backprop.c (the solution's, or the
- * student's copy in labs/), which every program with a backward pass links
- * in (the library refers to them weakly: kernels.c).
+ * The CPU backend's layernorm and attention backward passes are the first
+ * lab's exercise, not the library's: the program hands them to the kernels
+ * (kernels_set_cpu_backward, at the end of this file).
  */
 #ifndef KERNELS_H
 #define KERNELS_H
@@ -206,5 +205,25 @@ void set_zero(float *x, size_t n);
 void sgemm_rowmajor(int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *Bm, int ldb, float beta,
                     float *Cm, int ldc);
+
+/* The CPU backward passes of layernorm and attention, which the first lab
+ * writes: each with the signature and the contract of its kernels.h
+ * namesake on host memory. */
+typedef struct {
+    void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, int N, int C);
+    void (*attention_backward)(float *dqkv, float *datt, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH);
+} CpuBackwardKernels;
+
+/* Hands the kernels the program's CPU backward passes, for the whole
+ * process: call once at the start of main, like device_select (device.h).
+ * Process-wide, not an argument, because the model reaches these kernels
+ * from deep inside its layers, layouts and pipeline schedules, whose every
+ * signature would otherwise carry the table. k must outlive the process.
+ * Until it is called, layernorm_backward and attention_backward on the CPU
+ * stop the program with one message (a GPU runs its own, kernels_cuda.cu). */
+void kernels_set_cpu_backward(const CpuBackwardKernels *k);
 
 #endif

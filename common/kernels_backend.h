@@ -1,11 +1,15 @@
 /* kernels_backend.h: the two implementations behind kernels.h.
  *
  * Every kernel of kernels.h exists twice, with the same signature and the
- * same contract: name_cpu (kernels_cpu.c, and lab 00's backprop.c) works on
- * host memory, name_cuda (kernels_cuda.cu) on the current GPU's memory,
- * queued on the compute stream (the default stream; see device.h).
- * kernels.c forwards each kernels.h call to one of them by device_current().
- * Tests call both directly to compare them.
+ * same contract: name_cpu (kernels_cpu.c) works on host memory, name_cuda
+ * (kernels_cuda.cu) on the current GPU's memory, queued on the compute
+ * stream (the default stream; see device.h). kernels.c forwards each
+ * kernels.h call to one of them by device_current(). Tests call both
+ * directly to compare them.
+ *
+ * Two have only their GPU version here: the CPU backward passes of
+ * layernorm and attention are the first lab's, which the program hands to
+ * the kernels (kernels.h: kernels_set_cpu_backward).
  */
 #ifndef KERNELS_BACKEND_H
 #define KERNELS_BACKEND_H
@@ -23,9 +27,6 @@ extern "C" {
                                   const int *tokens, int B, int T, int C);                   \
     void layernorm_forward##SUFFIX(float *out, float *mean, float *rstd, const float *inp,   \
                                    const float *w, const float *b, int N, int C);            \
-    void layernorm_backward##SUFFIX(float *dinp, float *dw, float *db, const float *dout,    \
-                                    const float *inp, const float *w, const float *mean,     \
-                                    const float *rstd, int N, int C);                        \
     void matmul_forward##SUFFIX(float *out, const float *inp, const float *w,                \
                                 const float *bias, int N, int IC, int OC);                   \
     void matmul_backward##SUFFIX(float *dinp, float *dw, float *dbias, const float *dout,    \
@@ -34,9 +35,6 @@ extern "C" {
                                    int C, int NH);                                           \
     void attention_probs_forward##SUFFIX(float *att, const float *qkv, int B, int T, int C,  \
                                          int NH);                                            \
-    void attention_backward##SUFFIX(float *dqkv, float *datt, const float *dout,             \
-                                    const float *qkv, const float *att, int B, int T, int C, \
-                                    int NH);                                                 \
     void attention_block_forward##SUFFIX(float *out, float *lse, const float *qkv,           \
                                          const float *kv, int B, int T, int C, int NH,       \
                                          int q0, int k0, int n, int mask);                 \
@@ -101,6 +99,11 @@ extern "C" {
 
 DECLARE_KERNELS(_cpu)
 DECLARE_KERNELS(_cuda)
+void layernorm_backward_cuda(float *dinp, float *dw, float *db, const float *dout,
+                             const float *inp, const float *w, const float *mean,
+                             const float *rstd, int N, int C);
+void attention_backward_cuda(float *dqkv, float *datt, const float *dout, const float *qkv,
+                             const float *att, int B, int T, int C, int NH);
 
 /* Multiply-adds (M N K per call) sgemm_rowmajor_cpu has done since the
  * program started, over all threads: the arithmetic a pass asks of the

@@ -388,8 +388,9 @@ same_files() {
     # the library and the programs link without lab 09's object
     (cd "$ROOT" && $cc $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") $(sed -n 's/^CFLAGS=//p' <<< "$flags") \
         -c apps/no_checkpoints.c -o "$d/no_checkpoints.o" &&
-        $cc build/apps/train_gpt.o "$d/no_checkpoints.o" build/earlier/00_single_device/backprop.o \
-            build/libcommon.a $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/train_gpt" &&
+        $cc build/apps/train_gpt.o "$d/no_checkpoints.o" build/apps/backward_kernels.o \
+            build/earlier/00_single_device/backprop.o build/libcommon.a \
+            $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/train_gpt" &&
         $cc build/apps/ckpt_tool.o "$d/no_checkpoints.o" build/libcommon.a \
             $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/ckpt")
     local hint="this build has no checkpoints: they come with lab 09 (its programs are build/labs/09_checkpoint/train_*)"

@@ -177,3 +177,25 @@ not_accumulated() {
 @test "gradcheck's model check catches a wrong attention backward too" {
     mutant_fails model 's/sgemm_rowmajor_cpu(1, 0, n, hs, m, 1.0f, pI/sgemm_rowmajor_cpu(1, 0, n, hs, m, 2.0f, pI/'
 }
+
+# The library links without any lab (common/kernels.h): a program that hands
+# the kernels no CPU backward passes stops at the first with one line.
+@test "gradcheck: a program that hands the kernels no CPU backward passes stops with one line naming what to link" {
+    local d="$BATS_TEST_TMPDIR" flags cc
+    flags=$(make -s --no-print-directory -C "$ROOT" print-flags)
+    cc=$(sed -n 's/^CC=//p' <<< "$flags")
+    # in apps/backward_kernels.c's place, a program without the lab's object
+    printf '#include "kernels.h"\nconst CpuBackwardKernels *program_backward_kernels(void) { return 0; }\n' \
+        > "$d/no_backward_kernels.c"
+    (cd "$ROOT" && $cc $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") -c "$d/no_backward_kernels.c" \
+        -o "$d/no_backward_kernels.o" &&
+        $cc "$BUILD/apps/gradcheck.o" "$d/no_backward_kernels.o" "$BUILD/libcommon.a" \
+            $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/gradcheck")
+    for layer in layernorm attention; do
+        run t 60 "$d/gradcheck" --layer "$layer"
+        echo "$output"
+        [ "$status" -eq 1 ]
+        [ "$(grep -c 'kernels_set_cpu_backward' <<< "$output")" -eq 1 ]
+        [[ "$output" == *"the CPU backward passes were not handed to the kernels (kernels_set_cpu_backward): link the program with its lab's backward kernels"* ]]
+    done
+}

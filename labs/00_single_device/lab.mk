@@ -12,3 +12,8 @@ link.train_gpt := train_gpt 00_single_device 09_checkpoint?
 link.gradcheck := gradcheck 00_single_device
 # fake_gpu: the programs tests/fake_gpu.bats runs on a pretend GPU
 fake_gpu := train_gpt
+# plugin: the apps/ objects linked with the lab's wherever a program links
+# them, which hand its functions to the library (apps/backward_kernels.c:
+# the two backward passes, to the kernels); absent: what stands in for them
+# where a LAB? word finds the lab unavailable (labs/09_checkpoint/lab.mk)
+plugin := backward_kernels

@@ -10,10 +10,10 @@ link.train_zero := train_zero 09_checkpoint? 03_zero 00_single_device
 link.train_tp := train_tp ddp_sync tp_layers 09_checkpoint? 04_tensor_parallel 02_ddp 00_single_device
 link.train_pp := train_pp ddp_sync tp_layers 09_checkpoint? 06_pipeline 04_tensor_parallel 02_ddp \
 	00_single_device
-# A program that lists 09_checkpoint? gets checkpoints (--save, --resume)
-# through apps/checkpoints.c, which hands the lab's functions to the library
-# (common/checkpoint.h's CkptOps); where this lab is not available (labs
-# 00-08 in a handout without its solution) apps/no_checkpoints.c stands in,
-# and the program says checkpoints need this lab.
+# Checkpoints (--save, --resume) reach the library through apps/checkpoints.c,
+# which hands the lab's functions over (common/checkpoint.h's CkptOps); a
+# program of labs 00-08 lists 09_checkpoint?, and where this lab is not
+# available (a handout without its solution) apps/no_checkpoints.c stands
+# in: the program says checkpoints come with this lab.
 plugin := checkpoints
 absent := no_checkpoints

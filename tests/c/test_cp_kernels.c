@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backward_kernels.h"
 #include "kernels.h"
 #include "math_shared.h"
 #include "rng.h"
@@ -375,6 +376,7 @@ static void check_stats(void) {
 }
 
 int main(void) {
+    kernels_set_cpu_backward(program_backward_kernels());
     check_placements();
     check_merge();
     check_copy();

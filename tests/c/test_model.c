@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "backward_kernels.h"
 #include "model.h"
 #include "rng.h"
 #include "unit.h"
@@ -94,6 +95,7 @@ static void private_ready(void *ctx, int unit) {
 }
 
 int main(void) {
+    kernels_set_cpu_backward(program_backward_kernels());
     GPTConfig cfg = {.vocab_size = 32, .ctx_len = 8, .n_layer = 3, .n_head = 2, .n_embd = 8};
     const GPTLayout m = gpt_layout_whole(&cfg);
     const int B = 2, T = 8;

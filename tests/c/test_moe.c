@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "backward_kernels.h"
 #include "check.h"
 #include "kernels.h"
 #include "math_shared.h"
@@ -547,6 +548,7 @@ static int dump(const char *path, int k, float cf) {
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     if (argc > 1) {
         if (argc != 5 || strcmp(argv[1], "--dump") != 0)
             USER_ERROR("usage: %s [--dump FILE K CAPACITY_FACTOR]", g_program_name);

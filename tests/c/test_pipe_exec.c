@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "backward_kernels.h"
 #include "check.h"
 #include "model.h"
 #include "pipe_exec.h"
@@ -136,6 +137,7 @@ static void check_schedule(const char *what, Schedule *s, const PipeStageOps *op
 }
 
 int main(void) {
+    kernels_set_cpu_backward(program_backward_kernels());
     Model ref;
     model_init(&ref, 1);
     const double ref_loss = plain_loop(&ref);

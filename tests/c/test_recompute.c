@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "backward_kernels.h"
 #include "check.h"
 #include "kernels.h"
 #include "model.h"
@@ -65,6 +66,7 @@ static void run(Recompute rc, float losses[2], float **grads_out, size_t *acts_b
 }
 
 int main(void) {
+    kernels_set_cpu_backward(program_backward_kernels());
     float base_loss[2], loss[2];
     float *base_grads, *grads;
     size_t base_bytes, bytes[3];

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "backward_kernels.h"
 #include "check.h"
 #include "fileio.h"
 #include "kernels.h"
@@ -48,6 +49,7 @@ static void write_all(FILE *f, const void *data, size_t size, size_t n, const ch
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     if (argc != 2 || argv[1][0] == '-') {
         if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
             printf("usage: %s OUT_FILE\n"

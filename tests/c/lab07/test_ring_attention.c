@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backward_kernels.h"
 #include "check.h"
 #include "comm.h"
 #include "kernels.h"
@@ -276,6 +277,7 @@ static void check_fd(CpAlgo algo, int B, int Tg, int C, int NH) {
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    kernels_set_cpu_backward(program_backward_kernels());
     W = comm_init(&argc, &argv);
     /* one thread per rank: the shapes are tiny, and more ranks than cores
      * with OpenMP's spinning threads on each would take minutes */
