@@ -482,3 +482,22 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# TEMPORARY (docs branch, for tests/docs.bats): the lead replaces these
+# with targets generated from the labs' manifests.
+.PHONY: print-programs print-benchmarks
+print-programs:
+	@for p in $(LAB00_PROGS); do echo "00_single_device $$p"; done
+	@for p in $(LAB01_PROGS); do echo "01_collectives $$p"; done
+	@echo "02_ddp train_ddp"
+	@echo "03_zero train_zero"
+	@echo "04_tensor_parallel train_tp"
+	@for p in $(LAB05_PROGS); do echo "05_activation_memory $$p"; done
+	@for p in $(LAB06_PROGS); do echo "06_pipeline $$p"; done
+	@echo "07_context_parallel train_cp"
+	@echo "08_moe train_moe"
+	@for p in $(LAB09_PROGS); do echo "09_checkpoint $$p"; done
+	@for p in $(LAB10_PROGS); do echo "10_composed $$p"; done
+	@for p in memplan ckpt $(DATASET_TOOLS); do echo "bin $$p"; done
+print-benchmarks:
+	@sed -n 's/^\.PHONY://p' Makefile | tr ' ' '\n' | grep -E '^bench(-|$$)'

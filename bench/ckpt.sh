@@ -45,8 +45,8 @@ DISK=$(awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "s,") print 268435456
 printf 'disk: %.0f MB/s sequential write with fdatasync (dd, 256 MiB)\n' "$DISK"
 
 ARGS=(--config medium --steps 1 --eval-batches 1 --threads 1)
-PHI=$(awk '$1 == "|" && $2 == "medium" { gsub(",", "", $12); print $12 }' README.md)
-[[ "$PHI" =~ ^[0-9]+$ ]] || die "medium's parameter count not found in README.md"
+PHI=$(awk '$1 == "|" && $2 == "medium" { gsub(",", "", $12); print $12 }' docs/TRAINER.md)
+[[ "$PHI" =~ ^[0-9]+$ ]] || die "medium's parameter count not found in docs/TRAINER.md"
 
 printf '\n%-14s %5s %12s %12s %12s %12s %9s %9s %8s %8s\n' layout ranks "bytes/rank" "max rank" \
     "12 Phi/N" "held max" "save s" "load s" "save MB/s" "load MB/s"

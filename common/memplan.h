@@ -193,7 +193,7 @@ void memplan_print_check(const char *program, const GPTConfig *cfg, const MemLay
                          int steps_run);
 
 /* Model-state bytes per rank for a model of phi parameters, from the table
- * above without padding: for back-of-the-envelope sizes (the README's 7B). */
+ * above without padding: for back-of-the-envelope sizes (docs/PLANNER.md's 7B). */
 double memplan_states_bytes(double phi, int zero_stage, int ranks);
 
 #endif

@@ -1,4 +1,4 @@
-/* runlog.h: what a run leaves behind, in the column names DESIGN.md fixes.
+/* runlog.h: what a run leaves behind, in stable column names (docs/TRAINER.md).
  *
  *   metrics.csv  step,loss,val_loss,lr,grad_norm,tokens_per_s,step_ms
  *                (val_loss empty on steps without evaluation; losses with %.9g

@@ -1,8 +1,8 @@
 /* train.h: the single-device training loop, lab 00's reference trainer.
  *
  * Every later layout must reproduce the loss curve this loop writes for the
- * same seed, global batch and config (DESIGN.md: every strategy equals the
- * baseline). The pieces later labs reuse are exposed: the LR schedule, the
+ * same seed, global batch and config (docs/ARCHITECTURE.md: the correctness
+ * principle). The pieces later labs reuse are exposed: the LR schedule, the
  * gradient clipping, the options parser.
  */
 #ifndef TRAIN_H

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
-# Student files are generated from the solutions (DESIGN.md): they must be in
-# sync, build, and say "not implemented" cleanly; the solution passes what the
-# skeleton fails. In a handout these check the labs whose solution is
+# Student files are generated from the solutions (docs/INSTRUCTORS.md): they
+# must be in sync, build, and say "not implemented" cleanly; the solution
+# passes what the skeleton fails. In a handout these check the labs whose solution is
 # released and whose files the student has not changed yet.
 load helpers
 

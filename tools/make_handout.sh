@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make_handout.sh DEST [RELEASED] [HINTS]: write the tree students get, from
 # the git checkout in the current directory (`make handout DEST=dir
-# RELEASED=00,01 HINTS=no` runs this; README: "Handing out the labs").
+# RELEASED=00,01 HINTS=no` runs this; docs/INSTRUCTORS.md: "Handing out the
+# labs").
 #
 # DEST gets every tracked file (git ls-files, as it is in the working tree)
 # but:
@@ -128,15 +129,17 @@ released_text=${out_labs[*]:-none}
     done
     echo
     echo "Headers (\`.h\`) are the contract between your code and the programs: leave"
-    echo "them as they are. A lab that builds on earlier ones (labs 02 and 03 run"
-    echo "lab 00's backward passes) links the earlier lab's released solution, or"
-    echo "your own earlier lab while that solution is not released: finish lab 00"
-    echo "first. \`make grade LAB=NN\` runs the same cases as your instructor's"
-    echo "grader, and compares with the reference runs in \`grader/reference/\`."
+    echo "them as they are. A lab that builds on earlier ones (every trainer from"
+    echo "lab 02 on runs lab 00's backward passes) links the earlier lab's released"
+    echo "solution, or your own earlier lab while that solution is not released:"
+    echo "finish lab 00 first. \`make grade LAB=NN\` runs the same cases as your"
+    echo "instructor's grader, and compares with the reference runs in"
+    echo "\`grader/reference/\`."
     echo
-    echo "Each lab's benchmark runs your program: \`make bench\` (lab 00),"
-    echo "\`make bench-collectives\` (01), \`make bench-ddp\` (02), \`make bench-zero\` (03)."
-    echo "The README's sections on the trainer, multi-rank runs and the tests"
+    echo "Each lab's benchmark runs your program: the table in"
+    echo "[docs/TESTING.md](docs/TESTING.md#benchmarks) lists each lab's \`make bench\` target."
+    echo "[docs/TRAINER.md](docs/TRAINER.md) (the programs each lab builds, the trainer),"
+    echo "[docs/MULTI_RANK.md](docs/MULTI_RANK.md) and [docs/TESTING.md](docs/TESTING.md)"
     echo "describe the kit; where they name \`build/solutions/...\`, use your"
     echo "\`build/labs/...\` instead."
     echo
