@@ -178,24 +178,13 @@ help:
 	@echo "make grade      grade labs/ against the reference runs (LAB=01 for one lab)"
 	@echo "make references rerun the solutions and rewrite grader/reference/"
 	@echo "make skeletons  regenerate the student files in labs/ from solutions/"
-	@echo "make handout DEST=dir [RELEASED=00,01] [HINTS=no]  write the tree students get (README: Handing out the labs)"
+	@echo "make handout DEST=dir [RELEASED=00,01] [HINTS=no]  write the tree students get (docs/INSTRUCTORS.md)"
 	@echo "make slides     one lecture deck per lab, offline HTML in build/slides/ (index.html lists them)"
 	@echo "make bench      lab 00: tokens/s of 'small' at 1 and all threads (vs PyTorch if installed), per-kernel profiles and rooflines of small and medium"
-	@echo "make bench-collectives  lab 01's ring all-reduce vs the library on 2 and 4 ranks, busbw chart"
-	@echo "make bench-ddp  lab 02: naive/bucketed/overlapped step and wait times, bucket sweep, timelines"
-	@echo "make bench-zero lab 03: memory per rank vs the planner, bytes per step, step times (DDP, ZeRO-1/2/3)"
-	@echo "make bench-tp   lab 04: memory per rank vs the planner, TP all-reduce bytes per step, step times (tp 1, 2, 4)"
-	@echo "make bench-pp   lab 06: pipeline bubble measured vs simulated vs formula per schedule and m, activations per stage vs the planner, measured and simulated Gantt charts"
-	@echo "make bench-cp   lab 07: attention pairs and busy time per rank (ring, zigzag, striped, Ulysses), CP bytes per step vs the formula, memory per rank and the longest sequence within a budget vs the planner, the ring's overlap timeline"
-	@echo "make bench-ckpt lab 09: checkpoints: bytes per rank (every element once), save and load time vs the disk, Young/Daly's interval"
-	@echo "make bench-failures lab 09: a job killed at exponential times and resumed, wall time per save interval against Young/Daly"
-	@echo "make bench-costmodel lab 10: the step-time model (memplan --advise) against train_4d: predicted vs measured step time per layout"
+	@$(foreach b,$(BENCHMARKS),printf 'make %-15s %s\n' bench-$(b) "$$(sed -n 's/^# help: //p' bench/$(b).sh)";)
 	@echo "make cluster-up [NODES=2 SLOTS=2 LINK_BW=10gbit LINK_LAT=20us]  a cluster of network namespaces on this machine (root); scripts/cluster.sh run -- PROGRAM runs on it"
 	@echo "make cluster-down  remove it (namespaces, links, processes, files)"
-	@echo "make bench-cluster  lab 01 on a cluster of namespaces (root): both links' alpha-beta, hierarchical vs flat all-reduce on 2x2 and 4x1, predicted and measured, charts"
 	@echo "make tour       lab 10: one model trained in 10 layouts by the composed trainer: losses, memory, traffic, step time, runs/tour/report.html"
-	@echo "make bench-moe  lab 08 (one device so far): the router's balance with and without the aux loss (chart), parameters and step time vs experts"
-	@echo "make bench-act  lab 05: activations per rank vs the planner (tp 1, 2, 4; SP; recompute), recompute step times and FLOPs, activations vs seq"
 	@echo "make deps       check and install the Debian packages the kit needs"
 	@echo "make cuda-check compile every CUDA source with nvcc (no GPU needed; NVCC=... picks nvcc)"
 	@echo "make cuda-tests build the GPU tests into $(BUILD)/cuda/tests/ (they skip without a GPU)"
@@ -356,7 +345,7 @@ skeletons:
 	$(call not_in_handout,this is a student handout: make skeletons would overwrite your labs/ (instructors only))
 	bash tools/make_skeletons.sh solutions labs
 
-# The tree students get (README: "Handing out the labs"): tracked files but
+# The tree students get (docs/INSTRUCTORS.md: "Handing out the labs"): tracked files but
 # the solutions of the labs not in RELEASED (lab numbers: RELEASED=00,01;
 # default none), grader/planted/ and, with HINTS=no, labs/*/HINTS.md; plus
 # START.md and .handout; a fresh git repository of one commit.
@@ -398,11 +387,13 @@ test-gpu: deps
 	@$(MAKE) --no-print-directory all data gpu-build
 	bash tests/run.sh tests/gpu.bats
 
-# Each lab's benchmark (bench-NAME runs bench/NAME.sh; `make help` says
-# which lab each measures) runs the solution's program in the instructor's
-# tree and the student's (build/labs/) in a handout; BENCH_COPY=labs or
-# BENCH_COPY=solutions chooses (bench/common.sh).
-BENCHMARKS := collectives ddp zero tp act pp cp moe ckpt failures costmodel cluster
+# Each lab's benchmark: bench/NAME.sh is `make bench-NAME`, and its line
+# "# help: ..." is what `make help` says of it (bench.sh is `make bench`,
+# gpu.sh `make bench-gpu`, common.sh their helpers). A benchmark runs the
+# solution's program in the instructor's tree and the student's
+# (build/labs/) in a handout; BENCH_COPY=labs or BENCH_COPY=solutions
+# chooses (bench/common.sh).
+BENCHMARKS := $(filter-out bench common gpu,$(patsubst bench/%.sh,%,$(wildcard bench/*.sh)))
 $(BENCHMARKS:%=bench-%): bench-%:
 	@$(MAKE) --no-print-directory all data
 	bash bench/$*.sh
@@ -483,21 +474,3 @@ clean:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-# TEMPORARY (docs branch, for tests/docs.bats): the lead replaces these
-# with targets generated from the labs' manifests.
-.PHONY: print-programs print-benchmarks
-print-programs:
-	@for p in $(LAB00_PROGS); do echo "00_single_device $$p"; done
-	@for p in $(LAB01_PROGS); do echo "01_collectives $$p"; done
-	@echo "02_ddp train_ddp"
-	@echo "03_zero train_zero"
-	@echo "04_tensor_parallel train_tp"
-	@for p in $(LAB05_PROGS); do echo "05_activation_memory $$p"; done
-	@for p in $(LAB06_PROGS); do echo "06_pipeline $$p"; done
-	@echo "07_context_parallel train_cp"
-	@echo "08_moe train_moe"
-	@for p in $(LAB09_PROGS); do echo "09_checkpoint $$p"; done
-	@for p in $(LAB10_PROGS); do echo "10_composed $$p"; done
-	@for p in memplan ckpt $(DATASET_TOOLS); do echo "bin $$p"; done
-print-benchmarks:
-	@sed -n 's/^\.PHONY://p' Makefile | tr ' ' '\n' | grep -E '^bench(-|$$)'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# help: lab 08 (one device so far): the router's balance with and without the aux loss (chart), parameters and step time vs experts
+# help: lab 08: the router's balance with and without the aux loss (chart), parameters and step time vs experts
 # bench/moe.sh (`make bench-moe`): a mixture of experts on one device (lab
 # 08's model, common/moe.h), measured:
 #   1. the router's balance over training with and without the
