@@ -69,7 +69,8 @@ static int find_plot_script(char *path, size_t n) {
     if (len <= 0) return 0;
     dir[len] = '\0';
     for (int up = 0; up < 6; up++) {
-        snprintf(dir, sizeof dir, "%s", dirname(dir));
+        const char *parent = dirname(dir);  /* may point into dir: move, not copy */
+        memmove(dir, parent, strlen(parent) + 1);
         snprintf(path, n, "%s/tools/plot_pipeline.sh", dir);
         if (access(path, R_OK) == 0) return 1;
     }

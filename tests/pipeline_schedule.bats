@@ -45,6 +45,11 @@ png_size() {
         read -r w h <<<"$(png_size "$out/gantt.png")"
         [ "$w" -ge 1200 ] && [ "$w" -le 2400 ] && [ "$h" -ge 300 ] && [ "$h" -le 1000 ]
     done
+    # the chart's script is found above the program, from any directory
+    run bash -c "cd '$BATS_TEST_TMPDIR' && '$SOL06' --schedule gpipe -p 2 -m 4 --out elsewhere"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    is_png "$BATS_TEST_TMPDIR/elsewhere/gantt.png"
     # 1F1B, p 4, m 8: (p-1)/(m+p-1) = 3/11; rank r holds 4 - r activations
     [[ "$(cat "$BATS_TEST_TMPDIR/1f1b/schedule.csv")" == *$'\n'"0,0,F0,forward,0,0,0,1"$'\n'* ]]
     run t 60 "$SOL06" --schedule 1f1b -p 4 -m 8
