@@ -324,4 +324,42 @@ void gpt_init_params(const GPTLayout *l, unsigned long long seed, size_t first, 
  * last wins where ranks hold the same tensor. */
 void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole);
 
+/* ---- the whole model from a layout's pieces ----
+ * The gradient norm counts each distinct parameter once:
+ * layout_counted_sum_squares sums the squares of the elements [first,
+ * first + n) of this rank's flat buffer (layout.h), which lie at g, of the
+ * tensors this rank counts: a tensor split over TP or EP on every rank, one
+ * whole on every TP (EP) rank, the same gradient, on TP (EP) rank 0 only,
+ * the last stage's tied copy of wte never (the first stage's stands for
+ * it); t is the layout's tensor table. layout_model_sum then adds x over
+ * the ranks that hold the other parts of the same model copy (the TP,
+ * pipeline and EP groups). Replicated states count their whole buffer;
+ * ZeRO's owners count their shards, summed over the sharding group first. */
+double layout_counted_sum_squares(const GPTLayout *l, const TensorInfo *t, size_t first,
+                                  size_t n, const float *g);
+double layout_model_sum(const GPTLayout *l, double x);
+
+/* Whether this rank's buffer is the whole model in the standard layout (no
+ * tensor, pipeline or expert split): then the norm and the gather take it
+ * as it is */
+int layout_holds_whole_model(const GPTLayout *l);
+
+/* The sum of squares of the gradients of the whole model, each parameter
+ * counted once (layout_counted_sum_squares, then layout_model_sum; t is
+ * the layout's tensor table). On one rank of the whole model, the whole
+ * buffer at once. */
+double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const float *grads);
+
+/* The whole model in the standard layout (host memory, gpt_num_params
+ * floats; the caller frees it), assembled from the local buffers of every
+ * rank of this one's TP group and EP group (the EP group's first, then
+ * those of the TP group: tp x ep buffers, their tensors split over TP or
+ * EP each from its owner), then every pipeline stage's (a collective over
+ * those groups, kept out of comm.csv). Where copies of a tensor could
+ * differ (one held whole by several ranks), the copy of TP and EP rank 0
+ * wins, and wte's of the first stage; or, when mine, this rank's own
+ * wherever it holds the tensor (its view of the model, for the
+ * consistency checksum): those buffers are copied last. */
+float *layout_gather_standard(const GPTLayout *l, const float *local, int mine);
+
 #endif

@@ -74,8 +74,9 @@ typedef struct {
     int prefetch;    /* ZeRO-3: the next unit is gathered while one computes */
     int rows, seq;   /* one micro-batch on one rank: rows sequences of seq tokens */
     int overlap_rs;  /* ZeRO-2/3: the reduce-scatter behind the backward pass (above) */
-    int tp;          /* tensor parallelism (lab 04's program, >= 1; 0: the whole
-                        model's layers): Phi and the activations are the rank's
+    int tp;          /* tensor parallelism (>= 1 where the layers are split, as
+                        parallel_mem_layout sets it; 0: the whole model's
+                        layers): Phi and the activations are the rank's
                         shard's (layout.h, model.h) */
     int sp;          /* sequence parallelism (lab 05; needs tp >= 1) */
     int sp_regather; /* and the layernorm outputs gathered again (lab 05's extension) */
