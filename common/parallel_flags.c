@@ -36,8 +36,10 @@ ParallelFlags parallel_flags_default(void) {
                            .schedule = "1f1b", .cp_algo = CP_RING};
 }
 
-/* The bounds: a degree up to 2^16 ranks, pipeline stages and the CP and EP
- * degrees up to 2^12 (each at least a block, a position, an expert) */
+/* The one set of bounds: the DP and TP degrees up to 2^16 ranks, the
+ * pipeline's stages and the CP and EP degrees up to 2^12 (each needs at
+ * least a block, a position, an expert), micro-batches up to 2^16, chunks
+ * up to 2^10; the model's own limits are the layout's problems (layout.h) */
 void parallel_flags_set(ParallelFlags *f, const char *name, const char *arg) {
     if (!strcmp(name, "dp")) f->dp = cli_int("--dp", arg, 1, 1 << 16);
     else if (!strcmp(name, "tp")) f->tp = cli_int("--tp", arg, 1, 1 << 16);

@@ -34,7 +34,7 @@ setup() {
 build_fake_zero() {
     local src=$1 out=$2 arch
     arch=$(gcc -print-multiarch)
-    mpicc -std=gnu11 -O0 -g -fopenmp -I"$ROOT/common" -I"$ROOT/solutions/03_zero" -c "$src" \
+    mpicc -std=gnu11 -O0 -g -fopenmp -I"$ROOT/common" -I"$ROOT/apps" -I"$ROOT/solutions/03_zero" -c "$src" \
         -o "$out.o"
     mpicc -rdynamic "$out.o" "$BUILD/solutions/03_zero/zero.o" \
         "$BUILD/solutions/00_single_device/backprop.o" "$BUILD/tests/fake_gpu/fake_device.o" \
