@@ -21,6 +21,7 @@
 #include "layout.h"
 #include "memplan.h"
 #include "model.h"
+#include "parallel_flags.h"
 #include "schedule.h"
 #include "schedules.h"
 
@@ -714,214 +715,279 @@ static void advise(const char *name, const GPTConfig *cfg, const AdviseOptions *
     free(a.fit);
 }
 
-int main(int argc, char **argv) {
-    program_set_name(argv[0]);
-    static const struct option opts[] = {
-        {"config", required_argument, 0, 'c'}, {"ranks", required_argument, 0, 'n'},
-        {"batch", required_argument, 0, 'b'},  {"grad-accum", required_argument, 0, 'k'},
-        {"seq", required_argument, 0, 't'},    {"params", required_argument, 0, 'p'},
-        {"csv", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
-        {"overlap-rs", no_argument, 0, 'o'},   {"tp", required_argument, 0, 'T'},
-        {"sp", no_argument, 0, 'S'},           {"recompute", required_argument, 0, 'R'},
-        {"activations", no_argument, 0, 'A'},  {"sp-regather", no_argument, 0, 'G'},
-        {"cp", required_argument, 0, 'P'},     {"cp-algo", required_argument, 0, 'a'},
-        {"ctx", required_argument, 0, 'x'},    {"fit", required_argument, 0, 'F'},
-        {"n-layer", required_argument, 0, 'L'}, {"n-head", required_argument, 0, 'H'},
-        {"n-embd", required_argument, 0, 'E'},  {"vocab", required_argument, 0, 'V'},
-        {"experts", required_argument, 0, 'X'}, {"top-k", required_argument, 0, 'K'},
-        {"moe-every", required_argument, 0, 'M'}, {"advise", no_argument, 0, 'D'},
-        {"gpus-per-node", required_argument, 0, 1}, {"nodes", required_argument, 0, 2},
-        {"gpu-mem", required_argument, 0, 3},   {"flops", required_argument, 0, 4},
-        {"intra-bw", required_argument, 0, 5},  {"inter-bw", required_argument, 0, 6},
-        {"intra-lat", required_argument, 0, 7}, {"inter-lat", required_argument, 0, 8},
-        {"bucket-mb", required_argument, 0, 9}, {"no-overlap", no_argument, 0, 10},
-        {"top", required_argument, 0, 11},      {"pp", required_argument, 0, 12},
-        {"ep", required_argument, 0, 13},       {"micro-batches", required_argument, 0, 14},
-        {"schedule", required_argument, 0, 15}, {"chunks", required_argument, 0, 16},
-        {"zero", required_argument, 0, 17},     {"no-sp", no_argument, 0, 18},
-        {0, 0, 0, 0}};
-    char config[32] = "tiny";
-    int ranks = 1, batch = 0, accum = 1, seq = 0, csv = 0, overlap_rs = 0, tp = 0,
-        ranks_given = 0, sp = 0, sp_regather = 0, activations = 0, cp = 0, ctx = 0,
-        algo_given = 0;
-    Recompute recompute = RECOMPUTE_NONE;
-    CpAlgo algo = CP_RING;
-    double phi = 0, fit_mib = 0;
-    /* --advise: the cluster's defaults, an 8-GPU H100 node */
-    int advise_mode = 0, pinned = 0, recompute_given = 0, no_sp = 0;
-    int sizes[7] = {0};  /* --n-layer --n-head --n-embd --vocab --experts --top-k --moe-every */
-    AdviseOptions ao = {.cluster = {.gpus_per_node = 8, .nodes = 1, .flops = 989e12,
-                                    .mem_bytes = 80 * 1073741824.0,
-                                    .intra = {3e-6, 1 / 450e9}, .inter = {10e-6, 1 / 50e9}},
-                        .top = 10, .bucket_bytes = 25000000, .dp_overlap = 1, .zero = -1,
-                        .sp = -1, .recompute = -1, .cp_algo = -1};
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c': cli_string(config, sizeof config, "--config", optarg); break;
-        case 'n': ranks = (int)cli_int("--ranks", optarg, 1, 1 << 20); ranks_given = 1; break;
-        case 'b': batch = (int)cli_int("--batch", optarg, 1, 1 << 20); break;
-        case 'k': accum = (int)cli_int("--grad-accum", optarg, 1, 1 << 16); break;
-        case 't': seq = (int)cli_int("--seq", optarg, 1, 1 << 20); break;
-        case 'p': phi = cli_double("--params", optarg, 1.0, 1e15); break;
-        case 'v': csv = 1; break;
-        case 'o': overlap_rs = 1; break;
-        case 'T': tp = (int)cli_int("--tp", optarg, 1, 1 << 16); break;
-        case 'S': sp = 1; break;
-        case 'G': sp = sp_regather = 1; break;
-        case 'A': activations = 1; break;
-        case 'R': recompute = gpt_recompute_parse(optarg); recompute_given = 1; break;
-        case 'P': cp = (int)cli_int("--cp", optarg, 1, 1 << 12); break;
-        case 'a': algo = gpt_cp_algo_parse(optarg); algo_given = 1; break;
-        case 'x': ctx = (int)cli_int("--ctx", optarg, 1, 1 << 20); break;
-        case 'F': fit_mib = cli_double("--fit", optarg, 1e-3, 1e12); break;
-        case 'L': sizes[0] = (int)cli_int("--n-layer", optarg, 1, 4096); break;
-        case 'H': sizes[1] = (int)cli_int("--n-head", optarg, 1, 4096); break;
-        case 'E': sizes[2] = (int)cli_int("--n-embd", optarg, 1, 1 << 17); break;
-        case 'V': sizes[3] = (int)cli_int("--vocab", optarg, 2, 65536); break;
-        case 'X': sizes[4] = (int)cli_int("--experts", optarg, 2, 1024); break;
-        case 'K': sizes[5] = (int)cli_int("--top-k", optarg, 1, 1024); break;
-        case 'M': sizes[6] = (int)cli_int("--moe-every", optarg, 1, 4096); break;
-        case 'D': advise_mode = 1; break;
-        case 1: ao.cluster.gpus_per_node = (int)cli_int("--gpus-per-node", optarg, 1, 1024); break;
-        case 2: ao.cluster.nodes = (int)cli_int("--nodes", optarg, 1, 1 << 16); break;
-        case 3: ao.cluster.mem_bytes = cli_double("--gpu-mem", optarg, 1e-6, 1e6) * 1073741824.0; break;
-        case 4: ao.cluster.flops = cli_double("--flops", optarg, 1e-9, 1e9) * 1e12; break;
-        case 5: ao.cluster.intra.beta = 1e-9 / cli_double("--intra-bw", optarg, 1e-6, 1e6); break;
-        case 6: ao.cluster.inter.beta = 1e-9 / cli_double("--inter-bw", optarg, 1e-6, 1e6); break;
-        case 7: ao.cluster.intra.alpha = 1e-6 * cli_double("--intra-lat", optarg, 0, 1e6); break;
-        case 8: ao.cluster.inter.alpha = 1e-6 * cli_double("--inter-lat", optarg, 0, 1e6); break;
-        case 9: ao.bucket_bytes = (size_t)(1e6 * cli_double("--bucket-mb", optarg, 1e-3, 1e6)); break;
-        case 10: ao.dp_overlap = 0; break;
-        case 11: ao.top = (int)cli_int("--top", optarg, 1, 1 << 20); break;
-        case 12: ao.pp = (int)cli_int("--pp", optarg, 1, 1 << 12); pinned = 1; break;
-        case 13: ao.ep = (int)cli_int("--ep", optarg, 1, 1 << 12); pinned = 1; break;
-        case 14: ao.micro_batches = (int)cli_int("--micro-batches", optarg, 1, 1 << 16); pinned = 1; break;
-        case 15: cli_string(ao.schedule, sizeof ao.schedule, "--schedule", optarg); pinned = 1; break;
-        case 16: ao.chunks = (int)cli_int("--chunks", optarg, 1, 1 << 10); pinned = 1; break;
-        case 17: ao.zero = (int)cli_int("--zero", optarg, 0, 1); pinned = 1; break;
-        case 18: no_sp = 1; break;
-        case 'h': printf("%s", g_usage); return 0;
-        default: cli_bad_option(argv[optind - 1], "see --help");
-        }
+static const struct option g_options[] = {
+    {"config", required_argument, 0, 'c'}, {"ranks", required_argument, 0, 'n'},
+    {"batch", required_argument, 0, 'b'},  {"grad-accum", required_argument, 0, 'k'},
+    {"seq", required_argument, 0, 't'},    {"params", required_argument, 0, 'p'},
+    {"csv", no_argument, 0, 'v'},          {"help", no_argument, 0, 'h'},
+    {"overlap-rs", no_argument, 0, 'o'},   {"tp", required_argument, 0, 'T'},
+    {"sp", no_argument, 0, 'S'},           {"recompute", required_argument, 0, 'R'},
+    {"activations", no_argument, 0, 'A'},  {"sp-regather", no_argument, 0, 'G'},
+    {"cp", required_argument, 0, 'P'},     {"cp-algo", required_argument, 0, 'a'},
+    {"ctx", required_argument, 0, 'x'},    {"fit", required_argument, 0, 'F'},
+    {"n-layer", required_argument, 0, 'L'}, {"n-head", required_argument, 0, 'H'},
+    {"n-embd", required_argument, 0, 'E'},  {"vocab", required_argument, 0, 'V'},
+    {"experts", required_argument, 0, 'X'}, {"top-k", required_argument, 0, 'K'},
+    {"moe-every", required_argument, 0, 'M'}, {"advise", no_argument, 0, 'D'},
+    {"gpus-per-node", required_argument, 0, 1}, {"nodes", required_argument, 0, 2},
+    {"gpu-mem", required_argument, 0, 3},   {"flops", required_argument, 0, 4},
+    {"intra-bw", required_argument, 0, 5},  {"inter-bw", required_argument, 0, 6},
+    {"intra-lat", required_argument, 0, 7}, {"inter-lat", required_argument, 0, 8},
+    {"bucket-mb", required_argument, 0, 9}, {"no-overlap", no_argument, 0, 10},
+    {"top", required_argument, 0, 11},      {"pp", required_argument, 0, 12},
+    {"ep", required_argument, 0, 13},       {"micro-batches", required_argument, 0, 14},
+    {"schedule", required_argument, 0, 15}, {"chunks", required_argument, 0, 16},
+    {"zero", required_argument, 0, 17},     {"no-sp", no_argument, 0, 18},
+    {0, 0, 0, 0}};
+
+/* The command line: 0 (or "") where a flag was not given. The layout's
+ * flags are read by the trainers' parser (parallel_flags.h, into flags:
+ * the same values and bounds), kept here as given: tp and cp 0 mean none
+ * (plan the ZeRO layouts, or the TP ones), --advise's 0 a searched
+ * dimension. */
+typedef struct {
+    char config[32];
+    int ranks, ranks_given, batch, accum, seq, csv, overlap_rs, activations, ctx;
+    double phi, fit_mib;
+    ParallelFlags flags;
+    int tp, sp, sp_regather, no_sp, cp;
+    Recompute recompute;
+    int recompute_given;
+    CpAlgo algo;
+    int algo_given;
+    int advise, pinned;  /* --advise; a dimension of its search pinned */
+    int sizes[7];  /* --n-layer --n-head --n-embd --vocab --experts --top-k --moe-every */
+    AdviseOptions ao;
+} Args;
+
+/* A layout flag, through the trainers' parser: the value it took */
+static ParallelFlags *layout_flag(Args *a, const char *name, const char *arg) {
+    parallel_flags_set(&a->flags, name, arg);
+    return &a->flags;
+}
+
+/* The options --advise alone takes: the cluster, the search's pins */
+static void parse_advise_option(int c, const char *arg, Args *a) {
+    AdviseOptions *ao = &a->ao;
+    switch (c) {
+    case 1: ao->cluster.gpus_per_node = (int)cli_int("--gpus-per-node", arg, 1, 1024); break;
+    case 2: ao->cluster.nodes = (int)cli_int("--nodes", arg, 1, 1 << 16); break;
+    case 3: ao->cluster.mem_bytes = cli_double("--gpu-mem", arg, 1e-6, 1e6) * 1073741824.0; break;
+    case 4: ao->cluster.flops = cli_double("--flops", arg, 1e-9, 1e9) * 1e12; break;
+    case 5: ao->cluster.intra.beta = 1e-9 / cli_double("--intra-bw", arg, 1e-6, 1e6); break;
+    case 6: ao->cluster.inter.beta = 1e-9 / cli_double("--inter-bw", arg, 1e-6, 1e6); break;
+    case 7: ao->cluster.intra.alpha = 1e-6 * cli_double("--intra-lat", arg, 0, 1e6); break;
+    case 8: ao->cluster.inter.alpha = 1e-6 * cli_double("--inter-lat", arg, 0, 1e6); break;
+    case 9: ao->bucket_bytes = (size_t)(1e6 * cli_double("--bucket-mb", arg, 1e-3, 1e6)); break;
+    case 10: ao->dp_overlap = 0; break;
+    case 11: ao->top = (int)cli_int("--top", arg, 1, 1 << 20); break;
+    case 12: ao->pp = layout_flag(a, "pp", arg)->pp; a->pinned = 1; break;
+    case 13: ao->ep = layout_flag(a, "ep", arg)->ep; a->pinned = 1; break;
+    case 14: ao->micro_batches = layout_flag(a, "micro-batches", arg)->micro_batches; a->pinned = 1; break;
+    case 15:
+        snprintf(ao->schedule, sizeof ao->schedule, "%s", layout_flag(a, "schedule", arg)->schedule);
+        a->pinned = 1;
+        break;
+    case 16: ao->chunks = layout_flag(a, "chunks", arg)->chunks; a->pinned = 1; break;
+    case 17: ao->zero = (int)cli_int("--zero", arg, 0, 1); a->pinned = 1; break;
+    default: a->no_sp = 1;  /* 18 */
     }
-    if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
-    if (!advise_mode && (pinned || no_sp))
+}
+
+/* One option (getopt_long's c) into a; 0 when c is not one */
+static int parse_option(int c, const char *arg, Args *a) {
+    switch (c) {
+    case 'c': cli_string(a->config, sizeof a->config, "--config", arg); break;
+    case 'n': a->ranks = (int)cli_int("--ranks", arg, 1, 1 << 20); a->ranks_given = 1; break;
+    case 'b': a->batch = (int)cli_int("--batch", arg, 1, 1 << 20); break;
+    case 'k': a->accum = (int)cli_int("--grad-accum", arg, 1, 1 << 16); break;
+    case 't': a->seq = (int)cli_int("--seq", arg, 1, 1 << 20); break;
+    case 'p': a->phi = cli_double("--params", arg, 1.0, 1e15); break;
+    case 'v': a->csv = 1; break;
+    case 'o': a->overlap_rs = 1; break;
+    case 'T': a->tp = layout_flag(a, "tp", arg)->tp; break;
+    case 'S': a->sp = 1; break;
+    case 'G': a->sp = a->sp_regather = 1; break;
+    case 'A': a->activations = 1; break;
+    case 'R': a->recompute = layout_flag(a, "recompute", arg)->recompute; a->recompute_given = 1; break;
+    case 'P': a->cp = layout_flag(a, "cp", arg)->cp; break;
+    case 'a': a->algo = layout_flag(a, "cp-algo", arg)->cp_algo; a->algo_given = 1; break;
+    case 'x': a->ctx = (int)cli_int("--ctx", arg, 1, 1 << 20); break;
+    case 'F': a->fit_mib = cli_double("--fit", arg, 1e-3, 1e12); break;
+    case 'L': a->sizes[0] = (int)cli_int("--n-layer", arg, 1, 4096); break;
+    case 'H': a->sizes[1] = (int)cli_int("--n-head", arg, 1, 4096); break;
+    case 'E': a->sizes[2] = (int)cli_int("--n-embd", arg, 1, 1 << 17); break;
+    case 'V': a->sizes[3] = (int)cli_int("--vocab", arg, 2, 65536); break;
+    case 'X': a->sizes[4] = (int)cli_int("--experts", arg, 2, 1024); break;
+    case 'K': a->sizes[5] = (int)cli_int("--top-k", arg, 1, 1024); break;
+    case 'M': a->sizes[6] = (int)cli_int("--moe-every", arg, 1, 4096); break;
+    case 'D': a->advise = 1; break;
+    default:
+        if (c < 1 || c > 18) return 0;
+        parse_advise_option(c, arg, a);
+    }
+    return 1;
+}
+
+/* The flags that belong to another mode than the one given */
+static void check_combinations(Args *a) {
+    if (!a->advise && (a->pinned || a->no_sp))
         USER_ERROR("--pp, --ep, --micro-batches, --schedule, --chunks, --zero and --no-sp pin "
                    "a dimension of --advise's search: give --advise");
-    if (advise_mode) {
-        if (phi > 0 || ranks_given || overlap_rs || activations || fit_mib > 0 || accum != 1 ||
-            sp_regather)
+    if (a->advise) {
+        if (a->phi > 0 || a->ranks_given || a->overlap_rs || a->activations || a->fit_mib > 0 ||
+            a->accum != 1 || a->sp_regather)
             USER_ERROR("--advise searches the layouts of the cluster: not with --params, --ranks, "
                        "--overlap-rs, --activations, --fit, --grad-accum or --sp-regather");
-        if (sp && no_sp) USER_ERROR("--sp and --no-sp: give one of them");
-        ao.tp = tp;
-        ao.cp = cp;
-        ao.sp = sp ? 1 : no_sp ? 0 : -1;
-        ao.recompute = recompute_given ? (int)recompute : -1;
-        ao.cp_algo = algo_given ? (int)algo : -1;
+        if (a->sp && a->no_sp) USER_ERROR("--sp and --no-sp: give one of them");
+        a->ao.tp = a->tp;
+        a->ao.cp = a->cp;
+        a->ao.sp = a->sp ? 1 : a->no_sp ? 0 : -1;
+        a->ao.recompute = a->recompute_given ? (int)a->recompute : -1;
+        a->ao.cp_algo = a->algo_given ? (int)a->algo : -1;
+        return;
     }
-    if (!advise_mode) {  /* the other modes' combinations */
-        if (tp && phi > 0) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
-        if (tp && overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
-        if ((sp || recompute || activations) && !tp)
-            USER_ERROR("--sp, --recompute and --activations plan lab 05's train_tp: give --tp N (1 for "
-                       "one device or DDP)");
-        if ((algo_given || fit_mib > 0) && !cp)
-            USER_ERROR("--cp-algo and --fit plan lab 07's train_cp: give --cp N (1 for no split)");
-        if (cp && (phi > 0 || overlap_rs || sp || recompute || activations))
-            USER_ERROR("--cp plans train_cp: DDP over dp, no --params, --overlap-rs, --sp, "
-                       "--sp-regather, --recompute or --activations");
-        if (fit_mib > 0 && seq)
-            USER_ERROR("--fit searches the sequence length: it does not combine with --seq");
-        if (ctx && phi > 0) USER_ERROR("--ctx sets a GPT config's context; --params has none");
-    }
-    if (phi > 0) {
-        print_states_only(phi, ranks);
-        return 0;
-    }
+    const int tp = a->tp, phi = a->phi > 0;
+    if (tp && phi) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
+    if (tp && a->overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
+    if ((a->sp || a->recompute || a->activations) && !tp)
+        USER_ERROR("--sp, --recompute and --activations plan lab 05's train_tp: give --tp N (1 for "
+                   "one device or DDP)");
+    if ((a->algo_given || a->fit_mib > 0) && !a->cp)
+        USER_ERROR("--cp-algo and --fit plan lab 07's train_cp: give --cp N (1 for no split)");
+    if (a->cp && (phi || a->overlap_rs || a->sp || a->recompute || a->activations))
+        USER_ERROR("--cp plans train_cp: DDP over dp, no --params, --overlap-rs, --sp, "
+                   "--sp-regather, --recompute or --activations");
+    if (a->fit_mib > 0 && a->seq)
+        USER_ERROR("--fit searches the sequence length: it does not combine with --seq");
+    if (a->ctx && phi) USER_ERROR("--ctx sets a GPT config's context; --params has none");
+}
+
+/* The named config with the sizes given */
+static GPTConfig config_of(const Args *a) {
     GPTConfig cfg;
-    if (gpt_config_by_name(config, &cfg) != 0)
-        USER_ERROR("unknown --config '%s' (known: %s)", config, gpt_config_names());
-    if (ctx) cfg.ctx_len = ctx;
+    if (gpt_config_by_name(a->config, &cfg) != 0)
+        USER_ERROR("unknown --config '%s' (known: %s)", a->config, gpt_config_names());
+    if (a->ctx) cfg.ctx_len = a->ctx;
     int *const fields[7] = {&cfg.n_layer, &cfg.n_head, &cfg.n_embd, &cfg.vocab_size,
                             &cfg.n_experts, &cfg.top_k, &cfg.moe_every};
     for (int i = 0; i < 7; i++)
-        if (sizes[i]) *fields[i] = sizes[i];
-    if (sizes[4] && !sizes[5]) cfg.top_k = 1;
-    if (sizes[4] && !sizes[6]) cfg.moe_every = 1;
+        if (a->sizes[i]) *fields[i] = a->sizes[i];
+    if (a->sizes[4] && !a->sizes[5]) cfg.top_k = 1;
+    if (a->sizes[4] && !a->sizes[6]) cfg.moe_every = 1;
     const char *bad = gpt_config_problem(&cfg);
-    if (bad) USER_ERROR("%s (config %s with the sizes given)", bad, config);
-    if (advise_mode) {
-        ao.batch = batch ? batch : strcmp(config, "small") == 0 ? 16 : 8;
-        ao.seq = seq ? seq : cfg.ctx_len;
-        if (ao.seq > cfg.ctx_len)
-            USER_ERROR("--seq %d is longer than the model's context (%d; --ctx sets it)", ao.seq,
-                       cfg.ctx_len);
-        ao.csv = csv;
-        int custom = 0;
-        for (int i = 0; i < 7; i++) custom |= sizes[i] != 0;
-        advise(custom || ctx ? "custom" : config, &cfg, &ao);
-        return 0;
+    if (bad) USER_ERROR("%s (config %s with the sizes given)", bad, a->config);
+    return cfg;
+}
+
+/* --advise: the layouts of the cluster that fit, by predicted step time */
+static void run_advise(Args *a, const GPTConfig *cfg) {
+    a->ao.batch = a->batch ? a->batch : strcmp(a->config, "small") == 0 ? 16 : 8;
+    a->ao.seq = a->seq ? a->seq : cfg->ctx_len;
+    if (a->ao.seq > cfg->ctx_len)
+        USER_ERROR("--seq %d is longer than the model's context (%d; --ctx sets it)", a->ao.seq,
+                   cfg->ctx_len);
+    a->ao.csv = a->csv;
+    int custom = 0;
+    for (int i = 0; i < 7; i++) custom |= a->sizes[i] != 0;
+    advise(custom || a->ctx ? "custom" : a->config, cfg, &a->ao);
+}
+
+/* --cp: train_cp's plan (tp x cp x dp), or with --fit the longest sequence */
+static void run_cp(Args *a, const GPTConfig *cfg) {
+    const int tp = a->tp ? a->tp : 1, cp = a->cp;
+    const char *why = gpt_layout_problem(cfg, tp);
+    if (why) USER_ERROR("%s (config %s)", why, a->config);
+    if (!a->ranks_given) a->ranks = tp * cp;
+    if (a->ranks % (tp * cp) != 0)
+        USER_ERROR("--ranks %d must be a multiple of --tp x --cp = %d x %d (dp = ranks / "
+                   "(tp cp))", a->ranks, tp, cp);
+    const int dp = a->ranks / (tp * cp);
+    if (a->batch == 0) a->batch = strcmp(a->config, "small") == 0 ? 16 : 8;
+    if (a->batch % (dp * a->accum) != 0)
+        USER_ERROR("--batch %d must be a multiple of dp x --grad-accum = %d x %d", a->batch, dp,
+                   a->accum);
+    MemLayout l = cp_layout(tp, cp, a->algo, dp, a->batch / (dp * a->accum), cfg->ctx_len);
+    int seq = a->seq;
+    if (a->fit_mib > 0) {
+        why = gpt_context_problem(cfg, tp, cp, a->algo, 2 * cp);
+        if (why) USER_ERROR("%s (config %s)", why, a->config);
+        size_t peak, next_peak;
+        int next;
+        seq = cp_fit_seq(cfg, l, (size_t)(a->fit_mib * 1048576.0), &peak, &next, &next_peak);
+        print_cp_fit(cfg, &l, a->fit_mib, seq, peak, next, next_peak, a->csv);
+        if (seq == 0 || a->csv) return;
+    } else if (seq == 0) {
+        seq = cfg->ctx_len;
     }
-    if (cp) {
-        if (!tp) tp = 1;
-        const char *why = gpt_layout_problem(&cfg, tp);
-        if (why) USER_ERROR("%s (config %s)", why, config);
-        if (!ranks_given) ranks = tp * cp;
-        if (ranks % (tp * cp) != 0)
-            USER_ERROR("--ranks %d must be a multiple of --tp x --cp = %d x %d (dp = ranks / "
-                       "(tp cp))", ranks, tp, cp);
-        const int dp = ranks / (tp * cp);
-        if (batch == 0) batch = strcmp(config, "small") == 0 ? 16 : 8;
-        if (batch % (dp * accum) != 0)
-            USER_ERROR("--batch %d must be a multiple of dp x --grad-accum = %d x %d", batch, dp,
-                       accum);
-        MemLayout l = cp_layout(tp, cp, algo, dp, batch / (dp * accum), cfg.ctx_len);
-        if (fit_mib > 0) {
-            why = gpt_context_problem(&cfg, tp, cp, algo, 2 * cp);
-            if (why) USER_ERROR("%s (config %s)", why, config);
-            size_t peak, next_peak;
-            int next;
-            seq = cp_fit_seq(&cfg, l, (size_t)(fit_mib * 1048576.0), &peak, &next, &next_peak);
-            print_cp_fit(&cfg, &l, fit_mib, seq, peak, next, next_peak, csv);
-            if (seq == 0 || csv) return 0;
-        } else if (seq == 0) {
-            seq = cfg.ctx_len;
-        }
-        if (seq > cfg.ctx_len)
-            USER_ERROR("--seq %d is longer than the model's context (%d; --ctx sets it)", seq,
-                       cfg.ctx_len);
-        why = gpt_context_problem(&cfg, tp, cp, algo, seq);
-        if (why) USER_ERROR("%s (config %s)", why, config);
-        l.seq = seq / cp;
-        print_cp_plan(config, &cfg, &l, tp, accum, csv);
-        return 0;
-    }
+    if (seq > cfg->ctx_len)
+        USER_ERROR("--seq %d is longer than the model's context (%d; --ctx sets it)", seq,
+                   cfg->ctx_len);
+    why = gpt_context_problem(cfg, tp, cp, a->algo, seq);
+    if (why) USER_ERROR("%s (config %s)", why, a->config);
+    l.seq = seq / cp;
+    print_cp_plan(a->config, cfg, &l, tp, a->accum, a->csv);
+}
+
+/* --tp: train_tp's plan (tp x dp); else every ZeRO layout of the ranks */
+static void run_tp_or_zero(Args *a, const GPTConfig *cfg) {
+    const int tp = a->tp;
+    int ranks = a->ranks, seq = a->seq, batch = a->batch;
     if (tp) {
-        const char *why = gpt_layout_problem(&cfg, tp);
-        if (why) USER_ERROR("%s (config %s)", why, config);
-        if (!ranks_given) ranks = tp;
+        const char *why = gpt_layout_problem(cfg, tp);
+        if (why) USER_ERROR("%s (config %s)", why, a->config);
+        if (!a->ranks_given) ranks = tp;
         if (ranks % tp != 0)
             USER_ERROR("--ranks %d must be a multiple of --tp %d (dp = ranks / tp)", ranks, tp);
         ranks /= tp;  /* from here on, the data-parallel group */
     }
-    if (batch == 0) batch = strcmp(config, "small") == 0 ? 16 : 8;
-    if (seq == 0) seq = cfg.ctx_len;
-    if (seq > cfg.ctx_len) USER_ERROR("--seq %d is longer than the model's context (%d)", seq, cfg.ctx_len);
-    if (batch % (ranks * accum) != 0)
+    if (batch == 0) batch = strcmp(a->config, "small") == 0 ? 16 : 8;
+    if (seq == 0) seq = cfg->ctx_len;
+    if (seq > cfg->ctx_len) USER_ERROR("--seq %d is longer than the model's context (%d)", seq, cfg->ctx_len);
+    if (batch % (ranks * a->accum) != 0)
         USER_ERROR("--batch %d must be a multiple of ranks x --grad-accum = %d x %d", batch, ranks,
-                   accum);
-    if (sp && seq % tp != 0)
+                   a->accum);
+    if (a->sp && seq % tp != 0)
         USER_ERROR("--sp splits the tokens over the TP group: --seq %d must be a multiple of --tp "
                    "%d", seq, tp);
-    MemLayout tl = tp_layout(tp, ranks, batch / (ranks * accum), seq, sp, recompute);
-    tl.sp_regather = sp_regather;
-    if (tp && csv && activations) print_activation_parts_csv(&cfg, &tl);
-    else if (tp && csv) print_tp_csv(&cfg, &tl);
-    else if (tp) print_tp_plan(config, &cfg, &tl, activations);
-    else if (csv) print_csv(&cfg, ranks, batch / (ranks * accum), seq, overlap_rs);
-    else print_plans(config, &cfg, ranks, batch / (ranks * accum), seq, overlap_rs);
+    const int rows = batch / (ranks * a->accum);
+    MemLayout tl = tp_layout(tp, ranks, rows, seq, a->sp, a->recompute);
+    tl.sp_regather = a->sp_regather;
+    if (tp && a->csv && a->activations) print_activation_parts_csv(cfg, &tl);
+    else if (tp && a->csv) print_tp_csv(cfg, &tl);
+    else if (tp) print_tp_plan(a->config, cfg, &tl, a->activations);
+    else if (a->csv) print_csv(cfg, ranks, rows, seq, a->overlap_rs);
+    else print_plans(a->config, cfg, ranks, rows, seq, a->overlap_rs);
+}
+
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    /* --advise: the cluster's defaults, an 8-GPU H100 node */
+    Args a = {.config = "tiny", .ranks = 1, .accum = 1, .flags = parallel_flags_default(),
+              .recompute = RECOMPUTE_NONE, .algo = CP_RING,
+              .ao = {.cluster = {.gpus_per_node = 8, .nodes = 1, .flops = 989e12,
+                                 .mem_bytes = 80 * 1073741824.0,
+                                 .intra = {3e-6, 1 / 450e9}, .inter = {10e-6, 1 / 50e9}},
+                     .top = 10, .bucket_bytes = 25000000, .dp_overlap = 1, .zero = -1,
+                     .sp = -1, .recompute = -1, .cp_algo = -1}};
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", g_options, NULL)) != -1) {
+        if (c == 'h') {
+            printf("%s", g_usage);
+            return 0;
+        }
+        if (!parse_option(c, optarg, &a)) cli_bad_option(argv[optind - 1], "see --help");
+    }
+    if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
+    check_combinations(&a);
+    if (a.phi > 0) {
+        print_states_only(a.phi, a.ranks);
+        return 0;
+    }
+    const GPTConfig cfg = config_of(&a);
+    if (a.advise) run_advise(&a, &cfg);
+    else if (a.cp) run_cp(&a, &cfg);
+    else run_tp_or_zero(&a, &cfg);
     return 0;
 }

@@ -50,29 +50,13 @@
 #include "tp_layers.h"
 #include "train.h"
 
+/* train_4d's own options; the layout's are TrainOptions.parallel */
 typedef struct {
-    int dp, tp, sp, pp, micro_batches, chunks, cp, ep, zero, ranks_per_node;
-    char schedule[32], mesh_order[32];
-    int schedule_given;
-    CpAlgo cp_algo;
-    Recompute recompute;
+    int zero, ranks_per_node;
+    char mesh_order[32];
 } Options4d;
 
 static const ExtraOption g_options[] = {
-    {"dp", 1, "--dp N               data-parallel degree (default: ranks / (tp cp pp))"},
-    {"tp", 1, "--tp N               tensor-parallel degree (lab 04; default 1)"},
-    {"sp", 0, "--sp                 sequence parallelism inside the TP group (lab 05)"},
-    {"pp", 1, "--pp P               pipeline stages (lab 06; default 1)"},
-    {"schedule", 1, "--schedule NAME      gpipe | 1f1b | interleaved | zb-h1 (default 1f1b; "
-                    "needs --pp 2 or more)"},
-    {"micro-batches", 1, "--micro-batches M    micro-batches per step (takes --grad-accum's "
-                         "place)"},
-    {"chunks", 1, "--chunks V           model chunks per rank, interleaved only (default 2 for "
-                  "interleaved, else 1)"},
-    {"cp", 1, "--cp N               context-parallel degree (lab 07; default 1)"},
-    {"cp-algo", 1, "--cp-algo NAME       ring | zigzag | ulysses | striped (default ring)"},
-    {"ep", 1, "--ep N               expert-parallel degree, splitting dp (lab 08; default 1)"},
-    {"recompute", 1, RECOMPUTE_OPTION_HELP},
     {"zero", 1, "--zero 1             ZeRO-1: the AdamW moments sharded over the dp x cp ranks "
                 "that hold the same parameters (lab 03; default: replicated, lab 02's DDP)"},
     {"ranks-per-node", 1, "--ranks-per-node K   placement as if every K consecutive ranks were "
@@ -83,45 +67,34 @@ static const ExtraOption g_options[] = {
 };
 enum { N_OPTIONS = sizeof g_options / sizeof g_options[0] };
 
-static void on_option(void *ctx, int index, const char *arg) {
+/* --zero 1 only (and why not 2 or 3) */
+static int zero_stage(const char *arg) {
+    if (strcmp(arg, "2") == 0 || strcmp(arg, "3") == 0)
+        USER_ERROR("--zero %s: ZeRO-2 and 3 drop each unit's gradient (and ZeRO-3 its "
+                   "parameters) as soon as a backward pass is done with it; a pipeline "
+                   "runs its micro-batches' backward passes interleaved, so every unit "
+                   "would be reduce-scattered (and gathered) once per micro-batch, and "
+                   "SP's layernorm sums and the tied embedding's need whole gradients. "
+                   "train_4d takes --zero 1; lab 03's train_zero runs 2 and 3", arg);
+    if (strcmp(arg, "1") != 0)
+        USER_ERROR("--zero expects 1, got '%s' (replicated states, lab 02's DDP, are the "
+                   "default)", arg);
+    return 1;
+}
+
+static void on_option(void *ctx, const char *name, const char *arg) {
     Options4d *p = ctx;
-    switch (index) {
-    case 0: p->dp = cli_int("--dp", arg, 1, 1 << 16); break;
-    case 1: p->tp = cli_int("--tp", arg, 1, 1 << 16); break;
-    case 2: p->sp = 1; break;
-    case 3: p->pp = cli_int("--pp", arg, 1, 1 << 12); break;
-    case 4:
-        cli_string(p->schedule, sizeof p->schedule, "--schedule", arg);
-        p->schedule_given = 1;
-        break;
-    case 5: p->micro_batches = cli_int("--micro-batches", arg, 1, 1 << 16); break;
-    case 6: p->chunks = cli_int("--chunks", arg, 1, 1 << 10); break;
-    case 7: p->cp = cli_int("--cp", arg, 1, 1 << 12); break;
-    case 8: p->cp_algo = gpt_cp_algo_parse(arg); break;
-    case 9: p->ep = cli_int("--ep", arg, 1, 1 << 12); break;
-    case 10: p->recompute = gpt_recompute_parse(arg); break;
-    case 12: p->ranks_per_node = cli_int("--ranks-per-node", arg, 1, 1 << 16); break;
-    case 13: cli_string(p->mesh_order, sizeof p->mesh_order, "--mesh-order", arg); break;
-    default:
-        if (strcmp(arg, "2") == 0 || strcmp(arg, "3") == 0)
-            USER_ERROR("--zero %s: ZeRO-2 and 3 drop each unit's gradient (and ZeRO-3 its "
-                       "parameters) as soon as a backward pass is done with it; a pipeline "
-                       "runs its micro-batches' backward passes interleaved, so every unit "
-                       "would be reduce-scattered (and gathered) once per micro-batch, and "
-                       "SP's layernorm sums and the tied embedding's need whole gradients. "
-                       "train_4d takes --zero 1; lab 03's train_zero runs 2 and 3", arg);
-        if (strcmp(arg, "1") != 0)
-            USER_ERROR("--zero expects 1, got '%s' (replicated states, lab 02's DDP, are the "
-                       "default)", arg);
-        p->zero = 1;
-    }
+    if (!strcmp(name, "zero")) p->zero = zero_stage(arg);
+    else if (!strcmp(name, "ranks-per-node"))
+        p->ranks_per_node = cli_int("--ranks-per-node", arg, 1, 1 << 16);
+    else cli_string(p->mesh_order, sizeof p->mesh_order, "--mesh-order", arg);
 }
 
 /* Every check that needs no communication, each a lab's own rule, in the
  * order a user fixes them; the degrees' product against the ranks is
  * mesh_create's */
-static void check_options(TrainOptions *o, Options4d *p) {
-    train_pipeline_options(o, p->schedule, p->micro_batches, &p->chunks);
+static void check_options(const TrainOptions *o, const Options4d *x) {
+    const ParallelFlags *p = &o->parallel;
     if (p->pp == 1 && (p->schedule_given || p->chunks > 1))
         USER_ERROR("--schedule and --chunks order a pipeline's stages: they need --pp 2 or more");
     char why[256];
@@ -140,7 +113,7 @@ static void check_options(TrainOptions *o, Options4d *p) {
         problem = gpt_activation_problem(&o->model, p->tp, p->sp, p->recompute, o->seq / p->cp);
     if (!problem) problem = gpt_expert_problem(&o->model, p->ep);
     if (problem) USER_ERROR("%s", problem);
-    if (p->zero && o->model.n_experts > 0)
+    if (x->zero && o->model.n_experts > 0)
         USER_ERROR("--zero 1 with experts: lab 08 averages the dense gradients over dp and the "
                    "experts' over edp, and ZeRO-1 here shards over one group (dp x cp)");
     /* the combinations no single lab's program meets */
@@ -177,81 +150,97 @@ static void write_mesh_csv(const TrainOptions *o, const Mesh *m, const int *node
     comm_write_gathered(m->world, path, "rank,node,tp,cp,dp,pp,ep\n", row);
 }
 
+/* The mesh of p's degrees (the extension's order: p's, the best for the
+ * nodes when "auto", else composed_mesh_order's); every world rank's node
+ * into node (nodes of --ranks-per-node, or of rank 0's node's size) */
+static Mesh *create_mesh(Comm *world, const ParallelFlags *f, Options4d *p, int *node) {
+    MeshDegrees degrees = parallel_mesh_degrees(f);
+    const int per_node = mesh_nodes(world, p->ranks_per_node, node);
+    if (strcmp(p->mesh_order, "auto") == 0) {
+        degrees = mesh_resolve_degrees(degrees, world->size);  /* dp, to search */
+        composed_best_mesh_order(&degrees, per_node, p->mesh_order, sizeof p->mesh_order);
+        degrees.order = p->mesh_order;
+    } else {
+        degrees.order = p->mesh_order[0] ? p->mesh_order : composed_mesh_order(&degrees);
+    }
+    return mesh_create(world, degrees);
+}
+
+static const ExpertParallelOps g_ep_ops = {ep_moe_forward, ep_moe_backward};
+
+/* The layout: this rank's piece of every split, its groups, and each lab's
+ * layers as the model calls them (model.h) */
+static void composed_layout(GPTLayout *l, const GPTConfig *cfg, const ParallelFlags *p,
+                            const Mesh *mesh) {
+    *l = parallel_layout(p, cfg, mesh);
+    if (l->split_layers) l->tp_ops = &tp_layers;
+    l->sp_ops = p->sp ? &sp_layers : NULL;
+    l->recompute_ops = &recompute_layers;
+    l->sum_tied_embedding = pipeline_sum_tied_embedding;
+    l->cp_ops = cp_layers_of(p->cp_algo);
+    if (cfg->n_experts > 0) l->ep_ops = &g_ep_ops;
+    l->embed_group = mesh_pipeline_ends(mesh);  /* the ends of each pipeline */
+}
+
+/* Each stage's memory, TP and CP traffic against the planner's, from the
+ * first rank of every other dimension, one stage after the other */
+static void print_stage_checks(const TrainOptions *o, const MemLayout *ml, const Mesh *mesh) {
+    for (int stage = 0; stage < mesh->deg.pp; stage++) {
+        comm_barrier(mesh->world);
+        if (mesh->tp_rank == 0 && mesh->cp_rank == 0 && mesh->dp_rank == 0 &&
+            mesh->pp_rank == stage) {
+            char name[64];
+            snprintf(name, sizeof name, "train_4d stage %d", stage);
+            memplan_print_check(name, &o->model, ml, train_steps_run(o));
+            train_print_tp_traffic(name, o, ml, mesh->tp_group, 0);
+            train_print_cp_traffic(name, o, ml, mesh->cp_group);
+            fflush(stdout);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
-    Options4d p = {.tp = 1, .pp = 1, .cp = 1, .ep = 1, .schedule = "1f1b",
-                   .cp_algo = CP_RING, .recompute = RECOMPUTE_NONE};
+    Options4d x = {0, 0, ""};
     TrainOptions o;
     const TrainProgram program = {
         .lab = "10_composed",
         .what = "The composed trainer: data, tensor (with sequence parallelism and "
                 "recomputation), pipeline, context and expert parallelism in one "
                 "program, laid out by one mesh.",
-        .extra = g_options, .n_extra = N_OPTIONS, .on_extra = on_option, .ctx = &p,
+        .parallel = PAR_DP | PAR_TP | PAR_SP | PAR_RECOMPUTE | PAR_PP | PAR_CP | PAR_EP,
+        .extra = g_options, .n_extra = N_OPTIONS, .on_extra = on_option, .ctx = &x,
         .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
     train_options_parse(argc, argv, &o, &program);
-    check_options(&o, &p);
-    const int tp = p.tp, cp = p.cp, pp = p.pp, v = p.chunks, m = o.grad_accum;
-    /* lab 10: the mesh's order, and which group repairs which split */
-    MeshDegrees degrees = {.tp = tp, .cp = cp, .dp = p.dp, .pp = pp, .ep = p.ep};
+    check_options(&o, &x);
+    const ParallelFlags *p = &o.parallel;
+    const int tp = p->tp, cp = p->cp, pp = p->pp, v = p->chunks, m = o.grad_accum;
     int *node = malloc((size_t)world->size * sizeof(int));
     CHECK(node, "out of memory");
-    /* nodes of the given size, or of rank 0's node's (the machine's) */
-    const int per_node = mesh_nodes(world, p.ranks_per_node, node);
-    if (strcmp(p.mesh_order, "auto") == 0) {
-        degrees = mesh_resolve_degrees(degrees, world->size);  /* dp, to search */
-        composed_best_mesh_order(&degrees, per_node, p.mesh_order, sizeof p.mesh_order);
-        degrees.order = p.mesh_order;
-    } else {
-        degrees.order = p.mesh_order[0] ? p.mesh_order : composed_mesh_order(&degrees);
-    }
-    Mesh *mesh = mesh_create(world, degrees);
+    Mesh *mesh = create_mesh(world, p, &x, node);
     ComposedGroups groups;
     composed_groups(mesh, &groups);
     Comm *dp = mesh->dp_group;
+    GPTLayout layout;
+    composed_layout(&layout, &o.model, p, mesh);
 
-    /* the layout: this rank's piece of every split, and each lab's layers
-     * as the model calls them (model.h) */
-    GPTLayout layout = gpt_layout_make(&o.model, tp, mesh->tp_rank);
-    layout.tp_group = mesh->tp_group;
-    if (tp > 1) {
-        layout.split_layers = 1;
-        layout.tp_ops = &tp_layers;
-    }
-    layout.sp = p.sp;
-    layout.sp_ops = p.sp ? &sp_layers : NULL;
-    layout.recompute = p.recompute;
-    layout.recompute_ops = &recompute_layers;
-    gpt_layout_set_pipeline(&layout, pp, mesh->pp_rank, v);
-    layout.pp_group = mesh->pp_group;
-    layout.sum_tied_embedding = pipeline_sum_tied_embedding;
-    gpt_layout_set_context(&layout, cp, mesh->cp_rank, p.cp_algo);
-    layout.cp_group = mesh->cp_group;
-    layout.cp_ops = cp_layers_of(p.cp_algo);
-    const ExpertParallelOps ep_ops = {ep_moe_forward, ep_moe_backward};
-    if (o.model.n_experts > 0) {
-        gpt_layout_set_experts(&layout, p.ep, mesh->ep_rank);
-        layout.ep_group = mesh->ep_group;
-        layout.ep_ops = &ep_ops;
-    }
-
-    /* the ends of each pipeline */
-    layout.embed_group = mesh_pipeline_ends(mesh);
-
-    Schedule *schedule = pp > 1 ? schedule_by_name(p.schedule, pp, m, v) : NULL;
+    Schedule *schedule = pp > 1 ? schedule_by_name(p->schedule, pp, m, v) : NULL;
     char why[512];
-    if (schedule && pipe_generated_problem(schedule, p.schedule, pp, m, v, NULL, why, sizeof why))
+    if (schedule && pipe_generated_problem(schedule, p->schedule, pp, m, v, NULL, why, sizeof why))
         die_at(__FILE__, __LINE__, "%s (p %d, m %d, v %d)", why, pp, m, v);
     const PipeStageOps stage_ops = {pipeline_forward, pipeline_backward, pipeline_backward_input,
                                     pipeline_backward_weight, 1, "pipeline_"};
 
     const int rows = train_micro_batch_rows(&o, dp->size);
-    MemLayout ml = {.zero_stage = p.zero, .ranks = groups.zero->size, .rows = rows,
-                    .seq = o.seq / cp, .tp = tp > 1 ? tp : 0, .sp = layout.sp, .recompute = layout.recompute, .pp = pp,
-                    .pp_rank = mesh->pp_rank, .chunks = v, .schedule = schedule, .cp = cp,
-                    .cp_algo = p.cp_algo, .ep = p.ep};
+    MemLayout ml = parallel_mem_layout(p, layout.split_layers);
+    ml.zero_stage = x.zero;
+    ml.ranks = groups.zero->size;
+    ml.rows = rows;
+    ml.seq = o.seq / cp;
+    ml.pp_rank = mesh->pp_rank;
+    ml.schedule = schedule;
     preflight_run(&o, &ml, world);
 
     /* gradients: averaged over the ranks that hold the same parameters
@@ -262,40 +251,27 @@ int main(int argc, char **argv) {
     EpSync es;
     ComposedZero1 z1;
     const int moe = o.model.n_experts > 0, averaged = groups.grads->size > 1;
-    if (p.zero) composed_zero1_init(&z1, &layout, groups.zero, o.seed);
+    if (x.zero) composed_zero1_init(&z1, &layout, groups.zero, o.seed);
     else if (moe) ep_sync_init(&es, &layout, dp, mesh->edp_group);
     else ddp_sync_init(&ds, groups.grads, &layout, DDP_BUCKETED, 1 << 18, 0);
-    const GradSync *sync = p.zero || !averaged ? NULL : moe ? &es.sync : &ds.sync;
+    const GradSync *sync = x.zero || !averaged ? NULL : moe ? &es.sync : &ds.sync;
     if (world->rank == 0)
         printf("train_4d: dp %d x tp %d x cp %d x pp %d (ep %d) = %d ranks; sp %s, recompute %s, "
                "cp-algo %s, %s, %s%s; %zu of %zu parameters on rank 0\n",
-               dp->size, tp, cp, pp, p.ep, world->size, p.sp ? "on" : "off",
-               gpt_recompute_name(p.recompute), gpt_cp_algo_name(p.cp_algo),
-               p.zero ? "ZeRO-1 over dp x cp" : "replicated states",
-               pp > 1 ? "schedule " : "no pipeline", pp > 1 ? p.schedule : "",
+               dp->size, tp, cp, pp, p->ep, world->size, p->sp ? "on" : "off",
+               gpt_recompute_name(p->recompute), gpt_cp_algo_name(p->cp_algo),
+               x.zero ? "ZeRO-1 over dp x cp" : "replicated states",
+               pp > 1 ? "schedule " : "no pipeline", pp > 1 ? p->schedule : "",
                layout.num_params, gpt_num_params(&o.model));
-    print_placement(mesh, node, p.ranks_per_node > 0);
+    print_placement(mesh, node, x.ranks_per_node > 0);
     TrainParallel par = {.world = world, .dp = dp, .metrics = groups.loss, .sync = sync,
-                         .states = p.zero ? &z1.states : NULL,
+                         .states = x.zero ? &z1.states : NULL,
                          .layout = &layout, .schedule = schedule,
                          .stage_ops = schedule ? &stage_ops : NULL};
     train_run_parallel(&o, &par);
 
-    /* each stage's memory, TP and CP traffic against the planner's, from
-     * the first rank of every other dimension, one stage after the other */
-    for (int stage = 0; stage < pp; stage++) {
-        comm_barrier(world);
-        if (mesh->tp_rank == 0 && mesh->cp_rank == 0 && mesh->dp_rank == 0 &&
-            mesh->pp_rank == stage) {
-            char name[64];
-            snprintf(name, sizeof name, "train_4d stage %d", stage);
-            memplan_print_check(name, &o.model, &ml, train_steps_run(&o));
-            train_print_tp_traffic(name, &o, &ml, mesh->tp_group, 0);
-            train_print_cp_traffic(name, &o, &ml, mesh->cp_group);
-            fflush(stdout);
-        }
-    }
-    if (p.zero) composed_zero1_free(&z1);
+    print_stage_checks(&o, &ml, mesh);
+    if (x.zero) composed_zero1_free(&z1);
     else if (moe) ep_sync_free(&es);
     else ddp_sync_free(&ds);
     write_mesh_csv(&o, mesh, node);

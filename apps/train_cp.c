@@ -20,7 +20,6 @@
 #include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
-#include "cli.h"
 #include "comm.h"
 #include "cp_layers.h"
 #include "ddp_sync.h"
@@ -33,29 +32,6 @@
 #include "runlog.h"
 #include "tp_layers.h"
 #include "train.h"
-
-typedef struct {
-    int cp, tp;
-    CpAlgo algo;
-} CpOptions;
-
-static const ExtraOption g_cp_options[] = {
-    {"cp", 1, "--cp N               context-parallel degree: ranks sharing each sequence "
-              "(default 1); dp = ranks / (tp cp)"},
-    {"cp-algo", 1, "--cp-algo NAME       ring | zigzag | ulysses | striped (the extension): how attention "
-                   "crosses the split "
-                   "(default ring)"},
-    {"tp", 1, "--tp N               tensor-parallel degree (lab 04; default 1): heads split by "
-              "TP first, Ulysses within what is left"},
-};
-enum { N_CP_OPTIONS = sizeof g_cp_options / sizeof g_cp_options[0] };
-
-static void on_cp_option(void *ctx, int index, const char *arg) {
-    CpOptions *c = ctx;
-    if (index == 0) c->cp = cli_int("--cp", arg, 1, 1 << 12);
-    else if (index == 1) c->algo = gpt_cp_algo_parse(arg);
-    else c->tp = cli_int("--tp", arg, 1, 1 << 16);
-}
 
 /* ---- the lab's attention, timed (cp_balance.csv) ---------------------------- */
 
@@ -82,7 +58,6 @@ int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
-    CpOptions copt = {1, 1, CP_RING};
     TrainOptions o;
     const TrainProgram program = {
         .lab = "07_context_parallel",
@@ -90,33 +65,30 @@ int main(int argc, char **argv) {
                 "split over --cp ranks, attention across the split by ring "
                 "attention or Ulysses; tensor parallelism inside, data parallelism "
                 "over the rest.",
-        .extra = g_cp_options, .n_extra = N_CP_OPTIONS, .on_extra = on_cp_option, .ctx = &copt,
+        .parallel = PAR_CP | PAR_TP,
         .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
     train_options_parse(argc, argv, &o, &program);
-    const int cp = copt.cp, tp = copt.tp;
+    const ParallelFlags *f = &o.parallel;
+    const int cp = f->cp, tp = f->tp;
     const char *why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);
-    why = gpt_context_problem(&o.model, tp, cp, copt.algo, o.seq);
+    why = gpt_context_problem(&o.model, tp, cp, f->cp_algo, o.seq);
     if (why) USER_ERROR("%s", why);
-    Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = tp, .cp = cp, .dp = 0, .pp = 1, .ep = 1});
-    GPTLayout layout = gpt_layout_make(&o.model, tp, mesh->tp_rank);
-    if (tp > 1) {
-        layout.split_layers = 1;
-        layout.tp_ops = &tp_layers;  /* lab 04's (tp_layers.h) */
-    }
-    layout.tp_group = mesh->tp_group;
+    Mesh *mesh = mesh_create(world, parallel_mesh_degrees(f));
+    GPTLayout layout = parallel_layout(f, &o.model, mesh);
+    if (layout.split_layers) layout.tp_ops = &tp_layers;  /* lab 04's (tp_layers.h) */
     /* the lab's attention (model.h), timed for the balance */
     const ContextParallelOps timed = {timed_forward, timed_backward, context_parallel_loss_mean};
-    g_lab_ops = cp_layers_of(copt.algo);  /* cp_layers.h */
-    gpt_layout_set_context(&layout, cp, mesh->cp_rank, copt.algo);
-    layout.cp_group = mesh->cp_group;
+    g_lab_ops = cp_layers_of(f->cp_algo);  /* cp_layers.h */
     layout.cp_ops = &timed;
 
     /* the rows of the batch: one slice per DP rank, shared by its CP (and TP) group */
     Comm *dp = mesh->dp_group;
     const int rows = train_micro_batch_rows(&o, dp->size);
-    MemLayout ml = {.ranks = dp->size, .rows = rows, .seq = o.seq / cp, .tp = tp > 1 ? tp : 0,
-                    .cp = cp, .cp_algo = copt.algo};
+    MemLayout ml = parallel_mem_layout(f, layout.split_layers);
+    ml.ranks = dp->size;
+    ml.rows = rows;
+    ml.seq = o.seq / cp;
     preflight_run(&o, &ml, world);
     /* the loss is the CP group's mean already: sum it over DP only */
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
@@ -125,8 +97,8 @@ int main(int argc, char **argv) {
     if (world->rank == 0)
         printf("train_cp: cp %d x tp %d x dp %d; %s attention, %d of %d positions of each "
                "sequence per rank%s; gradients averaged over dp x cp = %d ranks\n",
-               cp, tp, dp->size, gpt_cp_algo_name(copt.algo), o.seq / cp, o.seq,
-               copt.algo == CP_ZIGZAG ? " (2 chunks)" : "", mesh->dcp_group->size);
+               cp, tp, dp->size, gpt_cp_algo_name(f->cp_algo), o.seq / cp, o.seq,
+               f->cp_algo == CP_ZIGZAG ? " (2 chunks)" : "", mesh->dcp_group->size);
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .sync = &ds.sync,
                          .layout = &layout};
     train_run_parallel(&o, &par);
@@ -138,7 +110,7 @@ int main(int argc, char **argv) {
     attention_block_stats(&pairs, &block_seconds);
     char row[192], path[1024];
     snprintf(row, sizeof row, "%d,%d,%s,%llu,%.6f,%.6f\n", world->rank, mesh->cp_rank,
-             gpt_cp_algo_name(copt.algo), pairs, block_seconds, g_attention_seconds);
+             gpt_cp_algo_name(f->cp_algo), pairs, block_seconds, g_attention_seconds);
     snprintf(path, sizeof path, "%s/cp_balance.csv", o.out_dir);
     comm_write_gathered(world, path,
                         "rank,cp_rank,algo,block_pairs,block_seconds,attention_seconds\n", row);

@@ -31,6 +31,7 @@ static const ExtraOption g_ddp_options[] = {
     {"first-bucket-mb", 1,
      "--first-bucket-mb X  the first bucket built (the last tensors) in MB (default: --bucket-mb)"},
 };
+enum { N_DDP_OPTIONS = sizeof g_ddp_options / sizeof g_ddp_options[0] };
 
 static double positive_mb(const char *flag, const char *arg) {
     double mb = cli_double(flag, arg, 0.0, 1e6);
@@ -38,16 +39,16 @@ static double positive_mb(const char *flag, const char *arg) {
     return mb;
 }
 
-static void on_ddp_option(void *ctx, int index, const char *arg) {
+static void on_ddp_option(void *ctx, const char *name, const char *arg) {
     DdpOptions *d = ctx;
-    if (index == 0) {
+    if (!strcmp(name, "ddp")) {
         if (strcmp(arg, "naive") == 0) d->mode = DDP_NAIVE;
         else if (strcmp(arg, "bucketed") == 0) d->mode = DDP_BUCKETED;
         else if (strcmp(arg, "overlapped") == 0) d->mode = DDP_OVERLAPPED;
         else USER_ERROR("--ddp expects naive, bucketed or overlapped, got '%s'", arg);
-    } else if (index == 1) {
+    } else if (!strcmp(name, "bucket-mb")) {
         d->bucket_mb = positive_mb("--bucket-mb", arg);
-    } else if (index == 2) {
+    } else if (!strcmp(name, "check-consistency")) {
         d->check_every = (int)cli_int("--check-consistency", arg, 1, 1 << 30);
     } else {
         d->first_bucket_mb = positive_mb("--first-bucket-mb", arg);
@@ -71,7 +72,7 @@ int main(int argc, char **argv) {
         .lab = "02_ddp",
         .what = "Data-parallel GPT training: every rank trains on its slice of the "
                 "batch, gradients are averaged (lab 02).",
-        .extra = g_ddp_options, .n_extra = 4, .on_extra = on_ddp_option, .ctx = &dopt,
+        .extra = g_ddp_options, .n_extra = N_DDP_OPTIONS, .on_extra = on_ddp_option, .ctx = &dopt,
         .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
     train_options_parse(argc, argv, &o, &program);
     if (dopt.first_bucket_mb > 0 && dopt.mode == DDP_NAIVE)
@@ -81,7 +82,7 @@ int main(int argc, char **argv) {
     /* pure data parallelism: the mesh (mesh.h) is all dp, the dp group
      * every rank; the loss sums go over a copy of it (metrics), so that
      * comm.csv tells the gradients' traffic from theirs */
-    Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = 1, .cp = 1, .dp = 0, .pp = 1, .ep = 1});
+    Mesh *mesh = mesh_create(world, parallel_mesh_degrees(&o.parallel));
     Comm *dp = mesh->dp_group;
     MemLayout layout = {.ranks = dp->size, .rows = train_micro_batch_rows(&o, dp->size), .seq = o.seq};
     preflight_run(&o, &layout, world);

@@ -20,7 +20,6 @@
 #include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
-#include "cli.h"
 #include "comm.h"
 #include "ep_sync.h"
 #include "expert_parallel.h"
@@ -30,27 +29,15 @@
 #include "tp_layers.h"
 #include "train.h"
 
-typedef struct {
-    int ep, tp, overlap;
-} MoeOptions;
-
 static const ExtraOption g_moe_options[] = {
-    {"ep", 1, "--ep N               expert-parallel degree: ranks sharing each MoE block's "
-              "experts, E / N each (default 1); must divide the experts and the data-parallel "
-              "ranks"},
-    {"tp", 1, "--tp N               tensor-parallel degree for the attention and the dense "
-              "MLPs (lab 04; default 1), the experts whole on every TP rank; divides the heads "
-              "and the ranks"},
     {"ep-overlap", 0, "--ep-overlap         the forward's row exchange as point-to-point messages "
                       "behind the experts (ep_moe_forward_overlapped, the extension)"},
 };
 enum { N_MOE_OPTIONS = sizeof g_moe_options / sizeof g_moe_options[0] };
 
-static void on_moe_option(void *ctx, int index, const char *arg) {
-    MoeOptions *m = ctx;
-    if (index == 0) m->ep = cli_int("--ep", arg, 1, 1 << 12);
-    else if (index == 1) m->tp = cli_int("--tp", arg, 1, 1 << 12);
-    else m->overlap = 1;
+static void on_moe_option(void *ctx, const char *name, const char *arg) {
+    (void)name, (void)arg;  /* --ep-overlap, the only one */
+    *(int *)ctx = 1;
 }
 
 /* Rank 0's EP traffic (comm.csv's ep group) against the formulas. Per MoE
@@ -111,7 +98,7 @@ int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
-    MoeOptions mo = {1, 1, 0};
+    int overlap = 0;  /* --ep-overlap */
     TrainOptions o;
     const TrainProgram program = {
         .lab = "08_moe",
@@ -119,36 +106,34 @@ int main(int argc, char **argv) {
                 "MoE block's experts split over --ep ranks, tokens sent to their "
                 "experts' ranks and back by all-to-alls; tensor parallelism for "
                 "the dense parts (--tp), data parallelism over the rest.",
-        .extra = g_moe_options, .n_extra = N_MOE_OPTIONS, .on_extra = on_moe_option, .ctx = &mo,
+        .parallel = PAR_EP | PAR_TP,
+        .extra = g_moe_options, .n_extra = N_MOE_OPTIONS, .on_extra = on_moe_option, .ctx = &overlap,
         .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
     train_options_parse(argc, argv, &o, &program);
-    const int ep = mo.ep, tp = mo.tp;
+    const ParallelFlags *f = &o.parallel;
+    const int ep = f->ep, tp = f->tp;
     if (o.model.n_experts == 0)
         USER_ERROR("train_moe trains a mixture of experts: --config tiny-moe, or --experts E");
     const char *why = gpt_expert_problem(&o.model, ep);
     if (!why) why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);
-    if (mo.overlap && ep == 1)
+    if (overlap && ep == 1)
         USER_ERROR("--ep-overlap needs --ep 2 or more (at --ep 1 every expert is local: there is "
                    "no exchange to overlap)");
     /* ranks = tp x dp; ep must divide dp (mesh.h: a user error) */
-    Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = tp, .cp = 1, .dp = 0, .pp = 1, .ep = ep});
-    GPTLayout layout = gpt_layout_make(&o.model, tp, mesh->tp_rank);
-    if (tp > 1) {
-        layout.split_layers = 1;
-        layout.tp_ops = &tp_layers;  /* lab 04's (tp_layers.h) */
-    }
-    layout.tp_group = mesh->tp_group;
-    const ExpertParallelOps lab_ops = {mo.overlap ? ep_moe_forward_overlapped : ep_moe_forward,
+    Mesh *mesh = mesh_create(world, parallel_mesh_degrees(f));
+    GPTLayout layout = parallel_layout(f, &o.model, mesh);
+    if (layout.split_layers) layout.tp_ops = &tp_layers;  /* lab 04's (tp_layers.h) */
+    const ExpertParallelOps lab_ops = {overlap ? ep_moe_forward_overlapped : ep_moe_forward,
                                        ep_moe_backward};
-    gpt_layout_set_experts(&layout, ep, mesh->ep_rank);
-    layout.ep_group = mesh->ep_group;
     layout.ep_ops = &lab_ops;
 
     Comm *dp = mesh->dp_group;
     const int rows = train_micro_batch_rows(&o, dp->size);
-    MemLayout ml = {.ranks = dp->size, .rows = rows, .seq = o.seq, .tp = tp > 1 ? tp : 0,
-                    .ep = ep};
+    MemLayout ml = parallel_mem_layout(f, layout.split_layers);
+    ml.ranks = dp->size;
+    ml.rows = rows;
+    ml.seq = o.seq;
     preflight_run(&o, &ml, world);
     /* a separate communicator for the losses, so that comm.csv's dp traffic
      * is the gradients' alone */
@@ -166,7 +151,7 @@ int main(int argc, char **argv) {
     train_run_parallel(&o, &par);
 
     if (world->rank == 0) {
-        print_traffic(&o, &layout, mesh->ep_group, rows, mo.overlap);
+        print_traffic(&o, &layout, mesh->ep_group, rows, overlap);
         train_print_tp_traffic("train_moe", &o, &ml, mesh->tp_group, 0);
         memplan_print_check("train_moe", &o.model, &ml, train_steps_run(&o));
     }

@@ -14,7 +14,6 @@
 #include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
-#include "cli.h"
 #include "comm.h"
 #include "ddp_sync.h"
 #include "memplan.h"
@@ -28,22 +27,14 @@
 #endif
 
 typedef struct {
-    int tp;
-    int fused_ce;  /* the extension's cross-entropy: two all-reduces */
-    int sp;        /* lab 05 */
+    int fused_ce;     /* the extension's cross-entropy: two all-reduces */
     int sp_regather;  /* lab 05's extension */
-    Recompute recompute;
 } TpOptions;
 
 static const ExtraOption g_tp_options[] = {
-    {"tp", 1, "--tp N               tensor-parallel degree: divides the heads and the ranks "
-              "(default 1); dp = ranks / tp"},
     {"fused-ce", 0, "--fused-ce           the cross-entropy with two all-reduces (the lab's "
                     "extension)"},
 #ifdef WITH_LAB05
-    {"sp", 0, "--sp                 sequence parallelism: the rows between the split layers "
-              "split over the TP group (--seq must divide by --tp)"},
-    {"recompute", 1, RECOMPUTE_OPTION_HELP},
     {"sp-regather", 0, "--sp-regather        sequence parallelism keeping only this rank's rows of "
                        "the layernorm outputs, gathered again in the backward pass (the lab's "
                        "extension; implies --sp)"},
@@ -51,27 +42,27 @@ static const ExtraOption g_tp_options[] = {
 };
 enum { N_TP_OPTIONS = sizeof g_tp_options / sizeof g_tp_options[0] };
 
-static void on_tp_option(void *ctx, int index, const char *arg) {
+static void on_tp_option(void *ctx, const char *name, const char *arg) {
+    (void)arg;
     TpOptions *t = ctx;
-    if (index == 0) t->tp = cli_int("--tp", arg, 1, 1 << 16);
-    else if (index == 1) t->fused_ce = 1;
-    else if (index == 2) t->sp = 1;
-    else if (index == 4) t->sp = t->sp_regather = 1;
-    else t->recompute = gpt_recompute_parse(arg);
+    if (!strcmp(name, "fused-ce")) t->fused_ce = 1;
+    else t->sp_regather = 1;
 }
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
-    TpOptions topt = {1, 0, 0, 0, RECOMPUTE_NONE};
+    TpOptions topt = {0, 0};
     TrainOptions o;
 #ifdef WITH_LAB05
+    const unsigned dims = PAR_TP | PAR_SP | PAR_RECOMPUTE;
     const char *lab = "05_activation_memory",
                *what = "Tensor-parallel GPT training (Megatron-LM) with lab 05's sequence "
                        "parallelism and activation recomputation: each block's weights split "
                        "over --tp ranks, data parallelism over the rest.";
 #else
+    const unsigned dims = PAR_TP;
     const char *lab = "04_tensor_parallel",
                *what = "Tensor-parallel GPT training (Megatron-LM): each block's weights split "
                        "over --tp ranks, data parallelism over the rest (lab 04).";
@@ -79,19 +70,21 @@ int main(int argc, char **argv) {
     const TrainProgram program = {
         .lab = lab,
         .what = what,
+        .parallel = dims,
         .extra = g_tp_options, .n_extra = N_TP_OPTIONS, .on_extra = on_tp_option, .ctx = &topt,
         .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
     train_options_parse(argc, argv, &o, &program);
-    const int tp = topt.tp;
+    ParallelFlags *f = &o.parallel;
+    if (topt.sp_regather) f->sp = 1;
+    const int tp = f->tp;
     const char *why = gpt_layout_problem(&o.model, tp);
     if (why) USER_ERROR("%s", why);
-    why = gpt_activation_problem(&o.model, tp, topt.sp, topt.recompute, o.seq);
+    why = gpt_activation_problem(&o.model, tp, f->sp, f->recompute, o.seq);
     if (why) USER_ERROR("%s", why);
-    Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = tp, .cp = 1, .dp = 0, .pp = 1, .ep = 1});
+    Mesh *mesh = mesh_create(world, parallel_mesh_degrees(f));
     Comm *dp = mesh->dp_group;
-    GPTLayout layout = gpt_layout_make(&o.model, tp, mesh->tp_rank);
-    layout.split_layers = 1;
-    layout.tp_group = mesh->tp_group;
+    GPTLayout layout = parallel_layout(f, &o.model, mesh);
+    layout.split_layers = 1;  /* the lab's layers, at tp 1 too */
     /* the lab's layers, as the model calls them (model.h) */
     const TensorParallelOps ops = {
         column_parallel_forward,          column_parallel_backward,
@@ -104,15 +97,15 @@ int main(int argc, char **argv) {
     layout.tp_ops = &ops;
 #ifdef WITH_LAB05
     /* lab 05's layers and recomputations, as the model calls them (act_layers.h) */
-    layout.sp = topt.sp;
-    layout.sp_ops = topt.sp ? &sp_layers : NULL;
+    layout.sp_ops = f->sp ? &sp_layers : NULL;
     layout.sp_regather = topt.sp_regather;
-    layout.recompute = topt.recompute;
     layout.recompute_ops = &recompute_layers;
 #endif
-    MemLayout ml = {.ranks = dp->size, .rows = train_micro_batch_rows(&o, dp->size),
-                    .seq = o.seq, .tp = tp, .sp = layout.sp, .sp_regather = layout.sp_regather,
-                    .recompute = layout.recompute};
+    MemLayout ml = parallel_mem_layout(f, layout.split_layers);
+    ml.ranks = dp->size;
+    ml.rows = train_micro_batch_rows(&o, dp->size);
+    ml.seq = o.seq;
+    ml.sp_regather = layout.sp_regather;
     preflight_run(&o, &ml, world);
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
     DdpSync ds;

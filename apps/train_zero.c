@@ -11,7 +11,6 @@
 #include "backward_kernels.h"
 #include "check.h"
 #include "checkpoints.h"
-#include "cli.h"
 #include "comm.h"
 #include "device.h"
 #include "memplan.h"
@@ -25,32 +24,26 @@
 
 typedef struct {
     int stage, prefetch, overlap_rs;
-    Recompute recompute;  /* lab 05 */
 } ZeroOptions;
 
 static const ExtraOption g_zero_options[] = {
     {"zero", 1, "--zero STAGE         1 | 2 | 3: shard moments / + gradients / + parameters (default 1)"},
     {"no-prefetch", 0, "--no-prefetch        ZeRO-3: gather each unit only when it is needed"},
     {"overlap-rs", 0, "--overlap-rs         ZeRO-2/3: reduce-scatter behind the backward pass (the extension)"},
-#ifdef WITH_LAB05
-    {"recompute", 1, RECOMPUTE_OPTION_HELP},
-#endif
 };
 enum { N_ZERO_OPTIONS = sizeof g_zero_options / sizeof g_zero_options[0] };
 
-static void on_zero_option(void *ctx, int index, const char *arg) {
+static void on_zero_option(void *ctx, const char *name, const char *arg) {
     ZeroOptions *z = ctx;
-    if (index == 0) {
+    if (!strcmp(name, "zero")) {
         if (strcmp(arg, "1") && strcmp(arg, "2") && strcmp(arg, "3"))
             USER_ERROR("--zero expects 1, 2 or 3, got '%s' (replicated states are lab 02's "
                        "train_ddp)", arg);
         z->stage = arg[0] - '0';
-    } else if (index == 1) {
+    } else if (!strcmp(name, "no-prefetch")) {
         z->prefetch = 0;
-    } else if (index == 2) {
-        z->overlap_rs = 1;
     } else {
-        z->recompute = gpt_recompute_parse(arg);
+        z->overlap_rs = 1;
     }
 }
 
@@ -96,14 +89,16 @@ int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
-    ZeroOptions zo = {1, 1, 0, RECOMPUTE_NONE};
+    ZeroOptions zo = {1, 1, 0};
     TrainOptions o;
 #ifdef WITH_LAB05
+    const unsigned dims = PAR_RECOMPUTE;
     const char *lab = "05_activation_memory",
                *what = "GPT training with ZeRO (lab 03) and lab 05's activation recomputation: "
                        "optimizer states, gradients and parameters sharded over the "
                        "data-parallel ranks.";
 #else
+    const unsigned dims = 0;
     const char *lab = "03_zero",
                *what = "GPT training with ZeRO: optimizer states, gradients and parameters "
                        "sharded over the data-parallel ranks (lab 03).";
@@ -111,6 +106,7 @@ int main(int argc, char **argv) {
     const TrainProgram program = {
         .lab = lab,
         .what = what,
+        .parallel = dims,
         .extra = g_zero_options, .n_extra = N_ZERO_OPTIONS, .on_extra = on_zero_option, .ctx = &zo,
         .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
     train_options_parse(argc, argv, &o, &program);
@@ -121,18 +117,18 @@ int main(int argc, char **argv) {
         printf("train_zero: --no-prefetch has no effect below ZeRO-3\n");
 
     /* the mesh (mesh.h) is all dp; metrics: a copy of dp for the loss sums */
-    Mesh *mesh = mesh_create(world, (MeshDegrees){.tp = 1, .cp = 1, .dp = 0, .pp = 1, .ep = 1});
+    Mesh *mesh = mesh_create(world, parallel_mesh_degrees(&o.parallel));
     Comm *dp = mesh->dp_group;
     MemLayout layout = {.zero_stage = zo.stage, .ranks = dp->size, .prefetch = zo.prefetch,
                         .rows = train_micro_batch_rows(&o, dp->size), .seq = o.seq,
-                        .overlap_rs = zo.overlap_rs, .recompute = zo.recompute};
+                        .overlap_rs = zo.overlap_rs, .recompute = o.parallel.recompute};
     preflight_run(&o, &layout, world);
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
     Zero z;
     GPTLayout model = gpt_layout_whole(&o.model);
 #ifdef WITH_LAB05
     /* lab 05's recomputations, as the model calls them (act_layers.h) */
-    model.recompute = zo.recompute;
+    model.recompute = o.parallel.recompute;
     model.recompute_ops = &recompute_layers;
 #endif
     zero_init(&z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &model, o.seed);

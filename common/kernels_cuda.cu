@@ -1,7 +1,8 @@
 /* kernels_cuda.cu: the CUDA backend of kernels.h (kernels.c picks the backend).
  *
- * Every function here has the contract of its _cpu twin (kernels_cpu.c, and
- * lab 00's backprop.c for layernorm_backward and attention_backward) and
+ * Every function here has the contract of its _cpu twin (kernels_cpu.c, or
+ * for layernorm_backward and attention_backward the CPU backward kernels a
+ * program hands in: kernels.h's CpuBackwardKernels) and
  * computes the same thing, on device pointers of the current GPU:
  *   - GEMMs go to cuBLAS (column-major; see sgemm_rowmajor_cuda for how a
  *     row-major product is handed to it);

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "comm.h"
 #include "device.h"
+#include "kernels.h"
 #include "math_shared.h"
 #include "rng.h"
 
@@ -451,4 +453,87 @@ void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole
         }
     }
     free(table);
+}
+
+/* ---- the layout's whole-model view ----------------------------------------- */
+
+int layout_holds_whole_model(const GPTLayout *l) { return l->tp == 1 && l->pp == 1 && l->ep == 1; }
+
+double layout_counted_sum_squares(const GPTLayout *l, const TensorInfo *t, size_t first,
+                                  size_t n, const float *g) {
+    double sum = 0.0;
+    for (int i = 0; i < gpt_num_tensors(l); i++) {
+        if (!(t[i].split || l->tp_rank == 0) || !(t[i].expert_split || l->ep_rank == 0) ||
+            t[i].tied_copy)
+            continue;
+        const size_t lo = t[i].offset > first ? t[i].offset : first;
+        const size_t hi = t[i].offset + t[i].count < first + n ? t[i].offset + t[i].count
+                                                               : first + n;
+        if (lo < hi) sum += sum_squares(g + (lo - first), hi - lo);
+    }
+    return sum;
+}
+
+double layout_model_sum(const GPTLayout *l, double x) {
+    if (l->tp > 1) comm_allreduce(l->tp_group, &x, &x, 1, COMM_DOUBLE, COMM_SUM);
+    if (l->pp > 1) comm_allreduce(l->pp_group, &x, &x, 1, COMM_DOUBLE, COMM_SUM);
+    if (l->ep > 1) comm_allreduce(l->ep_group, &x, &x, 1, COMM_DOUBLE, COMM_SUM);
+    return x;
+}
+
+double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const float *grads) {
+    if (layout_holds_whole_model(l)) return sum_squares(grads, l->num_params);
+    return layout_model_sum(l, layout_counted_sum_squares(l, t, 0, l->num_params, grads));
+}
+
+/* The layout of the rank at tp_rank r and ep_rank e of l's stage */
+static GPTLayout layout_of_rank(const GPTLayout *l, int r, int e) {
+    GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
+    gpt_layout_set_pipeline(&lr, l->pp, l->pp_rank, l->chunks);
+    if (l->ep > 1) gpt_layout_set_experts(&lr, l->ep, e);
+    return lr;
+}
+
+float *layout_gather_standard(const GPTLayout *l, const float *local, int mine) {
+    const size_t n = l->num_params, total = gpt_num_params(&l->cfg);
+    const int tp = l->tp, ep = l->ep, ranks = tp * ep;  /* n floats each */
+    float *own = malloc(n * sizeof(float)), *of_ep = malloc(n * ep * sizeof(float));
+    float *all = malloc(n * ranks * sizeof(float)), *whole = calloc(total, sizeof(float));
+    CHECK(own && of_ep && all && whole, "out of memory for gathering the parameters");
+    device_copy(own, local, n * sizeof(float));
+    if (ep > 1) comm_allgather_untraced(l->ep_group, own, of_ep, n * ep, COMM_FLOAT);
+    else memcpy(of_ep, own, n * sizeof(float));
+    if (tp > 1) comm_allgather_untraced(l->tp_group, of_ep, all, n * ranks, COMM_FLOAT);
+    else memcpy(all, of_ep, n * ep * sizeof(float));
+    free(own);
+    free(of_ep);
+    /* buffer i = r ep + e; the winner's last */
+    const int last = mine ? l->tp_rank * ep + l->ep_rank : 0;
+    for (int k = 1; k <= ranks; k++) {
+        const int i = (last + k) % ranks;
+        const GPTLayout lr = layout_of_rank(l, i / ep, i % ep);
+        gpt_layout_to_standard(&lr, all + (size_t)i * n, whole);
+    }
+    free(all);
+    if (l->pp == 1) return whole;
+    /* every stage's tensors, whole after the TP gather, from their stage;
+     * this rank's own last, so that they win when mine */
+    float *stages = malloc(total * l->pp * sizeof(float));
+    TensorInfo *t = malloc((size_t)gpt_num_tensors(l) * sizeof *t);
+    CHECK(stages && t, "out of memory for gathering the parameters");
+    comm_allgather_untraced(l->pp_group, whole, stages, total * l->pp, COMM_FLOAT);
+    for (int k = 1; k <= l->pp; k++) {
+        const int q = (l->pp_rank + k) % l->pp;
+        GPTLayout lq = *l;
+        gpt_layout_set_pipeline(&lq, l->pp, q, l->chunks);
+        gpt_tensor_table(&lq, t);
+        for (int i = 0; i < gpt_num_tensors(&lq); i++) {
+            if (t[i].count == 0 || (t[i].tied_copy && !(mine && q == l->pp_rank))) continue;
+            const size_t off = t[i].global_offset, size = (size_t)t[i].global_rows * t[i].global_cols;
+            memcpy(whole + off, stages + (size_t)q * total + off, size * sizeof(float));
+        }
+    }
+    free(t);
+    free(stages);
+    return whole;
 }

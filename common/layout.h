@@ -1,9 +1,9 @@
 /* layout.h: a rank's share of the model, and the map from its tensors to
  * the whole model's.
  *
- * Labs 00-03 keep the whole model on every rank (DDP) or cut the flat
- * buffer into equal pieces without looking inside (ZeRO). From lab 04 on, a
- * layout changes what a rank computes, so one value, the layout, says what
+ * One device and DDP keep the whole model on every rank; ZeRO cuts the flat
+ * buffer into equal pieces without looking inside. From tensor parallelism
+ * on, a layout changes what a rank computes, so one value, the layout, says what
  * a rank holds, and allocation, init, the passes and the memory planner
  * read their sizes from it, never from the global config:
  *
@@ -14,7 +14,7 @@
  *                 and its shard map: which rectangle(s) of which global
  *                 tensor it holds.
  *
- * Tensor parallelism (lab 04, Megatron-LM) splits, over tp ranks:
+ * Tensor parallelism (Megatron-LM) splits, over tp ranks:
  *   tensor      global     local           rank r holds
  *   wte         (V, C)     (Vp/tp, C)      vocabulary rows [r Vp/tp, (r+1) Vp/tp),
  *                                          Vp = V rounded up to a multiple of tp;
@@ -32,10 +32,10 @@
  * so a unit (embeddings, one block, lnf) stays contiguous: ZeRO and, later,
  * pipeline stages still hand out whole units.
  *
- * Sequence parallelism (lab 05) shards the tokens outside the TP GEMMs
+ * Sequence parallelism shards the tokens outside the TP GEMMs
  * (local rows B T / tp): no parameter moves, so the map is TP's.
  *
- * Pipeline parallelism (lab 06) cuts the L blocks into S = pp x chunks
+ * Pipeline parallelism cuts the L blocks into S = pp x chunks
  * stages of L / S consecutive blocks; stage s lives on rank s mod pp as its
  * local chunk s / pp (schedule.h), so with chunks = v > 1 rank r holds the
  * chunks r, r + pp, r + 2 pp, ... (interleaving). The first stage also
@@ -47,12 +47,12 @@
  * holds only the units it has, in the standard order; the others have
  * count 0 and NULL views.
  *
- * Context parallelism (lab 07) splits every sequence's positions over cp
+ * Context parallelism splits every sequence's positions over cp
  * ranks (math_shared.h's placement: contiguous, or zigzag chunks); no
  * parameter moves, so the map is unchanged, and the passes see local
  * shapes: T is a rank's T / cp positions per sequence.
  *
- * Expert parallelism (lab 08; gpt_layout_set_experts) splits each MoE
+ * Expert parallelism (gpt_layout_set_experts) splits each MoE
  * block's E experts over the ep ranks of an expert-parallel group (mesh.h:
  * ep consecutive data-parallel ranks): rank r holds experts [r E/ep,
  * (r+1) E/ep), the rows of the stacked tensors
@@ -84,8 +84,8 @@ typedef struct SequenceParallelOps SequenceParallelOps;  /* model.h */
 typedef struct ContextParallelOps ContextParallelOps;    /* model.h */
 typedef struct ExpertParallelOps ExpertParallelOps;      /* model.h */
 
-/* Which activations a rank keeps for the backward pass (lab 05):
- *   NONE       everything each block's forward computes (lab 00);
+/* Which activations a rank keeps for the backward pass:
+ *   NONE       everything each block's forward computes;
  *   SELECTIVE  all but the attention probabilities (B NH T^2 per block: the
  *              part that grows with T^2), rebuilt from the kept q, k, v;
  *   FULL       only each block's output (the next block's input); each
@@ -95,16 +95,16 @@ typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
  * naming --recompute (the trainers' and the planner's option) */
 const char *gpt_recompute_name(Recompute r);
 Recompute gpt_recompute_parse(const char *name);
-/* the trainers' option (lab 05's builds of train_tp and train_zero) */
+/* the trainers' option (parallel_flags.h) */
 #define RECOMPUTE_OPTION_HELP                                                                    \
     "--recompute MODE     none | selective (the attention probabilities) | full (each "       \
     "block's forward again): what the backward pass rebuilds (default none)"
 
-/* How attention is repaired across context parallelism's split (lab 07):
+/* How attention is repaired across context parallelism's split:
  *   RING     K and V blocks travel around the CP ring (contiguous chunks);
  *   ZIGZAG   the same ring over the zigzag placement (balanced causal work);
  *   ULYSSES  an all-to-all to "all positions, my heads" and back;
- *   STRIPED  the ring over the striped placement (lab 07's extension).
+ *   STRIPED  the ring over the striped placement (an extension).
  * Parsing anything else is one user error naming --cp-algo. */
 typedef enum { CP_RING, CP_ZIGZAG, CP_ULYSSES, CP_STRIPED } CpAlgo;
 const char *gpt_cp_algo_name(CpAlgo a);
@@ -114,35 +114,36 @@ typedef struct GPTLayout {
     GPTConfig cfg;                 /* the whole model */
     /* tensor parallelism */
     int tp, tp_rank;               /* degree and this rank's coordinate */
-    /* the split layers, set together by the program that runs them (lab
-     * 04's, at any degree, 1 included), else 0 / NULL: the whole model's */
+    /* the split layers, set together by the program that runs them (the
+     * tensor-parallel program's at any degree, 1 included), else 0 / NULL:
+     * the whole model's */
     int split_layers;
     Comm *tp_group;                /* the in-block collectives' group */
     const TensorParallelOps *tp_ops;
-    /* sequence parallelism (lab 05), on top of the split layers: between
+    /* sequence parallelism, on top of the split layers: between
      * them (embedding output, layernorms, residual stream) rank tp_rank
      * holds only rows [tp_rank N/tp, (tp_rank + 1) N/tp) of the N = B T
      * tokens (sp and sp_ops set together; T must divide by tp) */
     int sp;
     const SequenceParallelOps *sp_ops;
     /* under sp: keep only this rank's rows of the layernorm outputs, and
-     * gather them again in the backward pass (lab 05's extension) */
+     * gather them again in the backward pass (an extension) */
     int sp_regather;
     /* activation recomputation, and who runs it (both set together) */
     Recompute recompute;
     const RecomputeOps *recompute_ops;
-    /* pipeline parallelism (lab 06; gpt_layout_set_pipeline): pp ranks,
+    /* pipeline parallelism (gpt_layout_set_pipeline): pp ranks,
      * this rank's coordinate, chunks (model chunks per rank, v); 1, 0, 1
      * without. The groups are the program's: pp_group the ranks of one
      * pipeline (same tp rank), embed_group its first and last stage's
      * ranks (NULL at pp = 1). */
     int pp, pp_rank, chunks;
     Comm *pp_group, *embed_group;
-    /* at pp > 1, the program's (lab 06's): sum the gradient of wte over
+    /* at pp > 1, the program's: sum the gradient of wte over
      * embed_group, on its ranks (grads: this rank's flat buffer, where wte
      * comes first), so that both copies take the same step */
     void (*sum_tied_embedding)(const struct GPTLayout *l, float *grads);
-    /* context parallelism (lab 07; gpt_layout_set_context): cp ranks share
+    /* context parallelism (gpt_layout_set_context): cp ranks share
      * each sequence, this one holding positions of its placement
      * (gpt_cp_placement); attention
      * runs the program's cp_ops over cp_group. 1, 0 without. */
@@ -150,7 +151,7 @@ typedef struct GPTLayout {
     CpAlgo cp_algo;
     Comm *cp_group;
     const ContextParallelOps *cp_ops;
-    /* expert parallelism (lab 08; gpt_layout_set_experts): ep ranks hold
+    /* expert parallelism (gpt_layout_set_experts): ep ranks hold
      * E / ep experts each, this one experts [ep_rank E/ep, ...); the MoE
      * branch runs ep_ops over ep_group. 1, 0 without. */
     int ep, ep_rank;
@@ -170,7 +171,7 @@ typedef struct GPTLayout {
  * 4C). The vocabulary need not divide: it is padded. */
 const char *gpt_layout_problem(const GPTConfig *cfg, int tp);
 
-/* Why lab 05's activation layouts can't run on cfg at tp, or NULL: sequence
+/* Why the activation layouts (sp, recompute) can't run on cfg at tp, or NULL: sequence
  * parallelism splits each micro-batch's seq tokens over the TP group (seq
  * must divide by tp), and neither it nor recomputation is written for a
  * mixture of experts (a routing group is a whole sequence; moe.h keeps
@@ -311,7 +312,7 @@ void gpt_unit_view(const GPTLayout *l, int unit, float *base, GPTParams *p);
 /* Initialize elements [first, first + n) of this rank's flat buffer into
  * out[0..n), from the shard map: global element i of tensor t is
  * std * N(0,1) drawn from the counter (i, t) of rng.h (or 0, or 1), the
- * same number on every layout, so every layout starts from lab 00's
+ * same number on every layout, so every layout starts from one device's
  * weights; padding is 0. A rank (or a ZeRO shard) makes exactly its part. */
 void gpt_init_params(const GPTLayout *l, unsigned long long seed, size_t first, size_t n,
                      float *out);
@@ -323,5 +324,43 @@ void gpt_init_params(const GPTLayout *l, unsigned long long seed, size_t first, 
  * is written. Assembling the model from several ranks, the copy written
  * last wins where ranks hold the same tensor. */
 void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole);
+
+/* ---- the whole model from a layout's pieces ----
+ * The gradient norm counts each distinct parameter once:
+ * layout_counted_sum_squares sums the squares of the elements [first,
+ * first + n) of this rank's flat buffer (layout.h), which lie at g, of the
+ * tensors this rank counts: a tensor split over TP or EP on every rank, one
+ * whole on every TP (EP) rank, the same gradient, on TP (EP) rank 0 only,
+ * the last stage's tied copy of wte never (the first stage's stands for
+ * it); t is the layout's tensor table. layout_model_sum then adds x over
+ * the ranks that hold the other parts of the same model copy (the TP,
+ * pipeline and EP groups). Replicated states count their whole buffer;
+ * ZeRO's owners count their shards, summed over the sharding group first. */
+double layout_counted_sum_squares(const GPTLayout *l, const TensorInfo *t, size_t first,
+                                  size_t n, const float *g);
+double layout_model_sum(const GPTLayout *l, double x);
+
+/* Whether this rank's buffer is the whole model in the standard layout (no
+ * tensor, pipeline or expert split): then the norm and the gather take it
+ * as it is */
+int layout_holds_whole_model(const GPTLayout *l);
+
+/* The sum of squares of the gradients of the whole model, each parameter
+ * counted once (layout_counted_sum_squares, then layout_model_sum; t is
+ * the layout's tensor table). On one rank of the whole model, the whole
+ * buffer at once. */
+double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const float *grads);
+
+/* The whole model in the standard layout (host memory, gpt_num_params
+ * floats; the caller frees it), assembled from the local buffers of every
+ * rank of this one's TP group and EP group (the EP group's first, then
+ * those of the TP group: tp x ep buffers, their tensors split over TP or
+ * EP each from its owner), then every pipeline stage's (a collective over
+ * those groups, kept out of comm.csv). Where copies of a tensor could
+ * differ (one held whole by several ranks), the copy of TP and EP rank 0
+ * wins, and wte's of the first stage; or, when mine, this rank's own
+ * wherever it holds the tensor (its view of the model, for the
+ * consistency checksum): those buffers are copied last. */
+float *layout_gather_standard(const GPTLayout *l, const float *local, int mine);
 
 #endif

@@ -30,7 +30,7 @@
  *   activations and backward scratch: model.h's formulas for B x T.
  *
  * ZeRO-2/3 with the reduce-scatter behind the backward pass (overlap_rs,
- * lab 03's extension; one reduce-scatter in flight, in place): a unit's
+ * ZeRO's extension; one reduce-scatter in flight, in place): a unit's
  * working buffer lives until its sum has arrived. ready(u) completes the
  * transfer in flight (the unit before u in the backward order), frees its
  * buffer and starts u's. Alive after each hook of one backward pass
@@ -74,19 +74,20 @@ typedef struct {
     int prefetch;    /* ZeRO-3: the next unit is gathered while one computes */
     int rows, seq;   /* one micro-batch on one rank: rows sequences of seq tokens */
     int overlap_rs;  /* ZeRO-2/3: the reduce-scatter behind the backward pass (above) */
-    int tp;          /* tensor parallelism (lab 04's program, >= 1; 0: the whole
-                        model's layers): Phi and the activations are the rank's
+    int tp;          /* tensor parallelism (>= 1 where the layers are split, as
+                        parallel_mem_layout sets it; 0: the whole model's
+                        layers): Phi and the activations are the rank's
                         shard's (layout.h, model.h) */
-    int sp;          /* sequence parallelism (lab 05; needs tp >= 1) */
-    int sp_regather; /* and the layernorm outputs gathered again (lab 05's extension) */
-    Recompute recompute; /* what the activations keep (layout.h; lab 05) */
-    /* pipeline parallelism (lab 06; pp 0 or 1: none): the stage of rank
+    int sp;          /* sequence parallelism (needs tp >= 1) */
+    int sp_regather; /* and the layernorm outputs gathered again (an extension) */
+    Recompute recompute; /* what the activations keep (layout.h) */
+    /* pipeline parallelism (pp 0 or 1: none): the stage of rank
      * pp_rank of pp, chunks per rank, and the step's schedule, whose order
      * decides how many micro-batches' activations are held at once
      * (pipe_exec.h's peaks); states hold only the rank's units */
     int pp, pp_rank, chunks;
     const struct Schedule *schedule;
-    /* context parallelism (lab 07; cp 0 or 1: none): seq is then a rank's
+    /* context parallelism (cp 0 or 1: none): seq is then a rank's
      * T = Tg / cp positions; attention keeps what cp_algo keeps (model.h),
      * and its transfers need, at their peak (memplan_cp_transient):
      *   ring     MEM_COMM 5 blocks of B T 2C' (backward: K V, the next K V,
@@ -97,7 +98,7 @@ typedef struct {
      *            positions of the rank's heads). */
     int cp;
     CpAlgo cp_algo;
-    /* expert parallelism (lab 08; ep 0 or 1: none): the rank holds E / ep
+    /* expert parallelism (ep 0 or 1: none): the rank holds E / ep
      * experts of each MoE block (layout.h), and its MoE activations and
      * scratch the rows its experts receive (moe.h's R_max) */
     int ep;
@@ -121,14 +122,14 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *layout, MemPlan *pla
 
 /* The collectives over the TP group in one forward and one backward pass
  * of a micro-batch of N = rows x seq tokens (payload bytes as comm.h counts
- * them: the whole tensor, whatever the group's size). Tensor parallelism
- * (lab 04), all-reduces:
+ * them: the whole tensor, whatever the group's size). Tensor parallelism,
+ * all-reduces:
  *   forward   per block 2 x N C floats (g after attention's and the MLP's
  *             row-parallel layers), the embedding's N C, and the loss's
  *             three of N (row max, sum of exps, target logit): 2L + 4 calls;
  *   backward  per block 2 x N C (f before the qkv and fc layers), the LM
  *             head's f: N C: 2L + 1 calls.
- * Sequence parallelism (lab 05) turns each N C all-reduce into a
+ * Sequence parallelism turns each N C all-reduce into a
  * reduce-scatter and adds an all-gather where the rows are needed whole:
  *   forward   reduce-scatters 2L + 1 (row layers, embedding), all-gathers
  *             2L + 1 (before qkv, fc and the LM head), all-reduces the
@@ -141,7 +142,7 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *layout, MemPlan *pla
  * reduce-scatter or all-gather (p-1)/p: the same traffic either way.
  * Full recomputation runs each block's forward again in the backward pass:
  * its 2L collectives of N C once more.
- * A mixture of experts' block (lab 08) has only its attention split: its
+ * A mixture of experts' block has only its attention split: its
  * experts run whole on every TP rank (layout.h), so of each pass's 2 per
  * block it makes 1, and 2L above is 2L - M for M MoE blocks.
  * Under a pipeline (layout->pp > 1) the counts are one stage's: L is its

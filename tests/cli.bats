@@ -105,3 +105,26 @@ PY
     assert_user_error
     [[ "$output" == *"vocabulary"* ]]
 }
+
+@test "the parallel flags: one parser and one set of bounds for every trainer; a flag a trainer does not expose is unknown to it" {
+    require_solution 02 04 06 07 08 10
+    local S="$BUILD/solutions" prog
+    for prog in 04_tensor_parallel/train_tp 06_pipeline/train_pp 07_context_parallel/train_cp \
+                08_moe/train_moe 10_composed/train_4d; do
+        run mpirun_t 30 1 "$S/$prog" --tp 70000
+        assert_user_error
+        [[ "$output" == *"error: --tp expects an integer in 1..65536, got '70000'"* ]] || { echo "$prog: $output"; false; }
+    done
+    run mpirun_t 30 1 "$S/07_context_parallel/train_cp" --cp 0
+    assert_user_error
+    [[ "$output" == *"error: --cp expects an integer in 1..4096, got '0'"* ]]
+    # train_ddp is data parallelism alone: no --tp
+    run mpirun_t 30 1 "$S/02_ddp/train_ddp" --tp 2
+    assert_user_error
+    [[ "$output" == *"--tp"* ]]
+    # and --help lists exactly the flags a trainer exposes
+    run t 30 "$S/08_moe/train_moe" --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"  --ep N "* && "$output" == *"  --tp N "* && "$output" == *"  --ep-overlap "* ]]
+    [[ "$output" != *"  --pp P "* && "$output" != *"  --cp N "* ]]
+}

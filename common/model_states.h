@@ -1,0 +1,105 @@
+/* model_states.h: who holds the parameters, the gradients and the AdamW
+ * moments, as the training loop (train.h) asks them each step: the
+ * interface (ModelStates), the gradient averaging a replicated layout
+ * plugs in (GradSync), and the replicated implementation: every rank
+ * holds all of its layout's states.
+ */
+#ifndef MODEL_STATES_H
+#define MODEL_STATES_H
+
+#include <stddef.h>
+
+#include "checkpoint.h"
+#include "model.h"
+
+/* Clip to max_norm given the global norm: returns the factor applied
+ * (min(1, max_norm / norm); 1 when max_norm <= 0 means no clipping). */
+float grad_clip_factor(double norm, double max_norm);
+
+/* Data parallelism: how a trainer makes every rank's gradients the
+ * mean over all ranks. The loop calls, for each step:
+ *   for each micro-batch k: forward; begin_backward(ctx, grads, last);
+ *       backward, calling grads_ready(ctx, offset, count) as ranges of the
+ *       flat gradient buffer become final for this micro-batch (last = 1 on
+ *       the final micro-batch: the earlier ones only accumulate, and the
+ *       sync must not communicate for them);
+ *   finish(ctx, grads, n): complete the communication, leave the mean over
+ *       the data-parallel ranks in grads (the time spent here is the
+ *       communication the backward pass did not hide).
+ * begin_backward and grads_ready may be NULL. */
+typedef void (*GradsReadyFn)(void *ctx, size_t offset, size_t count);
+typedef struct {
+    void *ctx;
+    void (*begin_backward)(void *ctx, float *grads, int last);
+    GradsReadyFn grads_ready;
+    void (*finish)(void *ctx, float *grads, size_t n);
+} GradSync;
+
+/* One AdamW step as the loop hands it to whoever holds the moments. */
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float clip;  /* scale the gradients by this first (grad_clip_factor) */
+    int t;       /* 1-based step, for the bias corrections */
+} AdamWStep;
+
+/* Model states: who holds the parameters, gradients and AdamW moments. The
+ * replicated implementation below keeps them whole on every rank (one
+ * device, DDP through a GradSync, tensor parallelism's shards); ZeRO brings
+ * one that shards them. The loop
+ * asks, each step:
+ *   begin_step            zero the gradients this rank accumulates into;
+ *   for each micro-batch: forward (with hooks), begin_backward(last),
+ *                         backward (with hooks);
+ *   finish_grads(K)       complete the communication; leave, in what this
+ *                         rank owns, the gradient of the step's mean loss
+ *                         (mean over ranks and K micro-batches); return its
+ *                         global sum of squares (for clipping);
+ *   update(step)          clip and AdamW on what this rank owns, and make
+ *                         the parameters whole again where the layout
+ *                         keeps them whole.
+ * gather_params writes all parameters, in the standard layout, to out on
+ * world rank 0 (a collective; out may be NULL elsewhere).
+ * local_params (may be NULL) writes, on every rank, this rank's own copy of
+ * all parameters in the standard layout, as its forward pass reads them (a
+ * collective where the layout shards them); the loop checksums it at the
+ * end of a run (params_checksum.csv).
+ * held describes, for --save and --resume, the buffers of the parameters
+ * and moments this rank holds and which runs of its layout's flat buffer
+ * they are (the buffers stay the states' own: a load writes into them).
+ * params and grads are the views the passes read; hooks (may be NULL)
+ * repoint them around each unit (model.h). */
+typedef struct {
+    void *ctx;
+    GPTParams *params, *grads;
+    const ModelHooks *hooks;
+    void (*begin_step)(void *ctx);
+    void (*begin_backward)(void *ctx, int last);
+    double (*finish_grads)(void *ctx, int micro_batches);
+    void (*update)(void *ctx, const AdamWStep *step);
+    void (*gather_params)(void *ctx, float *out);
+    void (*local_params)(void *ctx, float *out);
+    /* what this rank holds of the parameters and the moments, for
+     * checkpoints (checkpoint.h's CkptHeld) */
+    void (*held)(void *ctx, CkptHeld *out);
+} ModelStates;
+
+/* The replicated states: every rank holds all of its layout's buffer, 4
+ * bytes each of params and grads and 8 of AdamW moments per element of the
+ * layout's num_params (one device, DDP through sync, tensor parallelism) */
+typedef struct {
+    const GPTLayout *layout;
+    TensorInfo *tensors;    /* the layout's table, for the gradient norm */
+    const GradSync *sync;   /* NULL on one device */
+    size_t n;
+    float *params, *grads, *adam_m, *adam_v;
+    GPTParams p, g;
+    ModelHooks hooks;
+    CkptRun all;            /* the whole local buffer, for checkpoints */
+} ReplicatedStates;
+
+/* Allocate and initialize (seed) r's states on layout, st its ModelStates */
+void replicated_states_init(ReplicatedStates *r, const GPTLayout *layout, unsigned long long seed,
+                            const GradSync *sync, ModelStates *st);
+void replicated_states_free(ReplicatedStates *r);
+
+#endif
