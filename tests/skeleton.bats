@@ -35,6 +35,21 @@ load helpers
     [ "$n" -ge 12 ]
 }
 
+@test "the library needs no lab: libcommon.a refers to no symbol a lab's object defines, and common/ names no lab's folder" {
+    local lab_defined needed
+    lab_defined=$(for o in "$BUILD"/labs/*/*.o; do nm --defined-only "$o" | awk 'NF == 3 { print $3 }'; done | sort -u)
+    [ "$(wc -l <<< "$lab_defined")" -ge 20 ]
+    needed=$(nm -u "$BUILD/libcommon.a" | awk 'NF == 2 { print $2 }' | sort -u)
+    run comm -12 <(echo "$lab_defined") <(echo "$needed")
+    [ "$status" -eq 0 ]
+    [ -z "$output" ] || { echo "libcommon.a calls the labs' $output" >&2; return 1; }
+    local lab
+    for lab in "$ROOT"/labs/[0-9][0-9]_*/; do
+        run grep -rn "$(basename "$lab")" "$ROOT/common"
+        [ "$status" -eq 1 ] || { echo "$output" >&2; return 1; }
+    done
+}
+
 @test "skeletons keep no solution code and every solution region becomes a TODO" {
     require_solution 00
     require_untouched 00
