@@ -75,7 +75,7 @@ wire_bytes() {
         sp=$(wire_bytes "$BATS_TEST_TMPDIR/w$np--sp" "$np")
         # without SP there is no reduce-scatter or all-gather in the group
         ! awk -F, '$2 == "tp" && ($3 == "reduce_scatter" || $3 == "allgather")' \
-            "$BATS_TEST_TMPDIR/w$np/comm.csv" | grep -q .
+            "$BATS_TEST_TMPDIR/w$np/comm.csv" | grep -q . || return 1
         # 12 steps x (4L + 2 = 18) all-reduces of C = 64 floats, 2(p-1)/p on the wire
         sums=$(( 12 * 18 * 64 * 4 * 2 * (np - 1) / np ))
         echo "tp $np: TP alone $tp bytes, SP $sp bytes, layernorm sums $sums"

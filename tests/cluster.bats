@@ -72,7 +72,7 @@ across() {
     [ "$(grep -cE "^$NAME-(n0|n1|sw)$" <<<"$output")" -eq 3 ]
     [ "$(cat "/tmp/dtlab-cluster-$NAME/hostfile")" = "$(printf '10.77.0.1 slots=2\n10.77.0.2 slots=2')" ]
     # the machine's own network has no new interface
-    ! ip link show | grep -qE "$NAME|10\.77\."
+    ! ip link show | grep -qE "$NAME|10\.77\." || return 1
     # the links are shaped: each node's interface sends through a rate limiter
     ip netns exec "$NAME-n1" tc qdisc show dev eth0 | grep -qE "tbf|netem"
 }
@@ -220,8 +220,8 @@ across() {
     [ "$status" -eq 0 ]
     [ "$(ip netns list | grep -c '^batsd-')" -eq 0 ]
     [ ! -e /tmp/dtlab-cluster-batsd ]
-    ! pgrep -f "sleep 300" > /dev/null
-    ! ip link show | grep -q batsd
+    ! pgrep -f "sleep 300" > /dev/null || return 1
+    ! ip link show | grep -q batsd || return 1
     # and down of nothing is no error
     run t 60 bash "$CL" down --name batsd
     [ "$status" -eq 0 ]

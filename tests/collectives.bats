@@ -116,7 +116,7 @@ mutant_fails() {
     local expr=$1 op=$2 np=$3 src="$BATS_TEST_TMPDIR/collectives.c" dir="$BATS_TEST_TMPDIR/mutant"
     require_solution 01
     sed "$expr" "$ROOT/solutions/01_collectives/collectives.c" > "$src"
-    ! cmp -s "$src" "$ROOT/solutions/01_collectives/collectives.c"
+    ! cmp -s "$src" "$ROOT/solutions/01_collectives/collectives.c" || return 1
     build_variant "$src" 01_collectives "$dir" check_collectives
     run mpirun_t 120 "$np" "$dir/check_collectives" --op "$op" "${@:4}"
     echo "$output"

@@ -82,7 +82,7 @@ LAYOUTS
     [ "$status" -ne 0 ]
     [ "$status" -ne 124 ]   # not the timeout
     [[ "$output" == *"fatal: "*"planted failure on rank 2"* ]]
-    ! pgrep -f "test_comm --fatal-on-last-rank"
+    ! pgrep -f "test_comm --fatal-on-last-rank" || return 1
 }
 
 @test "comm: an MPI error is fatal with the call and the line (status 1, not a user error's 2)" {

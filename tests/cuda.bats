@@ -15,8 +15,8 @@ gpu_count() {
     nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true
 }
 
-@test "cuda: make cuda-check compiles every .cu file to an object" {
-    run t 600 make -s -C "$ROOT" cuda-check NVCC="$NVCC"
+@test "cuda: make cuda-check compiles every .cu file to an object, without a warning (WERROR=1)" {
+    run t 600 make -s -C "$ROOT" cuda-check NVCC="$NVCC" WERROR=1
     echo "$output"
     [ "$status" -eq 0 ]
     cd "$ROOT"
@@ -35,6 +35,19 @@ gpu_count() {
     echo "$output"
     [ "$status" -ne 0 ]
     [[ "$output" == *"broken.cu"* ]]
+}
+
+@test "cuda: a warning fails the build with WERROR=1 (the suite's) and not without (a user's nvcc may warn where CI's does not)" {
+    local dir=$BATS_TEST_TMPDIR
+    printf '__global__ void k(int *p) { int unused; *p = 1; }\n' > "$dir/warns.cu"
+    run t 120 make -s -C "$ROOT" cuda-check NVCC="$NVCC" BUILD="$dir/a" CUDA_SRC="$dir/warns.cu" WERROR=1
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"unused"* ]]
+    run t 120 make -s -C "$ROOT" cuda-check NVCC="$NVCC" BUILD="$dir/b" CUDA_SRC="$dir/warns.cu"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ -f "$dir/b/cuda/$dir/warns.o" ] || [ -n "$(find "$dir/b/cuda" -name warns.o)" ]
 }
 
 @test "cuda: make cuda-check without nvcc fails with one clear message" {

@@ -65,5 +65,28 @@ PY
     [ "$listed" = "$(bash "$ROOT/scripts/deps.sh" --list | tr '\n' ' ' | sed 's/ $//')" ]
     run bash "$ROOT/scripts/deps.sh" --frobnicate
     [ "$status" -eq 2 ]
-    [[ "$output" == "deps: usage: deps.sh [--test | --list]" ]]
+    [[ "$output" == "deps: usage: deps.sh [--test | --gpu | --list]" ]]
+}
+
+@test "deps: --gpu needs only the build's packages (a subset), and names each missing CUDA piece where it looked" {
+    local p all
+    all=" $(bash "$ROOT/scripts/deps.sh" --list | tr '\n' ' ') "
+    local gpu
+    gpu=$(bash -c 'eval "$(sed -n "/^gpu_packages=(/,/)/p" "$1")"; echo "${gpu_packages[@]}"' _ "$ROOT/scripts/deps.sh")
+    [ "$(wc -w <<< "$gpu")" -ge 5 ]
+    for p in $gpu; do
+        [[ "$all" == *" $p "* ]] || { echo "$p is not one of deps.sh's packages" >&2; return 1; }
+    done
+    run env CUDA_HOME=/nonexistent NCCL_HOME=/nowhere NVCC= bash "$ROOT/scripts/deps.sh" --gpu
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"nvcc not found at /nonexistent/bin/nvcc"* ]]
+    [[ "$output" == *"cuBLAS not found (/nonexistent/include/cublas_v2.h)"* ]]
+    [[ "$output" == *"nccl.h not found in /nowhere/include nor /usr/include"* ]]
+    # where the toolkit is (CI's), nothing is missing
+    if [ -x /usr/local/cuda/bin/nvcc ] && [ -e /usr/local/cuda/include/nccl.h ]; then
+        run env CUDA_HOME=/usr/local/cuda bash "$ROOT/scripts/deps.sh" --gpu
+        [ "$status" -eq 0 ]
+        [ -z "$output" ]
+    fi
 }

@@ -45,7 +45,7 @@ setup() {
 mutant_fails() {
     local layer=$1 expr=$2 dir="$BATS_TEST_TMPDIR/mutant"
     sed "$expr" "$ROOT/solutions/00_single_device/backprop.c" > "$BATS_TEST_TMPDIR/backprop.c"
-    ! cmp -s "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device/backprop.c"
+    ! cmp -s "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device/backprop.c" || return 1
     build_variant "$BATS_TEST_TMPDIR/backprop.c" 00_single_device "$dir" gradcheck
     run t 60 "$dir/gradcheck" --layer "$layer"
     echo "$output"
@@ -62,7 +62,7 @@ not_accumulated() {
     line=$(printf '%s\n' "$output" | grep "^$1  *$2  *rel err")
     [[ "$line" == *"FAIL: not accumulated"* ]]
     [[ "$line" != *"does not match finite differences"* ]]
-    ! printf '%s\n' "$output" | grep 'FAIL:' | grep -Ev "^$1 +$2( \(T=[0-9]+\))? +rel err"
+    ! printf '%s\n' "$output" | grep 'FAIL:' | grep -Ev "^$1 +$2( \(T=[0-9]+\))? +rel err" || return 1
 }
 
 # Writing = where the contract says += passes any check that zeroes the
@@ -132,7 +132,7 @@ not_accumulated() {
     # a blocked backward that still multiplies every key does them all
     sed 's/: ATT_BLOCK, n = i0 + m;/: ATT_BLOCK, n = T;/' \
         "$ROOT/solutions/00_single_device/backprop.c" > "$BATS_TEST_TMPDIR/backprop.c"
-    ! cmp -s "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device/backprop.c"
+    ! cmp -s "$BATS_TEST_TMPDIR/backprop.c" "$ROOT/solutions/00_single_device/backprop.c" || return 1
     build_variant "$BATS_TEST_TMPDIR/backprop.c" 00_single_device \
         "$BATS_TEST_TMPDIR/full" gradcheck
     run t 60 "$BATS_TEST_TMPDIR/full/gradcheck" --time attention --shape 2,512,32,2 --reps 1 --require-skip

@@ -13,7 +13,7 @@ load helpers
     [ "$status" -eq 0 ]
     total=$(total_of "$BATS_TEST_TMPDIR/g/report.txt")
     [ "${total%/*}" = "${total#*/}" ]
-    ! grep -E '^[0-9]{2}_[a-z0-9_]+ .* 0/' "$BATS_TEST_TMPDIR/g/report.txt"
+    ! grep -E '^[0-9]{2}_[a-z0-9_]+ .* 0/' "$BATS_TEST_TMPDIR/g/report.txt" || return 1
     [[ "$output" == *"chart: "*"loss_vs_reference.png"* ]]
 }
 

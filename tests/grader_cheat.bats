@@ -84,7 +84,7 @@ all_zero() {
         [[ "$output" == *"grade: isolation on:"* || "$output" == *"grade: isolation partial:"* ]]
     fi
     if [[ "$output" == *"grade: isolation on:"* ]]; then
-        ! grep -h "cheat: copied" "$BATS_TEST_TMPDIR"/h-*/*/*/log.txt "$BATS_TEST_TMPDIR"/n-*/*/*/log.txt
+        ! grep -h "cheat: copied" "$BATS_TEST_TMPDIR"/h-*/*/*/log.txt "$BATS_TEST_TMPDIR"/n-*/*/*/log.txt || return 1
         grep -q "cheat: found no run to copy" "$BATS_TEST_TMPDIR/h-03-src-ref/03_zero/ZeRO-1__2_ranks/log.txt"
     fi
 }
@@ -126,7 +126,7 @@ EOF
         echo "$output"
         [ "$status" -eq 0 ]
         [[ "$output" == *"gradcheck layernorm"*" 3/3 "* ]]
-        ! pgrep -f "sleep $secs"
+        ! pgrep -f "sleep $secs" || return 1
     done
 }
 

@@ -33,7 +33,7 @@ load helpers
         [[ "$line" != *" ok" ]]
         [[ "$line" == *"$reason"* ]] || { echo "expected reason: $reason"; return 1; }
         # a timed-out or crashed case leaves no rank behind
-        ! pgrep -f "$BATS_TEST_TMPDIR/out-" > /dev/null
+        ! pgrep -f "$BATS_TEST_TMPDIR/out-" > /dev/null || return 1
         n=$((n + 1))
     done
     [ "$n" -ge 8 ]

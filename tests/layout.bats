@@ -27,7 +27,7 @@ BEFORE_LAYOUT=a4339cf  # "profile.h: drop profile_enabled", the last commit befo
     for prog in "$BUILD/bin/memplan" "$BUILD/tests/test_layout"; do
         run nm "$prog"
         [ "$status" -eq 0 ]
-        ! grep -E " [TW] (layernorm|attention)_backward_cpu$" <<<"$output"
+        ! grep -E " [TW] (layernorm|attention)_backward_cpu$" <<<"$output" || return 1
     done
     run t 60 "$BUILD/bin/memplan" --config tiny --ranks 2
     [ "$status" -eq 0 ]

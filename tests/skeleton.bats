@@ -53,7 +53,7 @@ load helpers
 @test "skeletons keep no solution code and every solution region becomes a TODO" {
     require_solution 00
     require_untouched 00
-    ! grep -rn "BEGIN SOLUTION\|END SOLUTION" "$ROOT/labs" --include='*.c' --include='*.h'
+    ! grep -rn "BEGIN SOLUTION\|END SOLUTION" "$ROOT/labs" --include='*.c' --include='*.h' || return 1
     regions=$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/00_single_device/backprop.c")
     [ "$regions" -eq 2 ]
     [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/00_single_device/backprop.c")" -eq "$regions" ]

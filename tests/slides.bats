@@ -34,8 +34,8 @@ need_figures() {
         [ -s "$f" ]
         grep -q "href=\"$name.html\"" "$SLIDES/index.html"
         # offline: no image, script or style from a file or a server
-        ! grep -Eq '<img[^>]* src="(fig/|https?:)' "$f"
-        ! grep -Eq '<(script|link)[^>]* (src|href)="https?:' "$f"
+        ! grep -Eq '<img[^>]* src="(fig/|https?:)' "$f" || return 1
+        ! grep -Eq '<(script|link)[^>]* (src|href)="https?:' "$f" || return 1
         grep -q '<math' "$f"
         # 15-25 slides, as a lecture wants
         n=$(grep -c '^## ' "$ROOT/slides/$name.md")

@@ -34,7 +34,7 @@ train() {
     cmp "$BATS_TEST_TMPDIR/a.txt" "$BATS_TEST_TMPDIR/b.txt"
     train --config tiny --steps 15 --seed 2 --out "$BATS_TEST_TMPDIR/c" >/dev/null
     cut -d, -f1-5 "$BATS_TEST_TMPDIR/c/metrics.csv" > "$BATS_TEST_TMPDIR/c.txt"
-    ! cmp -s "$BATS_TEST_TMPDIR/a.txt" "$BATS_TEST_TMPDIR/c.txt"
+    ! cmp -s "$BATS_TEST_TMPDIR/a.txt" "$BATS_TEST_TMPDIR/c.txt" || return 1
 }
 
 @test "the thread count does not change the losses beyond float noise" {
@@ -172,7 +172,7 @@ console() {
     local f="$BATS_TEST_TMPDIR/console.txt"
     console 1 "$SOL00/train_gpt"
     cat -A "$f"
-    ! grep -q $'\r' "$f"
+    ! grep -q $'\r' "$f" || return 1
     [ "$(progress_steps "$f")" = "1 10 20 26 30 " ]
     [ "$(grep -c '^step .* | ETA [0-9]*:[0-9][0-9]$' "$f")" -eq 5 ]
     [ "$(grep -c '| val ' "$f")" -eq 3 ]
@@ -198,7 +198,7 @@ console() {
     local f="$BATS_TEST_TMPDIR/console.txt" ddp="$BUILD/solutions/02_ddp/train_ddp"
     console 2 "$ddp"
     cat "$f"
-    ! grep -q $'\r' "$f"
+    ! grep -q $'\r' "$f" || return 1
     [ "$(progress_steps "$f")" = "1 10 20 26 30 " ]
     [ "$(grep -c '^step .* | ETA [0-9]*:[0-9][0-9]$' "$f")" -eq 5 ]
     run mpirun_t 60 2 "$ddp" --progress ""
