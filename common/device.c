@@ -32,6 +32,7 @@ void device_select(const char *name) {
 #else
 #define ON_GPU 0
 #define device_cuda_description() "cpu"
+#define device_cuda_memory_id() "host"
 #define device_cuda_copy(dst, src, bytes) memcpy(dst, src, bytes)
 #define device_cuda_is_gpu_pointer(p) ((void)(p), 0)
 #define device_cuda_synchronize() ((void)0)
@@ -45,6 +46,7 @@ void device_select(const char *name) {
 #endif
 
 const char *device_description(void) { return ON_GPU ? device_cuda_description() : "cpu"; }
+const char *device_memory_id(void) { return ON_GPU ? device_cuda_memory_id() : "host"; }
 
 void device_copy(void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return;

@@ -35,6 +35,11 @@ void device_select(const char *name);
 Device device_current(void);
 /* "cpu", or the GPU's name and index, e.g. "NVIDIA H100 80GB HBM3 (GPU 0)" */
 const char *device_description(void);
+/* Which memory this process computes in, the same string for the ranks that
+ * share it: "host" on the CPU (the node's), the GPU's UUID on a GPU. Not
+ * the index: where each rank sees only its own GPU (CUDA_VISIBLE_DEVICES
+ * per task, as Slurm sets it), every rank's is "GPU 0 of 1". */
+const char *device_memory_id(void);
 
 /* Copy bytes between any two of host memory and the current GPU's memory
  * (the direction is read off the pointers); synchronous. */
@@ -75,6 +80,7 @@ void device_kernel_end(void);
 /* The GPU half, in device_cuda.cu. */
 int device_cuda_bind(void);  /* select this process's GPU, return its index */
 const char *device_cuda_description(void);
+const char *device_cuda_memory_id(void);
 void device_cuda_copy(void *dst, const void *src, size_t bytes);
 int device_cuda_is_gpu_pointer(const void *p);
 void device_cuda_synchronize(void);

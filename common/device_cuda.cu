@@ -14,6 +14,7 @@ static int g_gpu = -1;                      /* this process's GPU, chosen once *
 static cudaStream_t g_comm_stream;          /* NCCL's stream, created with the binding */
 static cudaEvent_t g_compute_mark;          /* "compute queued up to here" */
 static char g_description[320];
+static char g_memory_id[48];                /* "GPU-" and the UUID's 32 hex digits */
 
 /* Rank of this process among the processes of its node: Open MPI says it in
  * the environment; otherwise, if MPI is running, a shared-memory split of
@@ -48,10 +49,15 @@ int device_cuda_bind(void) {
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, g_gpu));
     snprintf(g_description, sizeof g_description, "%s (GPU %d of %d)", prop.name, g_gpu, count);
+    int n = snprintf(g_memory_id, sizeof g_memory_id, "GPU-");
+    for (int i = 0; i < 16; i++)
+        n += snprintf(g_memory_id + n, sizeof g_memory_id - (size_t)n, "%02x",
+                      (unsigned char)prop.uuid.bytes[i]);
     return g_gpu;
 }
 
 const char *device_cuda_description(void) { return g_description; }
+const char *device_cuda_memory_id(void) { return g_memory_id; }
 
 void device_cuda_copy(void *dst, const void *src, size_t bytes) {
     /* unified addressing: the runtime tells host from device pointers */

@@ -169,11 +169,11 @@ static void judge_outputs(const TrainOptions *o, char *msg, size_t size) {
     ckpt_index_free(&resumed);
 }
 
-/* ranks with the same device description ("cpu", or a GPU's name and
- * index) share one memory */
+/* ranks of a node with the same memory id (device.h: the host's, or a
+ * GPU's UUID) share one memory */
 static int device_color(void) {
     unsigned h = 2166136261u;
-    for (const char *p = device_description(); *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+    for (const char *p = device_memory_id(); *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
     return (int)(h & 0x7fffffff);
 }
 

@@ -221,6 +221,8 @@ void device_select(const char *name) {
 Device device_current(void) { return g_device; }
 
 const char *device_description(void) { return g_device == DEVICE_CUDA ? g_description : "cpu"; }
+/* one pretend GPU per node: the ranks of a test on one machine share it */
+const char *device_memory_id(void) { return g_device == DEVICE_CUDA ? "GPU-pretend" : "host"; }
 
 int device_is_gpu_pointer(const void *p) { return block_of(p) != NULL; }
 
