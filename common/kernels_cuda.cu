@@ -17,8 +17,9 @@
  * Where the GPU result may differ from the CPU's in the last bits: sums
  * taken in another order (GEMMs, row and column reductions), FMA contraction
  * (nvcc fuses a*b+c; gcc may or may not), expf/logf (CUDA's are within 2 ulp,
- * glibc's within 1), and encoder_backward's atomicAdd into wte rows of
- * repeated tokens. Everything else is bit for bit the CPU's arithmetic.
+ * glibc's within 1). Everything else is bit for bit the CPU's arithmetic.
+ * No kernel adds floats atomically: a sum's order never depends on which
+ * thread gets there first, so two runs give the same bits.
  *
  * No function allocates device memory per call: attention uses only att and
  * datt, as on the CPU (the memory plan counts the same bytes on both
@@ -26,6 +27,7 @@
  * workspace (created on first use), and sum_squares's static __device__
  * partial sums (4 KiB, part of the module image).
  */
+#include <climits>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -206,18 +208,44 @@ static __global__ void encoder_forward_kernel(float *out, const int *tokens, con
  * hardware: a token seen k times gets its k terms summed in any order, which
  * changes the last bits of that row from run to run (no change at all for
  * tokens seen once). */
-static __global__ void encoder_backward_kernel(float *dwte, float *dwpe, const float *dout,
-                                               const int *tokens, int B, int T, int C) {
+/* The embedding's gradient, without atomics. Several positions can hold
+ * the same token, so their rows of dout add into one row of dwte: element
+ * (r, c), with r = token - first in [0, rows), is one thread's, which adds
+ * the rows n = 0, 1, ... N - 1 whose token it is, in that order (the CPU's:
+ * the same bits). Thread (s, c) owns column c of the rows r with r % shards
+ * == s: consecutive threads take consecutive columns (coalesced), and every
+ * thread scans all N tokens, which stay in cache. */
+static __global__ void embedding_rows_backward_kernel(float *dwte, const float *dout,
+                                                      const int *tokens, int first, int rows,
+                                                      int N, int C, int shards) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)C * shards) return;
+    const int c = (int)(i % C), s = (int)(i / C);
+    for (int n = 0; n < N; n++) {
+        const int r = tokens[n] - first;
+        if (r >= 0 && r < rows && r % shards == s) dwte[(size_t)r * C + c] += dout[(size_t)n * C + c];
+    }
+}
+
+/* Shards for about 64 Ki threads (fewer when there are fewer rows) */
+static void embedding_rows_backward(float *dwte, const float *dout, const int *tokens, int first,
+                                    int rows, int N, int C) {
+    if (N == 0 || C == 0 || rows == 0) return;
+    int shards = (1 << 16) / C;
+    shards = shards < 1 ? 1 : shards > rows ? rows : shards;
+    const size_t threads = (size_t)C * shards;
+    embedding_rows_backward_kernel<<<(unsigned)((threads + ELEM_THREADS - 1) / ELEM_THREADS),
+                                     ELEM_THREADS>>>(dwte, dout, tokens, first, rows, N, C, shards);
+    LAUNCH_CHECK();
+}
+
+/* thread (t, c) adds dout[b, t, c] for b in order, as the CPU */
+static __global__ void encoder_position_backward_kernel(float *dwpe, const float *dout, int B,
+                                                        int T, int C) {
     size_t n = (size_t)T * C;
     GRID_STRIDE_LOOP(i, n) {
-        size_t t = i / C, c = i % C;
         float pe = dwpe[i];
-        for (int b = 0; b < B; b++) {
-            size_t bt = (size_t)b * T + t;
-            float d = dout[bt * C + c];
-            pe += d;
-            atomicAdd(&dwte[(size_t)tokens[bt] * C + c], d);
-        }
+        for (int b = 0; b < B; b++) pe += dout[(size_t)b * n + i];
         dwpe[i] = pe;
     }
 }
@@ -234,9 +262,9 @@ void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const in
                            int B, int T, int C) {
     size_t n = (size_t)T * C;
     if (n == 0 || B == 0) return;
-    encoder_backward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dwte, dwpe, dout, tokens, B, T,
-                                                              C);
+    encoder_position_backward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dwpe, dout, B, T, C);
     LAUNCH_CHECK();
+    embedding_rows_backward(dwte, dout, tokens, 0, INT_MAX, B * T, C);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -804,16 +832,6 @@ static __global__ void vocab_embedding_forward_kernel(float *out, const int *tok
     }
 }
 
-/* atomic: several positions can hold the same token (encoder_backward_kernel) */
-static __global__ void vocab_embedding_backward_kernel(float *dwte, const float *dout,
-                                                       const int *tokens, int first, int rows,
-                                                       int C, size_t n) {
-    GRID_STRIDE_LOOP(i, n) {
-        size_t row = i / C, c = i % C;
-        int r = tokens[row] - first;
-        if (r >= 0 && r < rows) atomicAdd(&dwte[(size_t)r * C + c], dout[i]);
-    }
-}
 
 static __global__ void position_forward_kernel(float *out, const float *wpe, int first_row,
                                                int T, int C, size_t n) {
@@ -901,11 +919,7 @@ void vocab_embedding_forward_cuda(float *out, const int *tokens, const float *wt
 
 void vocab_embedding_backward_cuda(float *dwte, const float *dout, const int *tokens, int first,
                                    int rows, int N, int C) {
-    size_t n = (size_t)N * C;
-    if (n == 0) return;
-    vocab_embedding_backward_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dwte, dout, tokens, first,
-                                                                      rows, C, n);
-    LAUNCH_CHECK();
+    embedding_rows_backward(dwte, dout, tokens, first, rows, N, C);
 }
 
 void position_forward_cuda(float *out, const float *wpe, int first_row, int N, int T, int C) {

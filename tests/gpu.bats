@@ -5,7 +5,7 @@
 # the rest (skipped in CI, which has nvcc but no GPU).
 #
 # Tolerances. The GPU sums in other orders than the CPU (cuBLAS's GEMM
-# tiling, warp reductions, atomic adds in the embedding backward), so fp32
+# tiling, warp reductions), so fp32
 # results differ in the last bits and the difference grows over steps. For
 # 12 steps of tiny: losses within 1e-4 + 1e-4 |loss| and parameters within
 # 1e-4 (10x the CPU layouts' tolerance); the grad-norm within 1e-3 relative
@@ -91,6 +91,28 @@ same_memory_as_cpu() {
     echo "$output"
     [ "$status" -eq 0 ]
     same_memory_as_cpu "$out" "$CPU_BASE"
+}
+
+@test "gpu: two GPU runs give the same bits (no atomic float adds: the embedding's gradient too), and a vocabulary-parallel one too" {
+    require_solution 00 02 04
+    local a="$BATS_TEST_TMPDIR/a" b="$BATS_TEST_TMPDIR/b" dir
+    # the synthetic corpus repeats tokens within every sequence: rows of
+    # dwte take several positions' gradients, in an order that must not vary
+    for dir in "$a" "$b"; do
+        run t 300 "$GPU_BUILD/solutions/00_single_device/train_gpt" "${COMMON[@]}" --device cuda \
+            --out "$dir" --dump-params "$dir/params.bin"
+        [ "$status" -eq 0 ]
+    done
+    cmp "$a/params.bin" "$b/params.bin"
+    diff <(cut -d, -f1-5 "$a/metrics.csv") <(cut -d, -f1-5 "$b/metrics.csv")
+    # the vocabulary-parallel embedding (tp 2), ranks on one GPU or two
+    for dir in "$a-tp" "$b-tp"; do
+        run mpirun_t 300 2 "$GPU_BUILD/solutions/04_tensor_parallel/train_tp" --tp 2 "${COMMON[@]}" \
+            --device cuda --out "$dir" --dump-params "$dir/params.bin"
+        echo "$output"
+        [ "$status" -eq 0 ]
+    done
+    cmp "$a-tp/params.bin" "$b-tp/params.bin"
 }
 
 @test "gpu: lab 01 collectives on GPU buffers: NCCL equals MPI bit for bit; host staging is correct" {
