@@ -101,10 +101,10 @@ CPPFLAGS += $(LAB_NAMES:%=-Ilabs/%)
 tools.link.memplan := memplan 06_pipeline/schedules
 tools.link.ckpt := ckpt_tool 09_checkpoint?
 TOOL_BINS := $(BUILD)/bin/memplan $(BUILD)/bin/ckpt
-# tests/c/NAME.c (and tests/c/labNN/NAME.c: a lab's student file against
-# the library's validator, simulator or reference)
-# the ones a test names below; the others link no lab's object
-# (tests/layout.bats checks one: the library links without any)
+# tests/c/NAME.c and tests/c/labNN/NAME.c (a lab's student file against the
+# library's validator, simulator or reference) link the labs named here and
+# the others none (tests/layout.bats checks test_layout: the library links
+# without any lab)
 tests.link.test_model := 00_single_device
 tests.link.test_recompute := 00_single_device
 tests.link.test_pipe_exec := 00_single_device

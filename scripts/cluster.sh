@@ -93,6 +93,11 @@ teardown() {
     local ns
     for ns in $(ip netns list 2> /dev/null | awk '{ print $1 }' | grep -E "^$NAME-(n[0-9]+|sw)$" || true); do
         ip netns pids "$ns" 2> /dev/null | xargs -r kill -9 2> /dev/null || true
+        # a signal is sent, not awaited: return once they are gone (5 s at most)
+        for _ in $(seq 50); do
+            [ -z "$(ip netns pids "$ns" 2> /dev/null)" ] && break
+            sleep 0.1
+        done
         ip netns del "$ns" 2> /dev/null || true
     done
     rm -rf "$DIR"
