@@ -8,16 +8,17 @@
 # Files run in TEST_JOBS lanes at once (default 3): much of a test's time
 # is mpirun starting, ranks waiting for each other and the grader's
 # bookkeeping (the grader alone leaves half of two cores idle), so lanes
-# share the cores well. Each lane takes the next file of one queue, the
-# longest first (FIRST). Files that must have the machine to themselves
-# run after the lanes, one at a time: ALONE below (checks of timing, or of
-# processes machine-wide).
+# share the cores well. Each lane takes the next file of one queue: first
+# FIRST's, in its order (the longest by a recent run's times, so that no
+# long file starts last), then the others. Files that must have the machine
+# to themselves run after the lanes, one at a time: ALONE below (checks of
+# timing, or of processes machine-wide).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ALONE=" tests/cluster.bats tests/failsafe.bats tests/checkpoint_failures.bats "
-FIRST=" tests/grader.bats tests/grader_cheat.bats tests/grader_planted.bats tests/slides.bats tests/sanitize.bats "
+FIRST=" tests/grader_planted.bats tests/grader.bats tests/grader_cheat.bats tests/slides.bats tests/sanitize.bats tests/handout.bats tests/checkpoint.bats tests/fake_gpu.bats "
 jobs=${TEST_JOBS:-3}
 [[ "$jobs" =~ ^[1-9][0-9]?$ ]] || { echo "run.sh: TEST_JOBS must be 1-99, got '$jobs'" >&2; exit 2; }
 # Each program inside the suites runs under its own timeout; this one only
@@ -31,9 +32,12 @@ files=("$@")
 queue=() alone=() first=()
 for f in "${files[@]}"; do
     if [[ "$ALONE" == *" $f "* ]]; then alone+=("$f")
-    elif [[ "$FIRST" == *" $f "* ]]; then first+=("$f")
-    else queue+=("$f")
+    elif [[ "$FIRST" != *" $f "* ]]; then queue+=("$f")
     fi
+done
+# FIRST's files in its order (the longest first), those of this run
+for f in $FIRST; do
+    [[ " ${files[*]} " == *" $f "* ]] && first+=("$f")
 done
 printf '%s\n' "${first[@]}" "${queue[@]}" | sed '/^$/d' > "$work/queue"
 
