@@ -427,9 +427,12 @@ same_files() {
     run t 60 "$GPT" --config tiny --steps 2 --threads 1 --save "$d/ck" --out "$d/b"
     assert_user_error
     [[ "$output" == *"another job is saving into $d/ck"* ]]
-    # SIGKILL'd, the first job's lock is gone with it: the directory is free
-    for i in $(seq 100); do pgrep -f -- "--out $d/a" > /dev/null || break; sleep 0.1; done
+    # SIGKILL'd, the first job's lock is gone with it: the directory is free.
+    # (Wait for the lock itself: a dying process leaves the process list's
+    # view of it, its command line, before the kernel closes its files.)
+    for i in $(seq 100); do flock -n "$d/ck/.lock" true && break; sleep 0.1; done
     run t 60 "$GPT" --config tiny --steps 2 --threads 1 --save "$d/ck" --out "$d/b"
+    echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"saved $d/ck/step-000002"* ]]
 }
