@@ -86,6 +86,9 @@ optional_word = $(if $(call lab_available,$(1),$(2)),$(call lab_word,$(1),$(2),$
 link_word = $(if $(filter %?,$(1)),$(call optional_word,$(1:?=),$(2),$(3)),$(if $(call lab_of,$(1)),$(call lab_word,$(1),$(2),$(3)),$(call apps_objects,$(1))))
 # $(call program_links,OF,COPY,PROG): the objects PROG of OF's COPY links
 program_links = $(foreach w,$($(1).link.$(3)),$(call link_word,$(w),$(1),$(2)))
+# $(call student_links,LAB,PROG): what PROG of a student's copy of LAB links
+# besides the lab's own objects (the grader compiles those from the copy)
+student_links = $(filter-out $(call lab_files,$(1),$(BUILD)/labs),$(call program_links,$(1),labs,$(2)))
 
 LAB_BINS := $(foreach l,$(LAB_NAMES),$(foreach c,$(call copies_of,$(l)),$(foreach p,$($(l).programs),$(BUILD)/$(c)/$(l)/$(p))))
 EARLIER_OBJS := $(foreach l,$(LAB_NAMES),$(call lab_files,$(l),$(BUILD)/earlier))
@@ -448,7 +451,7 @@ tour: deps
 # state the other labs' files are in.
 LAB ?= all
 GRADE_LABS := $(if $(filter all,$(LAB)),$(LAB_NAMES),$(filter $(LAB) $(LAB)_%,$(LAB_NAMES)))
-GRADE_INPUTS := $(LIBCOMMON) $(BUILD)/data/synth.tok $(sort $(foreach l,$(GRADE_LABS),$(foreach p,$($(l).programs),$(filter-out $(call lab_files,$(l),$(BUILD)/labs),$(call program_links,$(l),labs,$(p))))))
+GRADE_INPUTS := $(LIBCOMMON) $(BUILD)/data/synth.tok $(sort $(foreach l,$(GRADE_LABS),$(foreach p,$($(l).programs),$(call student_links,$(l),$(p)))))
 grade: deps
 	@$(MAKE) --no-print-directory $(GRADE_INPUTS)
 	python3 grader/grade.py --lab $(LAB) $(GRADE_FLAGS)
@@ -471,7 +474,7 @@ print-flags:
 # objects it links besides the lab's own, for a student's copy) and the
 # docs' tests (print-programs, print-benchmarks)
 print-links:
-	@$(foreach l,$(LAB_NAMES),$(foreach p,$($(l).programs),echo "$(l) $(p) $(filter-out $(call lab_files,$(l),$(BUILD)/labs),$(call program_links,$(l),labs,$(p)))";))
+	@$(foreach l,$(LAB_NAMES),$(foreach p,$($(l).programs),echo "$(l) $(p) $(call student_links,$(l),$(p))";))
 print-programs:
 	@$(foreach l,$(LAB_NAMES),$(foreach p,$($(l).programs),echo "$(l) $(p)";))
 	@$(foreach b,$(TOOL_BINS) $(DATASET_BINS),echo "tools $(notdir $(b))";)
