@@ -140,7 +140,7 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[
 # that must not stop their build.
 NVCC_WERROR := $(if $(filter 1,$(WERROR)),-Werror all-warnings -Xcompiler -Werror)
 NVCCFLAGS := -std=c++17 -O2 $(CUDA_ARCH) $(NVCC_WERROR) -Xcompiler -Wall,-Wextra \
-	-MMD -MP -DOMPI_SKIP_MPICXX -DKIT_CUDA
+	-MMD -MP -DOMPI_SKIP_MPICXX -DKIT_CUDA -DKIT_NCCL
 NCCL_DIRS := $(if $(filter $(CUDA_HOME),$(NCCL_HOME)),,-I$(NCCL_HOME)/include)
 CUDA_CPPFLAGS = -Icommon -Itests/c -Iapps -I$(CUDA_HOME)/include $(NCCL_DIRS) $(shell mpicc --showme:compile)
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
@@ -158,7 +158,7 @@ CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/tests/%,$(wildcard te
 # its flags) and switching rebuilds every object.
 FLAVOR := $(if $(filter 1,$(CUDA)),cuda,cpu)
 ifeq ($(FLAVOR),cuda)
-CPPFLAGS += -DKIT_CUDA
+CPPFLAGS += -DKIT_CUDA -DKIT_NCCL
 COMMON_OBJ += $(filter $(BUILD)/cuda/common/%,$(CUDA_OBJ))
 LDLIBS += $(CUDA_LDLIBS)
 endif
@@ -311,8 +311,24 @@ $(foreach t,$(TEST_NAMES),$(eval $(call test_rule,$(t))))
 # solutions, into build/fake_gpu/NN_name/; selftest checks the pretend GPU
 # itself. -rdynamic: the crash report's backtrace names the programs'
 # functions.
-FAKE_DEVICE := $(BUILD)/tests/fake_gpu/fake_device.o
-FAKE_GPU_BINS := $(foreach l,$(LAB_NAMES),$(foreach p,$($(l).fake_gpu),$(BUILD)/fake_gpu/$(l)/$(p))) $(BUILD)/fake_gpu/selftest
+# The pretend GPU comes with the pretend NCCL (tests/fake_gpu/fake_nccl.c,
+# over MPI): comm.c with its NCCL path (KIT_NCCL) and common/comm_nccl.cu,
+# which g++ builds against the pretend's nccl.h and cuda_runtime_api.h
+# (tests/fake_gpu/include/), come before the library, whose comm.o is then
+# left out. With one pretend GPU per rank (FAKE_GPUS) every group runs on it.
+FAKE_DEVICE := $(BUILD)/tests/fake_gpu/fake_device.o $(BUILD)/tests/fake_gpu/fake_nccl.o \
+	$(BUILD)/fake_gpu/obj/comm.o $(BUILD)/fake_gpu/obj/comm_nccl.o
+FAKE_GPU_BINS := $(foreach l,$(LAB_NAMES),$(foreach p,$($(l).fake_gpu),$(BUILD)/fake_gpu/$(l)/$(p))) \
+	$(BUILD)/fake_gpu/selftest $(BUILD)/fake_gpu/nccl_check
+$(BUILD)/fake_gpu/obj/comm.o: common/comm.c $(BUILD)/flavor
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -DKIT_NCCL $(CFLAGS) -c $< -o $@
+# C++ without exceptions or RTTI: no libstdc++ to link
+$(BUILD)/fake_gpu/obj/comm_nccl.o: common/comm_nccl.cu $(BUILD)/flavor
+	@mkdir -p $(@D)
+	$(CXX) -x c++ -std=c++17 -fno-exceptions -fno-rtti -O2 -g -Wall -Wextra -MMD -MP \
+		-DOMPI_SKIP_MPICXX -DKIT_NCCL -Itests/fake_gpu/include $(CPPFLAGS) $(shell mpicc --showme:compile) \
+		-c $< -o $@
 FAKE_GPU_LDFLAGS := -rdynamic
 # It runs every lab's solution: in a handout without them all it skips.
 ifeq ($(filter-out $(SOLVED),$(LAB_NAMES)),)
@@ -326,6 +342,7 @@ $(BUILD)/fake_gpu/$(1)/$(2): $(FAKE_DEVICE) $(call program_links,$(1),solutions,
 endef
 $(foreach l,$(LAB_NAMES),$(foreach p,$($(l).fake_gpu),$(eval $(call fake_gpu_rule,$(l),$(p)))))
 $(BUILD)/fake_gpu/selftest: $(FAKE_DEVICE) $(BUILD)/tests/fake_gpu/selftest.o $(LIBCOMMON)
+$(BUILD)/fake_gpu/nccl_check: $(FAKE_DEVICE) $(BUILD)/tests/fake_gpu/nccl_check.o $(LIBCOMMON)
 $(FAKE_GPU_BINS):
 	@mkdir -p $(@D)
 	$(CC) $(FAKE_GPU_LDFLAGS) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
@@ -345,7 +362,7 @@ demo: deps
 
 test:
 	@bash scripts/deps.sh --test
-	@$(MAKE) --no-print-directory all data
+	@$(MAKE) --no-print-directory all data fake-gpu
 	bash tests/run.sh
 
 # Lecture decks: slides/NN_name.md into self-contained HTML under

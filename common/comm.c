@@ -9,7 +9,7 @@
 #include "fileio.h"
 #include "trace.h"
 #include "watchdog.h"
-#ifdef KIT_CUDA
+#ifdef KIT_NCCL
 #include "comm_nccl.h"
 #endif
 
@@ -23,6 +23,7 @@ typedef struct CommBook {
     Comm *comm;
     CommOpStats stats[OP_NUM];
     int untraced;
+    int gpus_attached;  /* comm_attach_gpus has decided: NCCL or host staging */
     struct CommBook *next;
 } CommBook;
 static CommBook *g_books;
@@ -42,7 +43,7 @@ void mpi_die_at(const char *file, int line, const char *call, int rc) {
 
 static const char *const g_op_names[OP_NUM] = {
     "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce",
-    "alltoall", "alltoallv", "send", "recv", "sendrecv", "barrier", "gather"};
+    "alltoall", "alltoallv", "send", "recv", "sendrecv", "barrier", "gather", "nccl_setup"};
 
 const char *comm_op_name(CommOp op) { return g_op_names[op]; }
 
@@ -73,9 +74,16 @@ static int mpi_count(size_t n) {
     return (int)n;
 }
 
+void comm_abort_gpus(void) {
+#ifdef KIT_NCCL
+    for (CommBook *b = g_books; b; b = b->next) comm_nccl_abort(b->comm);
+#endif
+}
+
 /* How a fatal error ends every rank (check.h): no rank is left waiting. */
 static void abort_all(int status) {
     watchdog_mark_leaving();
+    comm_abort_gpus();
     MPI_Abort(MPI_COMM_WORLD, status);
     exit(status);
 }
@@ -144,7 +152,12 @@ void comm_finalize(void) {
 Comm *comm_split(Comm *parent, int color, int key, const char *name) {
     MPI_Comm sub;
     MPI_CHECK(MPI_Comm_split(parent->mpi, color, key, &sub));
-    return comm_new(sub, name);
+    Comm *c = comm_new(sub, name);
+    book_of(c)->gpus_attached = book_of(parent)->gpus_attached;
+#ifdef KIT_NCCL
+    if (parent->nccl) comm_nccl_split(parent, c, color, key);
+#endif
+    return c;
 }
 
 Comm *comm_split_node(Comm *parent, const char *name) {
@@ -158,18 +171,22 @@ void comm_set_timeout(double seconds) { watchdog_set_timeout(seconds); }
 
 void comm_attach_gpus(Comm *c) {
     CHECK(device_current() == DEVICE_CUDA, "comm_attach_gpus without --device cuda");
-#ifdef KIT_CUDA
+    CommBook *b = book_of(c);
+    if (b->gpus_attached) return;
+    b->gpus_attached = 1;
+#ifdef KIT_NCCL
     if (comm_nccl_one_gpu_per_rank(c)) comm_nccl_attach(c);
 #endif
     if (c->rank == 0)
-        printf(c->nccl ? "%s: group '%s' over NCCL, one GPU per rank\n"
+        printf(c->nccl ? "%s: group '%s' over NCCL, one GPU per rank, and every group split "
+                         "from it\n"
                        : "%s: group '%s': ranks share GPUs, so NCCL cannot serve them: MPI with "
                          "host staging (every collective copies through host memory)\n",
                g_program_name, c->name);
 }
 
 void comm_free(Comm *c) {
-#ifdef KIT_CUDA
+#ifdef KIT_NCCL
     if (c->nccl) comm_nccl_detach(c);
 #endif
     for (CommBook **p = &g_books; *p; p = &(*p)->next)
@@ -243,8 +260,22 @@ static void check_disjoint(const void *a, size_t na, const void *b, size_t nb, c
 
 /* ---- the calls; each blocking call = its non-blocking form + wait ---- */
 
+/* The batch open now (comm_batch_begin), numbered from 1; 0 when none. A
+ * request of the open batch must not be waited for: MPI would finish it, but
+ * NCCL launches a batch only at its end, so on GPUs the wait would never
+ * return. Refusing it here shows the bug on the CPU too. */
+static int g_open_batch, g_batches;
+
+static void require_batch_ended(const CommRequest *req) {
+    CHECK(!req->batch || req->batch != g_open_batch,
+          "a wait for a %s of group '%s' before the end of its batch: NCCL launches a batch at "
+          "comm_batch_end, so this wait would never end; end the batch first",
+          g_op_names[req->op], req->comm->name);
+}
+
 static void start(CommRequest *req, Comm *c, CommOp op, size_t bytes) {
     memset(req, 0, sizeof *req);
+    req->batch = g_open_batch;
     req->mpi = req->mpi_second = MPI_REQUEST_NULL;
     req->comm = c;
     req->op = op;
@@ -276,15 +307,25 @@ static void *staged_recv(CommRequest *req, void *recv, size_t bytes, int copy_in
     return req->staged_recv;
 }
 
-/* Starts the op on NCCL when the group has an NCCL communicator and the
- * buffers are on the GPU; returns 0 (nothing done) otherwise. The
+/* NCCL serves an op when the group has it and every buffer given is GPU
+ * memory: NCCL reads and writes device memory only, so a host buffer beside
+ * a GPU one goes the MPI way, staged. */
+#ifdef KIT_NCCL
+static int nccl_serves(const Comm *c, const void *send, const void *recv) {
+    return c->nccl && (send || recv) && (!send || device_is_gpu_pointer(send)) &&
+           (!recv || device_is_gpu_pointer(recv));
+}
+#endif
+
+/* Starts the op on NCCL when nccl_serves it; returns 0 (nothing done)
+ * otherwise. The
  * communication stream first waits for the kernels that produced the data.
  * For send and recv, `root` is the peer. */
 static int nccl_start(CommRequest *req, const void *send, void *recv, size_t n,
                       CommDtype dtype, CommRedop redop, int root) {
-#ifdef KIT_CUDA
+#ifdef KIT_NCCL
     Comm *c = req->comm;
-    if (!c->nccl || !device_is_gpu_pointer(recv ? recv : send)) return 0;
+    if (!nccl_serves(c, send, recv)) return 0;
     device_comm_after_compute();
     void *stream = device_comm_stream();
     NcclRequest *r = &req->nccl;
@@ -341,7 +382,7 @@ static void wait_bounded(const Comm *c, CommOp op, int peer, MPI_Request *r) {
 /* Is the request's transfer done? (NCCL counts its own ops when they are.) */
 static int transfer_done(CommRequest *req, int wait) {
     int done = 0;
-#ifdef KIT_CUDA
+#ifdef KIT_NCCL
     if (req->on_nccl) {
         if (wait) comm_nccl_wait(&req->nccl);
         return wait || comm_nccl_test(&req->nccl);
@@ -372,6 +413,7 @@ static void finish(CommRequest *req) {
 
 int comm_test(CommRequest *req) {
     if (!req->active) return 1;
+    require_batch_ended(req);
     int done = transfer_done(req, 0);
     if (done) finish(req);
     return done;
@@ -379,6 +421,7 @@ int comm_test(CommRequest *req) {
 
 void comm_wait(CommRequest *req) {
     if (!req->active) return;
+    require_batch_ended(req);
     transfer_done(req, 1);
     finish(req);
 }
@@ -474,13 +517,17 @@ void comm_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag,
 }
 
 void comm_batch_begin(void) {
-#ifdef KIT_CUDA
+    CHECK(!g_open_batch, "comm_batch_begin inside another batch");
+    g_open_batch = ++g_batches;
+#ifdef KIT_NCCL
     if (device_current() == DEVICE_CUDA) comm_nccl_batch_begin();
 #endif
 }
 
 void comm_batch_end(void) {
-#ifdef KIT_CUDA
+    CHECK(g_open_batch, "comm_batch_end without comm_batch_begin");
+    g_open_batch = 0;
+#ifdef KIT_NCCL
     if (device_current() == DEVICE_CUDA) comm_nccl_batch_end();
 #endif
 }
@@ -533,8 +580,8 @@ void comm_recv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag) 
 
 void comm_sendrecv(Comm *c, const void *send, size_t send_n, int dst, void *recv, size_t recv_n,
                    int src, CommDtype dtype, int tag) {
-#ifdef KIT_CUDA
-    if (c->nccl && device_is_gpu_pointer(recv)) {
+#ifdef KIT_NCCL
+    if (nccl_serves(c, send_n ? send : NULL, recv_n ? recv : NULL)) {
         device_comm_after_compute();
         comm_nccl_sendrecv(c, send, send_n, dst, recv, recv_n, src, dtype, device_comm_stream());
         return;
@@ -578,8 +625,8 @@ void comm_reduce(Comm *c, const void *send, void *recv, size_t n, CommDtype dtyp
 void comm_alltoall(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype) {
     size_t bytes = n * (size_t)c->size * comm_dtype_size(dtype);
     if (send != recv) check_disjoint(send, bytes, recv, bytes, "alltoall");
-#ifdef KIT_CUDA
-    if (c->nccl && send != recv && device_is_gpu_pointer(recv)) {
+#ifdef KIT_NCCL
+    if (send != recv && nccl_serves(c, send, recv)) {
         device_comm_after_compute();
         comm_nccl_alltoall(c, send, recv, n, dtype, device_comm_stream());
         return;
@@ -614,8 +661,8 @@ void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts,
     }
     size_t es = comm_dtype_size(dtype);
     check_disjoint(send, send_extent * es, recv, recv_extent * es, "alltoallv");
-#ifdef KIT_CUDA
-    if (c->nccl && device_is_gpu_pointer(recv)) {
+#ifdef KIT_NCCL
+    if (nccl_serves(c, send, recv)) {
         device_comm_after_compute();
         comm_nccl_alltoallv(c, send, send_counts, send_offsets, recv, recv_counts, recv_offsets,
                             dtype, device_comm_stream());

@@ -66,6 +66,7 @@ typedef enum {
     OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST, OP_REDUCE,
     OP_ALLTOALL, OP_ALLTOALLV, OP_SEND, OP_RECV, OP_SENDRECV, OP_BARRIER,
     OP_GATHER,  /* comm_gather_text: the kit's outputs, not counted */
+    OP_NCCL_SETUP,  /* making, splitting or freeing an NCCL communicator, not counted */
     OP_NUM
 } CommOp;
 
@@ -109,6 +110,7 @@ typedef struct {
     size_t bytes;
     double t_start;
     int active;
+    int batch;          /* the batch it was posted in (comm_batch_begin), 0 for none */
     int *tables;        /* MPI's count/displacement arrays, kept until completion */
     /* in-place reduce-scatter finishes with a copy out of scratch */
     void *copy_dst;
@@ -134,7 +136,11 @@ Comm *comm_split(Comm *parent, int color, int key, const char *name);
 Comm *comm_split_node(Comm *parent, const char *name);
 /* With --device cuda: give c an NCCL communicator when every rank of c has
  * a GPU of its own; when ranks share GPUs, c stages GPU buffers through
- * host memory. Rank 0 of c says which, once. Collective over c. */
+ * host memory. Rank 0 of c says which, once. Collective over c; once per
+ * group (a second call does nothing). Groups split from c afterwards
+ * (comm_split) take the same path: each its own NCCL communicator, or
+ * staging. mesh_create attaches the world first, so every group of a
+ * trainer's mesh runs on NCCL when each rank has its own GPU. */
 void comm_attach_gpus(Comm *c);
 void comm_free(Comm *c);
 
@@ -201,7 +207,10 @@ void comm_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag,
 /* A batch of sends and receives (pipeline schedules' pairs: schedule.h):
  * everything posted between begin and end starts together. MPI's
  * non-blocking calls already do; NCCL's go on one stream in order, where a
- * send waits for its receive, so a batch is one NCCL group there. */
+ * send waits for its receive, so a batch is one NCCL group there, launched
+ * at its end. So no request of a batch may be waited for (comm_wait,
+ * comm_test, a blocking call) before comm_batch_end: a fatal error, on the
+ * CPU as on GPUs. Batches do not nest. */
 void comm_batch_begin(void);
 void comm_batch_end(void);
 /* Every blocking call and every wait is bounded by the communication
@@ -244,6 +253,10 @@ void comm_reset_stats(Comm *c);
 /* Every call on c from now on is the kit's bookkeeping (preflight.h):
  * neither counted in comm.csv nor traced. */
 void comm_set_untraced(Comm *c);
+/* The job ends on an error: abort every NCCL communicator first (the fatal
+ * paths of check.h and the watchdog call it), so no GPU is left waiting in
+ * a collective for a rank that is gone. */
+void comm_abort_gpus(void);
 /* An all-gather for a program's outputs (a gather for --dump-params, a
  * timeline), not the training's traffic: not counted in comm.csv */
 void comm_allgather_untraced(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype);

@@ -4,8 +4,18 @@
  * NCCL instead of MPI: the data stays on the GPU and travels over NVLink or
  * PCIe. The NCCL communicator hangs off the group's Comm (c->nccl) and is
  * bootstrapped through it: rank 0 of the group asks NCCL for a unique id,
- * MPI_Bcast hands it to the others, every rank calls ncclCommInitRank with it.
- * Each group (world, dp, tp...) gets its own id and its own NCCL communicator.
+ * MPI_Bcast hands it to the others, every rank calls ncclCommInitRankConfig
+ * with it. That is done for the world; every group split from a group with
+ * NCCL (dp, tp, pp, cp, ep...: comm_split) gets its own communicator from
+ * ncclCommSplit, in the same order on every rank.
+ *
+ * Non-blocking communicators. Creating one waits for every rank to come; a
+ * rank that never does would hang the others inside NCCL, out of the
+ * watchdog's reach. So the communicators are non-blocking (config.blocking
+ * = 0): calls return at once, maybe with ncclInProgress, and the kit polls
+ * ncclCommGetAsyncError under the watchdog until the communicator is ready.
+ * On a fatal error every communicator is aborted (ncclCommAbort) before
+ * the job ends.
  *
  * This header is plain C: C files include it without nvcc. A cudaStream_t is
  * passed as `void *` (NULL: the default stream); c->nccl is NCCL's
@@ -63,20 +73,24 @@ extern "C" {
 
 #include "comm.h"
 
-/* The GPU this process uses, bound on the first call (device.h says how:
- * node rank modulo visible GPUs). No GPU visible is a user error. */
-int comm_nccl_device(void);
-
 /* 1 when every rank of c has a GPU of its own, so that NCCL can serve c;
  * 0 when two of them share one (collective over c). */
 int comm_nccl_one_gpu_per_rank(Comm *c);
 
-/* Give the group c an NCCL communicator (collective over c). Two ranks of c
+/* Give the group c an NCCL communicator (collective over c; the pretend
+ * NCCL of tests/fake_gpu makes it for the whole world only). Two ranks of c
  * on one GPU is a user error: NCCL refuses it, the MPI path with host staging
  * is the way to run several ranks per GPU. */
 void comm_nccl_attach(Comm *c);
+/* child, just split from parent by MPI with (color, key), gets the
+ * communicator ncclCommSplit makes with the same (collective over parent):
+ * every rank makes its groups in the same order, so no id is exchanged. */
+void comm_nccl_split(Comm *parent, Comm *child, int color, int key);
 /* Free c's NCCL communicator (collective over c), before comm_free(c). */
 void comm_nccl_detach(Comm *c);
+/* The job is ending on an error: NCCL frees c's communicator without
+ * waiting for its peers (ncclCommAbort); this rank's GPU work on it stops. */
+void comm_nccl_abort(Comm *c);
 
 /* ---- blocking, device buffers (see comm.h for the layouts) ---- */
 void comm_nccl_allreduce(Comm *c, const void *send, void *recv, size_t n,

@@ -3,9 +3,9 @@
  * `--device cpu` (the default) keeps everything in host memory. `--device
  * cuda` makes the process's GPU current: from then on mem_alloc returns GPU
  * memory and every kernel of kernels.h runs there. The GPU is chosen from
- * the process's rank on its node (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK)
- * modulo the GPUs it sees, so `mpirun -np 4` on a 4-GPU workstation puts one
- * rank on each, and on a 1-GPU machine all four share it.
+ * the process's rank on its node modulo the GPUs it sees
+ * (device_gpu_of_local_rank), so `mpirun -np 4` on a 4-GPU workstation puts
+ * one rank on each, and on a 1-GPU machine all four share it.
  *
  * Streams. Kernels run on the compute stream (CUDA's default stream, which
  * cuBLAS also uses). NCCL collectives run on a separate communication
@@ -22,6 +22,7 @@
 #define DEVICE_H
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -75,6 +76,28 @@ void device_comm_after_compute(void);
  * real GPU. Pairs may nest. */
 void device_kernel_begin(void);
 void device_kernel_end(void);
+
+/* This process's rank among the processes of its node, as the launcher
+ * says it: Open MPI's OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID,
+ * Slurm's SLURM_LOCALID; -1 when none does (device_cuda.cu then asks MPI). */
+static inline int device_local_rank(void) {
+    static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                        "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) return atoi(v);
+    }
+    return -1;
+}
+
+/* The GPU of a process: its local rank modulo the GPUs it sees. The
+ * runtime numbers only the visible ones, so under CUDA_VISIBLE_DEVICES set
+ * per task (as Slurm does) count is 1 and each rank takes its own; with
+ * more ranks than GPUs, ranks share them (comm.h then stages through host
+ * memory, NCCL refusing two ranks on one GPU). */
+static inline int device_gpu_of_local_rank(int local_rank, int count) {
+    return (local_rank < 0 ? 0 : local_rank) % count;
+}
 
 #ifdef KIT_CUDA
 /* The GPU half, in device_cuda.cu. */

@@ -16,12 +16,12 @@ static cudaEvent_t g_compute_mark;          /* "compute queued up to here" */
 static char g_description[320];
 static char g_memory_id[48];                /* "GPU-" and the UUID's 32 hex digits */
 
-/* Rank of this process among the processes of its node: Open MPI says it in
- * the environment; otherwise, if MPI is running, a shared-memory split of
- * the world (collective); a process started without mpirun is rank 0. */
+/* Rank of this process among the processes of its node: the launcher's
+ * (device_local_rank); otherwise, if MPI is running, a shared-memory split
+ * of the world (collective); a process started without mpirun is rank 0. */
 static int node_rank(void) {
-    const char *env = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (env) return atoi(env);
+    const int local = device_local_rank();
+    if (local >= 0) return local;
     int running = 0;
     MPI_CHECK(MPI_Initialized(&running));
     if (!running) return 0;
@@ -40,7 +40,7 @@ int device_cuda_bind(void) {
     if (rc != cudaSuccess || count == 0)
         USER_ERROR("--device cuda needs a CUDA GPU and none is visible (%s)",
                    rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
-    g_gpu = node_rank() % count;
+    g_gpu = device_gpu_of_local_rank(node_rank(), count);
     CUDA_CHECK(cudaSetDevice(g_gpu));
     /* non-blocking: no implicit ordering with the default (compute) stream;
      * the order we need is made explicit with events */

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device.h"
+
 const char *const MESH_DIM_NAMES[MESH_DIMS] = {"tp", "cp", "dp", "pp"};
 
 int mesh_order_parse(const char *order, MeshDim out[MESH_DIMS], char *why, size_t n) {
@@ -199,6 +201,9 @@ Mesh *mesh_create(Comm *world, MeshDegrees deg) {
     m->dp_rank = dp;
     m->pp_rank = p;
     m->ep_rank = dp % d->ep;
+    /* on GPUs, the world first: its groups then get NCCL communicators of
+     * their own when each rank has its own GPU (comm_attach_gpus) */
+    if (device_current() == DEVICE_CUDA) comm_attach_gpus(world);
     /* color = the rank with this group's coordinate set to 0 (unique per
      * group); key = the coordinate, so group rank = coordinate */
     m->tp_group = comm_split(world, mesh_rank_of(d, 0, c, dp, p), t, "tp");

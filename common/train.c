@@ -322,7 +322,6 @@ static void setup_model(const TrainOptions *o, const TrainParallel *par, Run *r)
     if (cuda) r->tokens.staging = malloc(batch_ints * sizeof(int));
     CHECK((r->layout->cp == 1 || r->tokens.whole) && (!cuda || r->tokens.staging),
           "out of memory for the token batches");
-    if (par && cuda) comm_attach_gpus(par->dp);
 }
 
 /* What this rank holds for --save and --resume, --resume's checkpoint

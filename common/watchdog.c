@@ -355,6 +355,7 @@ static void describe_others(Report *r, double now) {
  * one stays silent (and ends the job itself should that fail). */
 __attribute__((noreturn))
 static void end_silently(void) {
+    comm_abort_gpus();
     sleep(CHECK_GRACE_SECONDS);
     MPI_Abort(MPI_COMM_WORLD, EXIT_COMM_TIMEOUT);
     exit(EXIT_COMM_TIMEOUT);

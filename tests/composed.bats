@@ -1,15 +1,18 @@
 #!/usr/bin/env bats
 # The composed trainer (train_4d, issue 22): every parallel dimension in
 # one program. Each layout of the equivalence matrix, on 8 ranks (or 4),
-# follows the single-device run of the same batch (lab 00's train_gpt, or
-# its MoE run): losses within the grader's tolerance, the gathered
-# parameters within 1e-5; every stage's memory, and its TP and CP traffic,
-# equal the planner's; the ranks' copies of the model agree. A checkpoint
-# saved in one composed layout resumes in another. Bad combinations are
-# one clear error.
+# follows the single-device run of the same batch (lab 00's train_gpt on
+# the CPU, or its MoE run): losses within the grader's tolerance, the
+# gathered parameters within 1e-5; every stage's memory, and its TP and CP
+# traffic, equal the planner's; the ranks' copies of the model agree. The
+# matrix runs the GPU path: pretend GPUs, one per rank, every group over
+# the pretend NCCL (tests/fake_gpu, `make fake-gpu`); the checkpoints, the
+# tour and the grader run train_4d on the CPU. A checkpoint saved in one
+# composed layout resumes in another. Bad combinations are one clear error.
 load helpers
 
 T4D="$BUILD/solutions/10_composed/train_4d"
+T4D_GPU="$BUILD/fake_gpu/10_composed/train_4d"
 GPT="$BUILD/solutions/00_single_device/train_gpt"
 COMMON=(--config tiny --steps 4 --eval-every 100 --threads 1 --batch 8 --grad-accum 2)
 
@@ -21,15 +24,20 @@ setup_file() {
         --dump-params "$BASE_MOE/params.bin" > /dev/null
 }
 
-# composed NP BASE "FLAGS"...: each layout on NP ranks follows BASE's run
+# composed NP BASE "FLAGS"...: each layout on NP ranks, on NP pretend GPUs
+# over the pretend NCCL, follows BASE's run
 composed() {
     local np=$1 base=$2 flags out
     shift 2
+    t 600 make -s -C "$ROOT" fake-gpu
     for flags in "$@"; do
         out="$BATS_TEST_TMPDIR/4d-$np-${flags// /_}"
         # shellcheck disable=SC2086  # flags is a list
-        run mpirun_t 300 "$np" "$T4D" "${COMMON[@]}" $flags --out "$out" --dump-params "$out/params.bin"
+        run mpirun_t 300 "$np" env FAKE_GPUS="$np" "$T4D_GPU" "${COMMON[@]}" $flags --device cuda \
+            --out "$out" --dump-params "$out/params.bin"
         [ "$status" -eq 0 ] || { echo "$flags: $output"; return 1; }
+        [[ "$output" == *"group 'world' over NCCL, one GPU per rank, and every group split from it"* ]] ||
+            { echo "$flags: not over NCCL: $output"; return 1; }
         [[ "$output" != *DIFFERENT* ]] || { echo "$flags: $output"; return 1; }
         grep -qE '^  params +predicted +[0-9]+ +measured +[0-9]+ +ok$' <<<"$output" ||
             { echo "$flags: no memory check: $output"; return 1; }

@@ -287,3 +287,59 @@ same_bits() {
     [ "$status" -eq 0 ]
     cmp "$d/ct/params.bin" "$d/gt/params.bin"
 }
+
+@test "fake gpu: comm.h on GPU buffers over the pretend NCCL (one GPU per rank): every collective, uneven shards, a split group, batches of 40 with an all-reduce inside, host beside GPU buffers" {
+    run mpirun_t 120 4 env FAKE_GPUS=4 "$FAKE/nccl_check"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"nccl_check: group 'world' over NCCL, one GPU per rank, and every group split from it"* ]]
+    [[ "$output" == *"nccl_check: ok"* ]]
+    # a wait for a request of a batch before the batch ends: NCCL would never
+    # launch it; one clear fatal line, not a hang nor a wrong result, and
+    # the same on MPI (ranks sharing a GPU), where the wait would work
+    for gpus in 3 1; do
+        run mpirun_t 60 3 env FAKE_GPUS=$gpus "$FAKE/nccl_check" wait-in-batch
+        echo "$output"
+        [ "$status" -eq 1 ]
+        [[ "$output" == *"fatal: "*"a wait for a recv of group 'world' before the end of its batch: NCCL launches a batch at comm_batch_end, so this wait would never end; end the batch first"* ]]
+        [[ "$output" != *"not caught"* ]]
+    done
+}
+
+@test "fake gpu: DDP overlapped and ZeRO-3 on 3 pretend GPUs over the pretend NCCL: two runs give the same bits, and follow the CPU run" {
+    cd "$ROOT"
+    local d="$BATS_TEST_TMPDIR" flags
+    for flags in "02_ddp/train_ddp --ddp overlapped --bucket-mb 0.1" "03_zero/train_zero --zero 3"; do
+        read -r prog args <<<"$flags"
+        local name=${prog%%/*}
+        for k in 1 2; do
+            # shellcheck disable=SC2086  # args is a list
+            run mpirun_t 180 3 env FAKE_GPUS=3 "$FAKE/$prog" "${COMMON[@]}" $args --batch 12 --grad-accum 2 \
+                --device cuda --out "$d/$name-$k" --dump-params "$d/$name-$k/params.bin"
+            [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+            [[ "$output" == *"over NCCL, one GPU per rank"* ]]
+        done
+        cmp "$d/$name-1/params.bin" "$d/$name-2/params.bin"
+        cmp <(cut -d, -f1-5 "$d/$name-1/metrics.csv") <(cut -d, -f1-5 "$d/$name-2/metrics.csv")
+        # shellcheck disable=SC2086
+        mpirun_t 180 3 "$BUILD/solutions/$prog" "${COMMON[@]}" $args --batch 12 --grad-accum 2 \
+            --out "$d/$name-cpu" --dump-params "$d/$name-cpu/params.bin" > /dev/null
+        BASE="$d/$name-cpu" same_run "$d/$name-1"
+        # comm.csv counts the same calls and bytes on either path
+        cmp <(cut -d, -f1-5 "$d/$name-1/comm.csv") <(cut -d, -f1-5 "$d/$name-cpu/comm.csv")
+    done
+}
+
+@test "fake gpu: a rank that never comes to NCCL's init ends the job by the watchdog, every communicator aborted first" {
+    cd "$ROOT"
+    run mpirun_t 60 3 env FAKE_GPUS=3 FAKE_NCCL_STALL_INIT=2 FAKE_NCCL_LOG=1 "$FAKE/03_zero/train_zero" \
+        "${COMMON[@]}" --zero 1 --batch 12 --device cuda --comm-timeout 2 --out "$BATS_TEST_TMPDIR/x"
+    echo "$output"
+    [ "$status" -eq 4 ]
+    [[ "$output" == *"train_zero: comm timeout: rank "[01]" waited "*" s in nccl_setup on group 'world' (3 ranks), over --comm-timeout 2"* ]]
+    # the rank that reports aborted the communicator it was making (the
+    # other waiting one may be ended by then)
+    local reporter
+    reporter=$(sed -n "s/^train_zero: comm timeout: rank \([01]\) waited.*/\1/p" <<<"$output")
+    [[ "$output" == *"pretend NCCL: rank $reporter: ncclCommAbort of a communicator still initializing"* ]]
+}

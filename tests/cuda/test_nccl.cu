@@ -18,6 +18,7 @@
 
 #include "comm_nccl.h"
 #include "cuda_check.h"
+#include "device.h"
 #include "gpu_present.h"
 #include "unit.h"
 
@@ -303,7 +304,7 @@ static void check_point_to_point(Comm *c, CommDtype dtype, size_t n) {
 }
 
 static void check_group(Comm *c) {
-    comm_nccl_attach(c);
+    CHECK(c->nccl, "group '%s' has no NCCL communicator", c->name);
     for (int dtype = 0; dtype < COMM_NUM_DTYPES; dtype++)
         for (size_t i = 0; i < sizeof g_sizes / sizeof g_sizes[0]; i++) {
             CommDtype d = (CommDtype)dtype;
@@ -314,16 +315,17 @@ static void check_group(Comm *c) {
             check_alltoall(c, d, g_sizes[i]);
             check_point_to_point(c, d, g_sizes[i]);
         }
-    comm_nccl_detach(c);
 }
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     exit_unless_gpu_present();
     Comm *world = comm_init(&argc, &argv);
-    comm_nccl_device();
+    device_select("cuda");
     CUDA_CHECK(cudaStreamCreate(&g_stream));
+    comm_nccl_attach(world);
     check_group(world);
+    /* split from the world's communicator (ncclCommSplit) */
     Comm *half = comm_split(world, world->rank % 2, world->rank, "half");
     check_group(half);
     comm_free(half);

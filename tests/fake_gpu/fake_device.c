@@ -70,7 +70,8 @@ static size_t g_in_use;       /* bytes the live blocks take */
 static int g_open;            /* depth of device_kernel_begin/end and the copies */
 static Block *g_blocks;       /* live blocks, by address */
 static size_t g_count, g_capacity;
-static char g_description[96];
+static char g_description[160];
+static char g_memory_id[64];  /* device_memory_id(): the pretend GPU's "UUID" */
 static struct sigaction g_previous_segv;
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
@@ -189,6 +190,14 @@ static size_t memory_bytes(void) {
     return (size_t)mb << 20;
 }
 
+/* FAKE_GPUS: how many pretend GPUs the node has (default 1, which all its
+ * ranks share: the MPI path with host staging); as many as ranks gives each
+ * its own, and NCCL (the pretend one, fake_nccl.c) serves every group. */
+static int gpu_count(void) {
+    const char *env = getenv("FAKE_GPUS");
+    return env ? (int)cli_int("FAKE_GPUS", env, 1, 1024) : 1;
+}
+
 /* The arena, locked, and the handler that reports touching it. */
 static void make_gpu(void) {
     g_arena_bytes = memory_bytes();
@@ -199,8 +208,13 @@ static void make_gpu(void) {
              g_arena_bytes >> 20);
     g_arena = p + (HUGE_PAGE - (uintptr_t)p % HUGE_PAGE) % HUGE_PAGE;
     madvise(g_arena, g_arena_bytes, MADV_HUGEPAGE); /* a hint: fewer page table entries to flip */
+    const int count = gpu_count(), gpu = device_gpu_of_local_rank(device_local_rank(), count);
     snprintf(g_description, sizeof g_description,
-             "pretend GPU (%zu MiB of host memory, tests/fake_gpu)", g_arena_bytes >> 20);
+             "pretend GPU %d of %d (%zu MiB of host memory, tests/fake_gpu)", gpu, count,
+             g_arena_bytes >> 20);
+    char host[32] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(g_memory_id, sizeof g_memory_id, "GPU-pretend-%s-%d", host, gpu);
     void *warm[1];
     backtrace(warm, 1); /* loads what backtrace needs now, not inside the handler */
     struct sigaction sa;
@@ -221,8 +235,7 @@ void device_select(const char *name) {
 Device device_current(void) { return g_device; }
 
 const char *device_description(void) { return g_device == DEVICE_CUDA ? g_description : "cpu"; }
-/* one pretend GPU per node: the ranks of a test on one machine share it */
-const char *device_memory_id(void) { return g_device == DEVICE_CUDA ? "GPU-pretend" : "host"; }
+const char *device_memory_id(void) { return g_device == DEVICE_CUDA ? g_memory_id : "host"; }
 
 int device_is_gpu_pointer(const void *p) { return block_of(p) != NULL; }
 
