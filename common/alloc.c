@@ -33,6 +33,7 @@ typedef struct {
     void *ptr;
     size_t bytes;
     MemCategory category;
+    void *comm_mark;  /* cached: the communication work queued when it was freed */
 } GpuBlock;
 typedef struct {
     GpuBlock *blocks;
@@ -44,7 +45,9 @@ typedef struct {
  * is done with it); a freed block is instead kept and handed out again for
  * the next request of the same size. Reuse is safe in stream order: the
  * block is zeroed on the compute stream, after the kernels that used it,
- * and the communication stream waits for those before it writes. The
+ * and after the communication queued when it was freed (its comm_mark: an
+ * NCCL op may still read or write a block freed before the op was waited
+ * for); the communication stream waits for compute before it writes. The
  * counters count logical bytes, so caching does not change memory.csv;
  * the driver's count (cudaMemGetInfo) includes the cache. */
 static GpuBlocks g_live, g_cached;
@@ -79,11 +82,13 @@ static int take_block(GpuBlocks *set, const void *p, size_t bytes, GpuBlock *out
 static void *gpu_alloc(MemCategory category, size_t bytes) {
     GpuBlock b;
     if (take_block(&g_cached, NULL, bytes, &b)) {
+        device_compute_after(b.comm_mark);
         device_zero(b.ptr, bytes);
     } else {
         b.ptr = device_alloc(bytes);
         /* out of memory: give the cache back to the driver and try again */
         while (!b.ptr && take_block(&g_cached, NULL, 0, &b)) {
+            device_compute_after(b.comm_mark);
             device_free(b.ptr);
             b.ptr = device_alloc(bytes);
         }
@@ -91,7 +96,7 @@ static void *gpu_alloc(MemCategory category, size_t bytes) {
             die_at(__FILE__, __LINE__, "out of GPU memory allocating %zu bytes of %s on %s",
                    bytes, g_names[category], device_description());
     }
-    push_block(&g_live, (GpuBlock){b.ptr, bytes, category});
+    push_block(&g_live, (GpuBlock){b.ptr, bytes, category, NULL});
     count_alloc(category, bytes);
     return b.ptr;
 }
@@ -101,6 +106,7 @@ static int gpu_free(void *ptr) {
     GpuBlock b;
     if (!take_block(&g_live, ptr, 0, &b)) return 0;
     g_current[b.category] -= b.bytes;
+    b.comm_mark = device_comm_mark();
     push_block(&g_cached, b);
     return 1;
 }

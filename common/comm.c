@@ -286,22 +286,28 @@ static void start(CommRequest *req, Comm *c, CommOp op, size_t bytes) {
 }
 
 /* ---- GPU buffers (see comm.h) ----
- * MPI here is not assumed to read GPU memory: it gets host copies. A send
- * buffer is copied in now; a receive buffer gets a host twin (with the
- * current contents when the op reads it too), copied back at completion. */
+ * MPI here is not assumed to read GPU memory: it gets host copies, in
+ * pinned memory (device_host_alloc). A send buffer is copied in now, on the
+ * communication stream after the kernels that produce it, and MPI starts
+ * once the copy is done; a receive buffer gets a host twin (with the
+ * current contents when the op reads it too), copied back at completion
+ * without the host waiting: kernels queued after comm_wait wait on the GPU
+ * for that copy (finish). */
 static const void *staged_send(CommRequest *req, const void *send, size_t bytes) {
     if (!device_is_gpu_pointer(send)) return send;
-    req->staged_send = malloc(bytes ? bytes : 1);
-    CHECK(req->staged_send, "out of memory staging %zu bytes", bytes);
-    device_copy(req->staged_send, send, bytes);
+    req->staged_send = device_host_alloc(bytes);
+    device_comm_copy(req->staged_send, send, bytes);
+    device_comm_synchronize();
     return req->staged_send;
 }
 
 static void *staged_recv(CommRequest *req, void *recv, size_t bytes, int copy_in) {
     if (!device_is_gpu_pointer(recv)) return recv;
-    req->staged_recv = malloc(bytes ? bytes : 1);
-    CHECK(req->staged_recv, "out of memory staging %zu bytes", bytes);
-    if (copy_in) device_copy(req->staged_recv, recv, bytes);
+    req->staged_recv = device_host_alloc(bytes);
+    if (copy_in) {
+        device_comm_copy(req->staged_recv, recv, bytes);
+        device_comm_synchronize();
+    }
     req->staged_dst = recv;
     req->staged_bytes = bytes;
     return req->staged_recv;
@@ -402,9 +408,12 @@ static int transfer_done(CommRequest *req, int wait) {
 static void finish(CommRequest *req) {
     free(req->tables);
     req->tables = NULL;
-    if (req->staged_dst) device_copy(req->staged_dst, req->staged_recv, req->staged_bytes);
-    free(req->staged_send);
-    free(req->staged_recv);
+    if (req->staged_dst) {
+        device_comm_copy(req->staged_dst, req->staged_recv, req->staged_bytes);
+        device_compute_after(device_comm_mark());
+    }
+    if (req->staged_send) device_host_free(req->staged_send);
+    if (req->staged_recv) device_host_free(req->staged_recv);
     if (req->copy_bytes) device_copy(req->copy_dst, req->copy_src, req->copy_bytes);
     if (req->holds_scratch) req->comm->scratch_busy = 0;
     if (!req->on_nccl) comm_record(req->comm, req->op, req->bytes, req->t_start, trace_now());

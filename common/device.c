@@ -43,6 +43,12 @@ void device_select(const char *name) {
 #define device_cuda_zero(p, bytes) ((void)(p), (void)(bytes))
 #define device_cuda_comm_stream() ((void *)NULL)
 #define device_cuda_comm_after_compute() ((void)0)
+#define device_cuda_comm_mark() ((void *)NULL)
+#define device_cuda_compute_after(mark) ((void)(mark))
+#define device_cuda_host_alloc(bytes) ((void)(bytes), (void *)NULL)
+#define device_cuda_host_free(p) ((void)(p))
+#define device_cuda_comm_copy(dst, src, bytes) memcpy(dst, src, bytes)
+#define device_cuda_comm_synchronize() ((void)0)
 #endif
 
 const char *device_description(void) { return ON_GPU ? device_cuda_description() : "cpu"; }
@@ -76,6 +82,27 @@ void device_zero(void *p, size_t bytes) {
 
 void *device_comm_stream(void) { return ON_GPU ? device_cuda_comm_stream() : NULL; }
 void device_comm_after_compute(void) { if (ON_GPU) device_cuda_comm_after_compute(); }
+void *device_comm_mark(void) { return ON_GPU ? device_cuda_comm_mark() : NULL; }
+void device_compute_after(void *mark) { if (mark) device_cuda_compute_after(mark); }
+
+void *device_host_alloc(size_t bytes) {
+    void *p = ON_GPU ? device_cuda_host_alloc(bytes) : malloc(bytes ? bytes : 1);
+    CHECK(p, "out of host memory for %zu bytes of staging", bytes);
+    return p;
+}
+
+void device_host_free(void *p) {
+    if (ON_GPU) device_cuda_host_free(p);
+    else free(p);
+}
+
+void device_comm_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return;
+    if (ON_GPU) device_cuda_comm_copy(dst, src, bytes);
+    else memcpy(dst, src, bytes);
+}
+
+void device_comm_synchronize(void) { if (ON_GPU) device_cuda_comm_synchronize(); }
 
 /* nothing to open: see device.h (tests/fake_gpu/fake_device.c has the real ones) */
 void device_kernel_begin(void) {}

@@ -68,6 +68,30 @@ void device_zero(void *p, size_t bytes);
 void *device_comm_stream(void);
 void device_comm_after_compute(void);
 
+/* Host memory for staging GPU buffers through MPI (comm.c, when ranks
+ * share a GPU): pinned (page-locked, cudaMallocHost), so that copies run at
+ * full speed and asynchronously; plain malloc on the CPU. Freed buffers are
+ * kept for reuse once the copies queued before their free have passed
+ * (cudaFreeHost would wait for the whole GPU). */
+void *device_host_alloc(size_t bytes);
+void device_host_free(void *p);
+/* Copy between a GPU buffer and host memory on the communication stream,
+ * after the kernels queued so far (the data they produce); asynchronous. A
+ * copy to the host is there after device_comm_synchronize; kernels queued
+ * after a copy to the GPU see it once the compute stream waits for a mark
+ * (device_compute_after(device_comm_mark())). */
+void device_comm_copy(void *dst, const void *src, size_t bytes);
+void device_comm_synchronize(void);
+
+/* A mark on the communication stream: everything queued there so far (a
+ * CUDA event; NULL on the CPU). A freed GPU block keeps one (alloc.c): NCCL
+ * may still read or write the block when the program frees it, so before
+ * the block is zeroed and handed out again the compute stream waits for
+ * the mark (device_compute_after, which also releases it). Nothing waits
+ * on the host. */
+void *device_comm_mark(void);
+void device_compute_after(void *mark);
+
 /* kernels.c calls these around every kernel of kernels.h. device.c's are
  * empty (a GPU kernel runs on the GPU; on the CPU all memory is the
  * host's). The pretend GPU of tests/fake_gpu opens its memory to the host
@@ -114,6 +138,12 @@ void device_cuda_free(void *p);
 void device_cuda_zero(void *p, size_t bytes);
 void *device_cuda_comm_stream(void);
 void device_cuda_comm_after_compute(void);
+void *device_cuda_comm_mark(void);
+void device_cuda_compute_after(void *mark);
+void *device_cuda_host_alloc(size_t bytes);
+void device_cuda_host_free(void *p);
+void device_cuda_comm_copy(void *dst, const void *src, size_t bytes);
+void device_cuda_comm_synchronize(void);
 #endif
 
 #ifdef __cplusplus

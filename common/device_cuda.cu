@@ -111,3 +111,70 @@ void device_cuda_comm_after_compute(void) {
     CUDA_CHECK(cudaEventRecord(g_compute_mark, 0));
     CUDA_CHECK(cudaStreamWaitEvent(g_comm_stream, g_compute_mark, 0));
 }
+
+void *device_cuda_comm_mark(void) {
+    cudaEvent_t mark;
+    CUDA_CHECK(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(mark, g_comm_stream));
+    return mark;
+}
+
+/* the compute stream (0) waits on the GPU; the event is freed once it fires */
+void device_cuda_compute_after(void *mark) {
+    CUDA_CHECK(cudaStreamWaitEvent(0, (cudaEvent_t)mark, 0));
+    CUDA_CHECK(cudaEventDestroy((cudaEvent_t)mark));
+}
+
+/* Pinned staging buffers (device_host_alloc): kept when freed, each with a
+ * mark of the communication work queued then (an async copy may still use
+ * it), and handed out again, the smallest that fits, once that has passed. */
+typedef struct {
+    void *ptr;
+    size_t bytes;
+    cudaEvent_t mark;  /* NULL: nothing pending */
+    int busy;
+} Pinned;
+static Pinned *g_pinned;
+static size_t g_pinned_count, g_pinned_capacity;
+
+void *device_cuda_host_alloc(size_t bytes) {
+    Pinned *best = NULL;
+    for (size_t i = 0; i < g_pinned_count; i++) {
+        Pinned *p = &g_pinned[i];
+        if (!p->busy && p->bytes >= bytes && (!best || p->bytes < best->bytes)) best = p;
+    }
+    if (!best) {
+        if (g_pinned_count == g_pinned_capacity) {
+            g_pinned_capacity = g_pinned_capacity ? 2 * g_pinned_capacity : 16;
+            g_pinned = (Pinned *)realloc(g_pinned, g_pinned_capacity * sizeof(Pinned));
+            CHECK(g_pinned, "out of memory");
+        }
+        best = &g_pinned[g_pinned_count++];
+        *best = Pinned{NULL, bytes ? bytes : 1, NULL, 0};
+        CUDA_CHECK(cudaMallocHost(&best->ptr, best->bytes));
+    }
+    if (best->mark) {
+        CUDA_CHECK(cudaEventSynchronize(best->mark));
+        CUDA_CHECK(cudaEventDestroy(best->mark));
+        best->mark = NULL;
+    }
+    best->busy = 1;
+    return best->ptr;
+}
+
+void device_cuda_host_free(void *ptr) {
+    for (size_t i = 0; i < g_pinned_count; i++)
+        if (g_pinned[i].ptr == ptr && g_pinned[i].busy) {
+            g_pinned[i].busy = 0;
+            g_pinned[i].mark = (cudaEvent_t)device_cuda_comm_mark();
+            return;
+        }
+    die_at(__FILE__, __LINE__, "device_host_free of a pointer device_host_alloc did not return");
+}
+
+void device_cuda_comm_copy(void *dst, const void *src, size_t bytes) {
+    device_cuda_comm_after_compute();
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g_comm_stream));
+}
+
+void device_cuda_comm_synchronize(void) { CUDA_CHECK(cudaStreamSynchronize(g_comm_stream)); }

@@ -40,7 +40,8 @@ build_fake_zero() {
     links=$(make -s --no-print-directory -C "$ROOT" print-links | awk '$1 == "03_zero" && $2 == "train_zero"' | cut -d' ' -f4-)
     [ -n "$links" ]
     (cd "$ROOT" && mpicc -rdynamic "$out.o" "$BUILD/solutions/03_zero/zero.o" $links \
-        "$BUILD/tests/fake_gpu/fake_device.o" "$BUILD/libcommon.a" -L"/usr/lib/$arch/openblas-openmp" \
+        "$BUILD/tests/fake_gpu/fake_device.o" "$BUILD/tests/fake_gpu/fake_nccl.o" "$BUILD/fake_gpu/obj/comm.o" \
+        "$BUILD/fake_gpu/obj/comm_nccl.o" "$BUILD/libcommon.a" -L"/usr/lib/$arch/openblas-openmp" \
         -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -lm -fopenmp -pthread -o "$out")
 }
 
@@ -304,6 +305,11 @@ same_bits() {
         [[ "$output" == *"fatal: "*"a wait for a recv of group 'world' before the end of its batch: NCCL launches a batch at comm_batch_end, so this wait would never end; end the batch first"* ]]
         [[ "$output" != *"not caught"* ]]
     done
+    # the pretend NCCL itself refuses two ranks on one GPU, as NCCL does
+    run mpirun_t 60 2 env FAKE_GPUS=1 "$FAKE/nccl_check" duplicate-gpu
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"ncclCommInitRankConfig: invalid usage: Duplicate GPU detected : rank 0 and rank 1 both on CUDA device GPU-pretend-"*"-0"* ]]
 }
 
 @test "fake gpu: DDP overlapped and ZeRO-3 on 3 pretend GPUs over the pretend NCCL: two runs give the same bits, and follow the CPU run" {

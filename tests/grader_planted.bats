@@ -5,38 +5,82 @@
 # tests/grader.bats so that the two run in two lanes of tests/run.sh.
 load helpers
 
-# Apply each planted bug (grader/planted/NN-*.patch, with an "Expect: CASE |
-# REASON" line) to a scratch copy of the solutions and grade that one case.
+# grade_planted PATCH: PATCH (grader/planted/NN-*.patch, with an "Expect:
+# CASE | REASON" line) applied to a scratch copy of the solutions, that one
+# case graded; prints "PATCH: LINE" (the case's line of the grader's table)
+# and returns non-zero, saying why, unless the case lost its points for the
+# reason expected and left no rank behind
+grade_planted() {
+    local patch=$1 name lab labdir expect case_name reason src scale out line
+    name=$(basename "$patch" .patch)
+    lab=${name:0:2}
+    labdir=$(basename "$ROOT"/solutions/"$lab"_*)
+    expect=$(sed -n 's/^Expect: //p' "$patch")
+    case_name=${expect% | *}
+    reason=${expect#* | }
+    src="$BATS_TEST_TMPDIR/src-$name"
+    out="$BATS_TEST_TMPDIR/out-$name"
+    mkdir -p "$src"
+    cp -r "$ROOT/solutions/$labdir" "$src/"
+    patch -s -d "$src/$labdir" -p1 < "$patch" || { echo "$name: does not apply"; return 1; }
+    # a hang is caught by the case's time limit: the shortest that still
+    # lets the rest of the case run (the others keep a quarter of theirs)
+    scale=0.25
+    [ "$reason" != "timed out" ] || scale=0.05
+    output=$(t 300 $GRADE --lab "$lab" --src "$src" --case "$case_name" --timeout-scale $scale \
+        --out "$out" 2>&1) || { echo "$name: the grader failed: $output"; return 1; }
+    # an extension's case is named "extension: CASE" in the table
+    line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name +[0-9]")
+    echo "$name: $line"
+    [ -n "$line" ] || { echo "$name: no line for case '$case_name': $output"; return 1; }
+    [[ "$line" != *" ok" ]] || { echo "$name: the case kept its points"; return 1; }
+    [[ "$line" == *"$reason"* ]] || { echo "$name: expected reason: $reason"; return 1; }
+    # a timed-out or crashed case leaves no rank behind
+    ! pgrep -f "$out" > /dev/null || { echo "$name: ranks left behind"; return 1; }
+}
+
+# Each planted bug loses the points of its case; two are graded at a time
+# (much of a case is mpirun starting and ranks waiting).
 @test "grader: every planted bug loses the points of its case, with the expected reason" {
     require_instructor "grader/planted/ is not in a handout"
-    local n=0
+    local n=0 failed=0 patch log="$BATS_TEST_TMPDIR/planted"
+    mkdir -p "$log"
     for patch in "$ROOT"/grader/planted/*.patch; do
-        lab=$(basename "$patch" | cut -c1-2)
-        labdir=$(basename "$ROOT"/solutions/"$lab"_*)
-        expect=$(sed -n 's/^Expect: //p' "$patch")
-        case_name=${expect% | *}
-        reason=${expect#* | }
-        src="$BATS_TEST_TMPDIR/src-$(basename "$patch" .patch)"
-        mkdir -p "$src"
-        cp -r "$ROOT/solutions/$labdir" "$src/"
-        patch -s -d "$src/$labdir" -p1 < "$patch"
-        # a hang is caught by the case's time limit: the shortest that still
-        # lets the rest of the case run (the others keep a quarter of theirs)
-        scale=0.25
-        [ "$reason" != "timed out" ] || scale=0.05
-        run t 300 $GRADE --lab "$lab" --src "$src" --case "$case_name" --timeout-scale $scale \
-            --out "$BATS_TEST_TMPDIR/out-$(basename "$patch" .patch)"
-        # an extension's case is named "extension: CASE" in the table
-        line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name +[0-9]")
-        echo "$(basename "$patch"): $line"
-        [ "$status" -eq 0 ]
-        [[ "$line" != *" ok" ]]
-        [[ "$line" == *"$reason"* ]] || { echo "expected reason: $reason"; return 1; }
-        # a timed-out or crashed case leaves no rank behind
-        ! pgrep -f "$BATS_TEST_TMPDIR/out-" > /dev/null || return 1
+        [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
+        { grade_planted "$patch"; echo "status $?"; } > "$log/$(basename "$patch").txt" 2>&1 &
         n=$((n + 1))
     done
+    wait
+    # each job's verdict is its log's last line
+    for patch in "$ROOT"/grader/planted/*.patch; do
+        cat "$log/$(basename "$patch").txt"
+        [ "$(tail -n 1 "$log/$(basename "$patch").txt")" = "status 0" ] || failed=$((failed + 1))
+    done
+    [ "$failed" -eq 0 ]
     [ "$n" -ge 8 ]
+}
+
+# grade_hidden NAME: planted bug NAME graded in hidden mode (seed 7) on its
+# case; prints the case's line and fails unless it lost points (a cheat:
+# all of them)
+grade_hidden() {
+    local name=$1 patch lab labdir case_name src line
+    patch="$ROOT/grader/planted/$name.patch"
+    lab=${name:0:2}
+    labdir=$(basename "$ROOT"/solutions/"$lab"_*)
+    case_name=$(sed -n 's/^Expect: \(.*\) | .*/\1/p' "$patch")
+    src="$BATS_TEST_TMPDIR/src-$name"
+    mkdir -p "$src" && cp -r "$ROOT/solutions/$labdir" "$src/"
+    patch -s -d "$src/$labdir" -p1 < "$patch" || { echo "$name: does not apply"; return 1; }
+    output=$(t 300 $GRADE --lab "$lab" --hidden --hidden-seed 7 --src "$src" --case "$case_name" \
+        --out "$BATS_TEST_TMPDIR/out-$name-7" 2>&1) || { echo "$name: the grader failed: $output"; return 1; }
+    line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$(drawn_name "$case_name") \[")
+    echo "$name, seed 7: $line"
+    [[ "$line" != *" ok" ]] || { echo "$name: the case kept its points"; return 1; }
+    [[ "$line" =~ \]\ +([0-9.]+)/([0-9.]+) ]] && [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ] ||
+        { echo "$name: no points lost"; return 1; }
+    # a cheat scores zero on the case it cheats
+    [[ "$name" != *-cheat-* ]] || [ "${BASH_REMATCH[1]}" = 0 ] || { echo "$name: a cheat scored"; return 1; }
 }
 
 # The bugs a fixed case on 2 ranks missed (a padded last shard, N instead
@@ -67,7 +111,8 @@ load helpers
 # score zero on their case.
 @test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic, and expert parallelism's averaging, local range, aux gradient and overlapped own block; the cheats score zero" {
     require_instructor "grader/planted/ is not in a handout"
-    local patch name lab labdir case_name src
+    local name n=0 failed=0 log="$BATS_TEST_TMPDIR/hidden"
+    mkdir -p "$log"
     for name in 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
                 02-bucket-shifted-one-float 02-overlap-starts-after-backward \
                 02-first-bucket-at-bucket-size 03-overlap-starts-after-backward \
@@ -85,23 +130,15 @@ load helpers
                 07-ring-waits-before-computing 07-ulysses-heads-ignore-tp \
                 08-overlapped-return-at-source-offset \
                 10-zero1-sp-layernorm-not-summed; do
-        patch="$ROOT/grader/planted/$name.patch"
-        lab=${name:0:2}
-        labdir=$(basename "$ROOT"/solutions/"$lab"_*)
-        case_name=$(sed -n 's/^Expect: \(.*\) | .*/\1/p' "$patch")
-        src="$BATS_TEST_TMPDIR/src-$name"
-        mkdir -p "$src" && cp -r "$ROOT/solutions/$labdir" "$src/"
-        patch -s -d "$src/$labdir" -p1 < "$patch"
-        for seed in 7; do
-            run t 300 $GRADE --lab "$lab" --hidden --hidden-seed $seed --src "$src" --case "$case_name" \
-                --out "$BATS_TEST_TMPDIR/out-$name-$seed"
-            line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$(drawn_name "$case_name") \[")
-            echo "$name, seed $seed: $line"
-            [ "$status" -eq 0 ]
-            [[ "$line" != *" ok" ]]
-            [[ "$line" =~ \]\ +([0-9.]+)/([0-9.]+) ]] && [ "${BASH_REMATCH[1]}" != "${BASH_REMATCH[2]}" ]
-            # a cheat scores zero on the case it cheats
-            [[ "$name" != *-cheat-* ]] || [ "${BASH_REMATCH[1]}" = 0 ]
-        done
+        [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
+        { grade_hidden "$name"; echo "status $?"; } > "$log/$name.txt" 2>&1 &
+        n=$((n + 1))
     done
+    wait
+    for name in "$log"/*.txt; do
+        cat "$name"
+        [ "$(tail -n 1 "$name")" = "status 0" ] || failed=$((failed + 1))
+    done
+    [ "$failed" -eq 0 ]
+    [ "$(ls "$log" | wc -l)" -eq "$n" ]
 }

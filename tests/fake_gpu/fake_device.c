@@ -39,6 +39,7 @@
  */
 #define _GNU_SOURCE /* REG_RIP */
 #include <execinfo.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +52,7 @@
 #include "check.h"
 #include "cli.h"
 #include "device.h"
+#include "include/cuda_runtime_api.h"
 
 #define BLOCK_ALIGN 256 /* cudaMalloc's alignment */
 #define DEFAULT_MEMORY_MB 2048
@@ -313,3 +315,31 @@ void device_free(void *p) {
 
 void *device_comm_stream(void) { return NULL; }
 void device_comm_after_compute(void) {}
+
+/* Staging: plain host memory, copied at once (copies here are synchronous) */
+void *device_host_alloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    CHECK(p, "out of host memory for %zu bytes of staging", bytes);
+    return p;
+}
+void device_host_free(void *p) { free(p); }
+void device_comm_copy(void *dst, const void *src, size_t bytes) { device_copy(dst, src, bytes); }
+void device_comm_synchronize(void) {}
+
+/* The pretend NCCL's events (fake_nccl.c). Kernels here run at once on the
+ * host, so "the compute stream waits for the mark" is the host waiting:
+ * the block is reused only once the NCCL ops queued before its free have
+ * completed (and written what they write). */
+void *device_comm_mark(void) {
+    cudaEvent_t mark;
+    CHECK(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming) == cudaSuccess &&
+          cudaEventRecord(mark, NULL) == cudaSuccess, "pretend GPU: a communication mark");
+    return mark;
+}
+
+void device_compute_after(void *mark) {
+    if (!mark) return;
+    while (cudaEventQuery(mark) == cudaErrorNotReady) sched_yield();
+    (void)cudaGetLastError();
+    cudaEventDestroy(mark);
+}

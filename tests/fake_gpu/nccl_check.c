@@ -7,11 +7,14 @@
  *                              then the batches: sends and receives of a
  *                              pipeline's pair, a collective inside a batch,
  *                              a batch of more than 16 requests, a host send
- *                              with a GPU receive; prints "nccl_check: ok"
+ *                              with a GPU receive, a buffer freed before its
+ *                              op completed; prints "nccl_check: ok"
  *   nccl_check wait-in-batch   waits for a receive before its batch ends:
  *                              must stop with one clear fatal line, on NCCL
  *                              (where that wait would never end) and on MPI
  *                              (FAKE_GPUS=1: ranks share a GPU) alike
+ *   nccl_check duplicate-gpu   NCCL's own init with ranks on one GPU: rank 0
+ *                              prints the result, ncclInvalidUsage
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include "check.h"
 #include "comm.h"
 #include "device.h"
+#include "include/nccl.h" /* the pretend's: duplicate-gpu calls it */
 
 #define N 37 /* not a multiple of any rank count used: uneven shards */
 
@@ -124,6 +128,25 @@ static void check_collectives(Comm *c) {
         mem_free(drv);
 }
 
+/* A block freed while an op still writes into it (the program's bug, which
+ * a GPU run must survive): the allocator hands it out again only after the
+ * op has completed, so its new owner gets zeros, not the op's late result.
+ * The first rank to post the all-reduce cannot see it complete before the
+ * others post theirs, so that rank at least frees it in flight. */
+static void check_free_before_wait(Comm *c) {
+    float mine[N], zeros[N] = {0};
+    for (size_t i = 0; i < N; i++) mine[i] = contribution(c->rank, i);
+    float *d = gpu_from(mine, N), *out = mem_alloc(MEM_COMM, N * sizeof(float));
+    CommRequest req;
+    comm_iallreduce(c, d, out, N, COMM_FLOAT, COMM_SUM, &req);
+    mem_free(out);
+    float *again = mem_alloc(MEM_COMM, N * sizeof(float));
+    CHECK(again == out, "the allocator did not hand the freed block out again");
+    comm_wait(&req);
+    expect("a block freed before its all-reduce completed, handed out again", c, again, zeros, N);
+    mem_free(again), mem_free(d);
+}
+
 /* A pipeline's exchange: every rank sends `count` requests' worth to the
  * next and receives as many from the previous, in one batch, with an
  * all-reduce inside the batch too. 20 pairs: more than 16 requests. */
@@ -172,11 +195,33 @@ static void wait_in_batch(Comm *c) {
     printf("nccl_check: waited inside a batch: not caught\n");
 }
 
+/* NCCL itself (the pretend) refuses two ranks on one GPU, before the kit's
+ * own check does (comm_nccl.cu asks first and says what to do instead) */
+static void duplicate_gpu(Comm *world) {
+    ncclUniqueId id;
+    if (world->rank == 0) ncclGetUniqueId(&id);
+    MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, world->mpi));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    ncclComm_t comm;
+    ncclResult_t rc = ncclCommInitRankConfig(&comm, world->size, id, world->rank, &config);
+    if (world->rank == 0)
+        printf("nccl_check: ncclCommInitRankConfig: %s: %s\n", ncclGetErrorString(rc),
+               ncclGetLastError(comm));
+}
+
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     Comm *world = comm_init(&argc, &argv);
-    const int in_batch = argc > 1 && strcmp(argv[1], "wait-in-batch") == 0;
-    CHECK(argc == 1 || in_batch, "usage: nccl_check [wait-in-batch]");
+    const char *mode = argc > 1 ? argv[1] : "";
+    const int in_batch = strcmp(mode, "wait-in-batch") == 0;
+    CHECK(argc == 1 || in_batch || strcmp(mode, "duplicate-gpu") == 0,
+          "usage: nccl_check [wait-in-batch | duplicate-gpu]");
+    if (strcmp(mode, "duplicate-gpu") == 0) {
+        device_select("cuda");
+        duplicate_gpu(world);
+        comm_finalize();
+        return 0;
+    }
     CHECK(world->size <= 8, "nccl_check runs on 8 ranks at most");
     device_select("cuda");
     comm_set_timeout(60);
@@ -194,6 +239,7 @@ int main(int argc, char **argv) {
     check_collectives(half);
     check_batches(world);
     check_batches(half);
+    check_free_before_wait(world);
     comm_free(half);
     if (world->rank == 0) printf("nccl_check: ok\n");
     comm_finalize();
