@@ -6,15 +6,25 @@
 # isolation: tests/grader_cheat.bats.)
 load helpers
 
+# grade_full LAB: the solutions of lab LAB graded against the committed
+# references score full marks on every case (prints the grader's output)
+grade_full() {
+    local out="$BATS_TEST_TMPDIR/g-$1" total
+    t 600 $GRADE --lab "$1" --src "$ROOT/solutions" --out "$out" ||
+        { echo "lab $1: the grader failed"; return 1; }
+    total=$(total_of "$out/report.txt")
+    [ -n "$total" ] && [ "${total%/*}" = "${total#*/}" ] || { echo "lab $1: $total"; return 1; }
+    ! grep -E '^[0-9]{2}_[a-z0-9_]+ .* 0/' "$out/report.txt" || { echo "lab $1: a case scored 0"; return 1; }
+}
+
 @test "grader: the solutions score full marks on every case, against the committed references" {
     require_solution 00 01 02 03 04 05 06 07 08 09 10
-    run t 900 $GRADE --src "$ROOT/solutions" --out "$BATS_TEST_TMPDIR/g"
-    echo "$output"
-    [ "$status" -eq 0 ]
-    total=$(total_of "$BATS_TEST_TMPDIR/g/report.txt")
-    [ "${total%/*}" = "${total#*/}" ]
-    ! grep -E '^[0-9]{2}_[a-z0-9_]+ .* 0/' "$BATS_TEST_TMPDIR/g/report.txt" || return 1
-    [[ "$output" == *"chart: "*"loss_vs_reference.png"* ]]
+    local labs
+    labs=$(cd "$ROOT/grader/cases" && ls ./*.toml | cut -c3-4)
+    [ "$(wc -w <<<"$labs")" -ge 11 ]
+    # shellcheck disable=SC2086  # labs is a list
+    in_pairs "$BATS_TEST_TMPDIR/full" grade_full $labs
+    grep -q "chart: .*loss_vs_reference.png" "$BATS_TEST_TMPDIR"/full/*.txt
 }
 
 @test "grader: untouched skeletons score zero, each case saying not implemented" {
@@ -343,15 +353,15 @@ PY
 # placement, regenerated: the same files as the committed ones. Every other
 # lab's references are compared with a fresh run of its solutions by the
 # full-marks test above, with the same checks.
+# make_references LAB: lab LAB's references, made again into $BATS_TEST_TMPDIR/ref
+make_references() {
+    t 600 $GRADE --lab "$1" --make-references --reference-out "$BATS_TEST_TMPDIR/ref" \
+        --out "$BATS_TEST_TMPDIR/g-$1"
+}
+
 @test "grader: regenerating the references reproduces the committed ones" {
     require_solution 00 02 03 04 05 06 07 09 10
-    local lab
-    for lab in 03 06 07 10; do
-        run t 600 $GRADE --lab $lab --make-references --reference-out "$BATS_TEST_TMPDIR/ref" \
-            --out "$BATS_TEST_TMPDIR/g-$lab"
-        echo "$output"
-        [ "$status" -eq 0 ]
-    done
+    in_pairs "$BATS_TEST_TMPDIR/make" make_references 03 06 07 10
     # memory is exact byte for byte; calls and bytes of comm.csv exactly (its
     # seconds column is a timing); losses within the grader's tolerance; every
     # rank's parameters alike, on as many ranks

@@ -52,20 +52,27 @@ all_zero() {
         [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 
-# grade_cheats LAB VARIANTS...: lab LAB graded in hidden mode from each
-# variant of the cheat, then without --hidden from the first: every case
-# scores zero (prints the grader's output; fails naming what scored)
+# grade_cheats LAB: lab LAB graded in hidden mode from each variant of the
+# cheat, then without --hidden from the first: every case scores zero
+# (prints the grader's output; fails naming what scored). Isolated in a
+# mount namespace (lab 02's log says so) the cheat finds nothing to copy,
+# so its references-only variant is the same run as the other: graded
+# there once (lab 03, whose log is read below), for every lab where
+# isolation is less.
 grade_cheats() {
-    local lab=$1 variant out
-    shift
-    for variant in "$@"; do
+    local lab=$1 variant out variants="src src-ref"
+    if [ "$lab" != 02 ] && [ "$lab" != 03 ] &&
+        grep -q "grade: isolation on:" "$BATS_TEST_TMPDIR/cheats/02.txt"; then
+        variants=src
+    fi
+    for variant in $variants; do
         out="$BATS_TEST_TMPDIR/h-$lab-$variant"
         t 600 $GRADE --lab "$lab" --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
             --out "$out" || { echo "lab $lab, $variant: the grader failed"; return 1; }
         all_zero "$out/report.txt" || { echo "lab $lab, $variant: a hidden case scored"; return 1; }
     done
     # without --hidden there is no solution's run to copy
-    t 600 $GRADE --lab "$lab" --src "$BATS_TEST_TMPDIR/$1" --out "$BATS_TEST_TMPDIR/n-$lab" ||
+    t 600 $GRADE --lab "$lab" --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/n-$lab" ||
         { echo "lab $lab: the grader failed"; return 1; }
     all_zero "$BATS_TEST_TMPDIR/n-$lab/report.txt" || { echo "lab $lab: a case scored"; return 1; }
 }
@@ -74,29 +81,10 @@ grade_cheats() {
     require_solution 02 03 04 05 06 07 08
     make_cheat "$BATS_TEST_TMPDIR/src"
     make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
-    local lab failed=0 log="$BATS_TEST_TMPDIR/logs" variants
-    mkdir -p "$log"
-    # lab 02 first: its output says whether the grader isolates the code
-    grade_cheats 02 src src-ref > "$log/02.txt" 2>&1 || failed=1
-    cat "$log/02.txt"
-    # isolated in a mount namespace the cheat finds nothing to copy, so its
-    # references-only variant is the same run as the other: graded once
-    # there (lab 03, whose log is read below), for every lab where
-    # isolation is less; two labs at a time
-    for lab in 03 04 05 06 07 08; do
-        variants="src src-ref"
-        grep -q "grade: isolation on:" "$log/02.txt" && [ "$lab" != 03 ] && variants=src
-        [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
-        # shellcheck disable=SC2086  # variants is a list
-        { grade_cheats $lab $variants; echo "status $?"; } > "$log/$lab.txt" 2>&1 &
-    done
-    wait
-    for lab in 03 04 05 06 07 08; do
-        cat "$log/$lab.txt"
-        [ "$(tail -n 1 "$log/$lab.txt")" = "status 0" ] || failed=1
-    done
-    [ "$failed" -eq 0 ]
-    output=$(cat "$log"/*.txt)
+    # lab 02 first: its log says whether the grader isolates the code
+    in_pairs "$BATS_TEST_TMPDIR/cheats" grade_cheats 02
+    in_pairs "$BATS_TEST_TMPDIR/cheats" grade_cheats 03 04 05 06 07 08
+    output=$(cat "$BATS_TEST_TMPDIR"/cheats/*.txt)
     # as root the student's code is isolated; in a mount namespace the cheat
     # found nothing at all to copy
     if [ "$(id -u)" -eq 0 ]; then

@@ -199,6 +199,26 @@ GRADE="python3 $ROOT/grader/grade.py"
 # total_of FILE: "got/best" from the report's last line
 total_of() { sed -n 's/^total: //p' "$1"; }
 
+# in_pairs LOG FUNCTION ITEM...: FUNCTION ITEM for every ITEM, two at a time
+# (much of a grading is mpirun starting and ranks waiting), each one's
+# output in LOG/ITEM.txt; then prints the logs in ITEM order and fails when
+# any FUNCTION did
+in_pairs() {
+    local log=$1 fn=$2 item failed=0
+    shift 2
+    mkdir -p "$log"
+    for item in "$@"; do
+        [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
+        { "$fn" "$item"; echo "status $?"; } > "$log/$item.txt" 2>&1 &
+    done
+    wait
+    for item in "$@"; do
+        cat "$log/$item.txt"
+        [ "$(tail -n 1 "$log/$item.txt")" = "status 0" ] || failed=$((failed + 1))
+    done
+    [ "$failed" -eq 0 ]
+}
+
 # case_rows FILE: the report's rows of cases, points then a reason (not the
 # totals under them: "02_ddp: 12/12", "02_ddp extension: 3/3")
 case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }

@@ -7,6 +7,12 @@ load helpers
     echo "$output"
     [ "$status" -eq 0 ]
 }
+@test "unit: fp32 to bf16 and fp16, round to nearest even, on all 2^32 fp32 patterns; widening exact" {
+    run t 120 "$BUILD/tests/test_precision"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == "test_precision: "*" checks, 0 failed" ]]
+}
 @test "unit: allocator accounting (current and peak per category)" {
     run t 60 "$BUILD/tests/test_alloc"
     echo "$output"
