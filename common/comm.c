@@ -7,6 +7,7 @@
 #include "alloc.h"
 #include "device.h"
 #include "fileio.h"
+#include "precision.h"
 #include "trace.h"
 #include "watchdog.h"
 #ifdef KIT_NCCL
@@ -48,7 +49,7 @@ static const char *const g_op_names[OP_NUM] = {
 const char *comm_op_name(CommOp op) { return g_op_names[op]; }
 
 size_t comm_dtype_size(CommDtype dtype) {
-    static const size_t sizes[COMM_NUM_DTYPES] = {4, 8, 4};
+    static const size_t sizes[COMM_NUM_DTYPES] = {4, 8, 4, 2, 2};
     return sizes[dtype];
 }
 
@@ -56,11 +57,39 @@ static MPI_Datatype mpi_type(CommDtype dtype) {
     switch (dtype) {
     case COMM_FLOAT: return MPI_FLOAT;
     case COMM_DOUBLE: return MPI_DOUBLE;
-    default: return MPI_INT32_T;
+    case COMM_INT32: return MPI_INT32_T;
+    default: return MPI_UINT16_T; /* bf16, fp16: MPI has no such types, */
     }
 }
 
-static MPI_Op mpi_op(CommRedop redop) {
+/* ... so their reductions are MPI user operations: inout[i] = in[i] op
+ * inout[i], in fp32, rounded back to the type */
+#define HALF_REDUCTION(name, to_float, from_float, combine)                        static void name(void *in, void *inout, int *len, MPI_Datatype *type) {           (void)type;                                                                    const uint16_t *a = in;                                                        uint16_t *b = inout;                                                           for (int i = 0; i < *len; i++) {                                                   const float x = to_float(a[i]), y = to_float(b[i]);                            b[i] = from_float(combine);                                                }                                                                          }
+HALF_REDUCTION(bf16_sum, bf16_to_float, float_to_bf16, x + y)
+HALF_REDUCTION(bf16_max, bf16_to_float, float_to_bf16, x > y ? x : y)
+HALF_REDUCTION(bf16_min, bf16_to_float, float_to_bf16, x < y ? x : y)
+HALF_REDUCTION(fp16_sum, fp16_to_float, float_to_fp16, x + y)
+HALF_REDUCTION(fp16_max, fp16_to_float, float_to_fp16, x > y ? x : y)
+HALF_REDUCTION(fp16_min, fp16_to_float, float_to_fp16, x < y ? x : y)
+
+/* [bf16, fp16][sum, max, min], made by comm_init, freed by comm_finalize */
+static MPI_Op g_half_ops[2][COMM_NUM_REDOPS];
+
+static void half_ops_create(void) {
+    static MPI_User_function *const fns[2][COMM_NUM_REDOPS] = {
+        {bf16_sum, bf16_max, bf16_min}, {fp16_sum, fp16_max, fp16_min}};
+    for (int t = 0; t < 2; t++)
+        for (int op = 0; op < COMM_NUM_REDOPS; op++)
+            MPI_CHECK(MPI_Op_create(fns[t][op], 1, &g_half_ops[t][op]));
+}
+
+static void half_ops_free(void) {
+    for (int t = 0; t < 2; t++)
+        for (int op = 0; op < COMM_NUM_REDOPS; op++) MPI_CHECK(MPI_Op_free(&g_half_ops[t][op]));
+}
+
+static MPI_Op mpi_op(CommRedop redop, CommDtype dtype) {
+    if (dtype == COMM_BF16 || dtype == COMM_FP16) return g_half_ops[dtype == COMM_FP16][redop];
     switch (redop) {
     case COMM_SUM: return MPI_SUM;
     case COMM_MAX: return MPI_MAX;
@@ -127,6 +156,7 @@ Comm *comm_init(int *argc, char ***argv) {
     MPI_Comm world;
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world));
     g_world = comm_new(world, "world");
+    half_ops_create();
     check_set_mpi_hooks(g_world->rank, abort_all);
     MPI_CHECK(MPI_Barrier(world));
     trace_start_clock();
@@ -142,6 +172,7 @@ Comm *comm_world(void) {
 void comm_finalize(void) {
     watchdog_stop();
     while (g_books) comm_free(g_books->comm);
+    half_ops_free();
     g_world = NULL;
     /* from here on errors end this process only: MPI_Abort is not allowed
      * after MPI_Finalize */
@@ -447,7 +478,8 @@ void comm_iallreduce(Comm *c, const void *send, void *recv, size_t n, CommDtype 
     if (nccl_start(req, send, recv, n, dtype, redop, 0)) return;
     void *hrecv = staged_recv(req, recv, bytes, send == recv);
     MPI_CHECK(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : staged_send(req, send, bytes), hrecv,
-                             mpi_count(n), mpi_type(dtype), mpi_op(redop), c->mpi, &req->mpi));
+                             mpi_count(n), mpi_type(dtype), mpi_op(redop, dtype), c->mpi,
+                             &req->mpi));
 }
 
 void comm_ireduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
@@ -475,7 +507,7 @@ void comm_ireduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommD
     shard_tables(c, n, counts, displs);
     const void *hsend = staged_send(req, send, n * es);
     MPI_CHECK(MPI_Ireduce_scatter(hsend, staged_recv(req, dst, mine, 0), counts, mpi_type(dtype),
-                                  mpi_op(redop), c->mpi, &req->mpi));
+                                  mpi_op(redop, dtype), c->mpi, &req->mpi));
 }
 
 void comm_iallgather(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
@@ -625,7 +657,7 @@ void comm_reduce(Comm *c, const void *send, void *recv, size_t n, CommDtype dtyp
     CommRequest req;
     start(&req, c, OP_REDUCE, bytes);
     MPI_CHECK(MPI_Ireduce(in_place ? MPI_IN_PLACE : send, recv, mpi_count(n), mpi_type(dtype),
-                          mpi_op(redop), root, c->mpi, &req.mpi));
+                          mpi_op(redop, dtype), root, c->mpi, &req.mpi));
     comm_wait(&req);
 }
 

@@ -58,7 +58,13 @@
 __attribute__((noreturn))
 void mpi_die_at(const char *file, int line, const char *call, int rc);
 
-typedef enum { COMM_FLOAT, COMM_DOUBLE, COMM_INT32, COMM_NUM_DTYPES } CommDtype;
+/* COMM_BF16 and COMM_FP16 are mixed precision's 2-byte floats (precision.h),
+ * stored as uint16_t. Their reductions add (or compare) in fp32 and round to
+ * the type at every step, as NCCL does, so the order of the ranks' partial
+ * sums can change the last bits where fp32's could not. */
+typedef enum {
+    COMM_FLOAT, COMM_DOUBLE, COMM_INT32, COMM_BF16, COMM_FP16, COMM_NUM_DTYPES
+} CommDtype;
 typedef enum { COMM_SUM, COMM_MAX, COMM_MIN, COMM_NUM_REDOPS } CommRedop;
 
 /* What the counters and the trace call each operation (comm.csv's "op"). */

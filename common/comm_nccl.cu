@@ -33,7 +33,8 @@ static ncclComm_t nccl_of(const Comm *c) {
 }
 
 static ncclDataType_t nccl_dtype(CommDtype dtype) {
-    static const ncclDataType_t map[COMM_NUM_DTYPES] = {ncclFloat32, ncclFloat64, ncclInt32};
+    static const ncclDataType_t map[COMM_NUM_DTYPES] = {ncclFloat32, ncclFloat64, ncclInt32,
+                                                        ncclBfloat16, ncclFloat16};
     CHECK(dtype >= 0 && dtype < COMM_NUM_DTYPES, "bad dtype %d", (int)dtype);
     return map[dtype];
 }

@@ -1,6 +1,7 @@
 /* The library collectives of comm.h against references computed locally.
  * Inputs are small integers that depend on (rank, i), so every sum is exact
- * in any order and results can be compared bit for bit. Run under mpirun
+ * in any order, bf16's and fp16's too, and results can be compared bit for
+ * bit. Run under mpirun
  * with any number of ranks; counts cover 0, fewer than the ranks, not
  * divisible by the ranks, and large and odd. */
 #include <limits.h>
@@ -9,6 +10,7 @@
 
 #include "alloc.h"
 #include "comm.h"
+#include "precision.h"
 #include "trace.h"
 #include "unit.h"
 
@@ -31,16 +33,23 @@ static void fill(void *buf, CommDtype dt, size_t n, size_t first, int r) {
         double v = input(r, first + i);
         if (dt == COMM_FLOAT) ((float *)buf)[i] = (float)v;
         else if (dt == COMM_DOUBLE) ((double *)buf)[i] = v;
+        else if (dt == COMM_BF16) ((uint16_t *)buf)[i] = float_to_bf16((float)v);
+        else if (dt == COMM_FP16) ((uint16_t *)buf)[i] = float_to_fp16((float)v);
         else ((int32_t *)buf)[i] = (int32_t)v;
     }
 }
 
 static double get(const void *buf, CommDtype dt, size_t i) {
-    return dt == COMM_FLOAT ? ((const float *)buf)[i]
-           : dt == COMM_DOUBLE ? ((const double *)buf)[i] : ((const int32_t *)buf)[i];
+    switch (dt) {
+    case COMM_FLOAT: return ((const float *)buf)[i];
+    case COMM_DOUBLE: return ((const double *)buf)[i];
+    case COMM_BF16: return bf16_to_float(((const uint16_t *)buf)[i]);
+    case COMM_FP16: return fp16_to_float(((const uint16_t *)buf)[i]);
+    default: return ((const int32_t *)buf)[i];
+    }
 }
 
-static const char *const DT_NAMES[] = {"float", "double", "int32"};
+static const char *const DT_NAMES[COMM_NUM_DTYPES] = {"float", "double", "int32", "bf16", "fp16"};
 static const char *const OP_NAMES[] = {"sum", "max", "min"};
 
 static void test_allreduce(size_t n, CommDtype dt, CommRedop op, int in_place, int nonblocking) {

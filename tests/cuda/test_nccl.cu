@@ -20,10 +20,12 @@
 #include "cuda_check.h"
 #include "device.h"
 #include "gpu_present.h"
+#include "precision.h"
 #include "unit.h"
 
 
-static const char *const g_dtype_names[COMM_NUM_DTYPES] = {"float", "double", "int32"};
+static const char *const g_dtype_names[COMM_NUM_DTYPES] = {"float", "double", "int32", "bf16",
+                                                           "fp16"};
 static const size_t g_sizes[] = {0, 1, 5, 64, 1003, 262147};
 static cudaStream_t g_stream;   /* a stream of our own: the ops must honour it */
 
@@ -35,6 +37,8 @@ static void fill(void *buf, size_t n, CommDtype dtype, int seed) {
         switch (dtype) {
         case COMM_FLOAT: ((float *)buf)[i] = (float)v; break;
         case COMM_DOUBLE: ((double *)buf)[i] = (double)v; break;
+        case COMM_BF16: ((uint16_t *)buf)[i] = float_to_bf16((float)v); break;
+        case COMM_FP16: ((uint16_t *)buf)[i] = float_to_fp16((float)v); break;
         default: ((int32_t *)buf)[i] = v; break;
         }
     }

@@ -52,6 +52,7 @@
 
 #include "check.h"
 #include "device.h"
+#include "precision.h"
 #include "include/nccl.h"
 
 #define MAX_GROUP_OPS 2048 /* NCCL's limit per group */
@@ -127,10 +128,13 @@ const char *ncclGetLastError(ncclComm_t comm) {
     return comm && comm->last_error[0] ? comm->last_error : g_last_error;
 }
 
-static size_t dtype_size(ncclDataType_t t) { return t == ncclFloat64 ? 8 : 4; }
+static size_t dtype_size(ncclDataType_t t) {
+    return t == ncclFloat64 ? 8 : t == ncclBfloat16 || t == ncclFloat16 ? 2 : 4;
+}
 
 static int valid_dtype(ncclDataType_t t) {
-    return t == ncclInt32 || t == ncclFloat32 || t == ncclFloat64;
+    return t == ncclInt32 || t == ncclFloat32 || t == ncclFloat64 || t == ncclBfloat16 ||
+           t == ncclFloat16;
 }
 
 /* ---- the launches: start in order, complete in order ---- */
@@ -229,10 +233,23 @@ static void reduce_into(void *acc, const void *x, size_t count, ncclDataType_t t
             a[i] = op == ncclSum ? a[i] + b[i] : op == ncclProd ? a[i] * b[i]       \
                  : op == ncclMax ? (a[i] > b[i] ? a[i] : b[i]) : (a[i] < b[i] ? a[i] : b[i]); \
     } while (0)
+#define REDUCE_HALF(to_float, from_float)                                          \
+    do {                                                                            \
+        uint16_t *a = acc;                                                          \
+        const uint16_t *b = x;                                                      \
+        for (size_t i = 0; i < count; i++) {                                        \
+            const float p = to_float(a[i]), q = to_float(b[i]);                     \
+            a[i] = from_float(op == ncclSum ? p + q : op == ncclProd ? p * q        \
+                              : op == ncclMax ? (p > q ? p : q) : (p < q ? p : q)); \
+        }                                                                           \
+    } while (0)
     if (t == ncclFloat32) REDUCE(float);
     else if (t == ncclFloat64) REDUCE(double);
+    else if (t == ncclBfloat16) REDUCE_HALF(bf16_to_float, float_to_bf16); /* in fp32, rounded */
+    else if (t == ncclFloat16) REDUCE_HALF(fp16_to_float, float_to_fp16);
     else REDUCE(int32_t);
 #undef REDUCE
+#undef REDUCE_HALF
 }
 
 /* the p contributions of count elements in gathered, reduced in rank order

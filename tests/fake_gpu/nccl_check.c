@@ -3,7 +3,8 @@
  * GPU per rank, FAKE_GPUS). Values are small integers in floats, so every
  * sum is exact whatever the order, and a result is right or wrong.
  *   nccl_check                 every collective, even and uneven shards, in
- *                              place, on the world and on a split group;
+ *                              place, on the world and on a split group,
+ *                              bf16 and fp16 sums;
  *                              then the batches: sends and receives of a
  *                              pipeline's pair, a collective inside a batch,
  *                              a batch of more than 16 requests, a host send
@@ -23,6 +24,7 @@
 #include "check.h"
 #include "comm.h"
 #include "device.h"
+#include "precision.h"
 #include "include/nccl.h" /* the pretend's: duplicate-gpu calls it */
 
 #define N 37 /* not a multiple of any rank count used: uneven shards */
@@ -126,6 +128,28 @@ static void check_collectives(Comm *c) {
         CHECK(host_out[i] == from_prev[i], "sendrecv into host memory: element %zu", i);
     mem_free(d), mem_free(out), mem_free(shard), mem_free(db), mem_free(dr), mem_free(dsv),
         mem_free(drv);
+}
+
+/* mixed precision's 2-byte floats: the reduction in NCCL's bf16 and fp16
+ * (small integers: exact in either, in any order) */
+static void check_half_floats(Comm *c) {
+    for (int t = COMM_BF16; t <= COMM_FP16; t++) {
+        uint16_t mine[N], want[N], got[N];
+        for (size_t i = 0; i < N; i++) {
+            float sum = 0;
+            for (int r = 0; r < c->size; r++) sum += contribution(r, i);
+            mine[i] = t == COMM_BF16 ? float_to_bf16(contribution(c->rank, i))
+                                     : float_to_fp16(contribution(c->rank, i));
+            want[i] = t == COMM_BF16 ? float_to_bf16(sum) : float_to_fp16(sum);
+        }
+        uint16_t *d = mem_alloc(MEM_COMM, sizeof mine);
+        device_copy(d, mine, sizeof mine);
+        comm_allreduce(c, d, d, N, (CommDtype)t, COMM_SUM);
+        device_copy(got, d, sizeof got);
+        CHECK(memcmp(got, want, sizeof got) == 0, "allreduce of %s on group '%s': wrong bits",
+              t == COMM_BF16 ? "bf16" : "fp16", c->name);
+        mem_free(d);
+    }
 }
 
 /* A block freed while an op still writes into it (the program's bug, which
@@ -234,6 +258,7 @@ int main(int argc, char **argv) {
     CHECK(world->nccl, "the world has no NCCL communicator: run one pretend GPU per rank "
           "(FAKE_GPUS=ranks)");
     check_collectives(world);
+    check_half_floats(world);
     Comm *half = comm_split(world, world->rank % 2, world->rank, "half");
     CHECK(half->nccl, "a group split from the world has no NCCL communicator of its own");
     check_collectives(half);
