@@ -64,7 +64,16 @@ static MPI_Datatype mpi_type(CommDtype dtype) {
 
 /* ... so their reductions are MPI user operations: inout[i] = in[i] op
  * inout[i], in fp32, rounded back to the type */
-#define HALF_REDUCTION(name, to_float, from_float, combine)                        static void name(void *in, void *inout, int *len, MPI_Datatype *type) {           (void)type;                                                                    const uint16_t *a = in;                                                        uint16_t *b = inout;                                                           for (int i = 0; i < *len; i++) {                                                   const float x = to_float(a[i]), y = to_float(b[i]);                            b[i] = from_float(combine);                                                }                                                                          }
+#define HALF_REDUCTION(name, to_float, from_float, combine)                    \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *type) {   \
+        (void)type;                                                            \
+        const uint16_t *a = in;                                                \
+        uint16_t *b = inout;                                                   \
+        for (int i = 0; i < *len; i++) {                                       \
+            const float x = to_float(a[i]), y = to_float(b[i]);                \
+            b[i] = from_float(combine);                                        \
+        }                                                                      \
+    }
 HALF_REDUCTION(bf16_sum, bf16_to_float, float_to_bf16, x + y)
 HALF_REDUCTION(bf16_max, bf16_to_float, float_to_bf16, x > y ? x : y)
 HALF_REDUCTION(bf16_min, bf16_to_float, float_to_bf16, x < y ? x : y)

@@ -52,19 +52,14 @@ all_zero() {
         [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 
-# grade_cheats LAB: lab LAB graded in hidden mode from each variant of the
-# cheat, then without --hidden from the first: every case scores zero
-# (prints the grader's output; fails naming what scored). Isolated in a
-# mount namespace (lab 02's log says so) the cheat finds nothing to copy,
-# so its references-only variant is the same run as the other: graded
-# there once (lab 03, whose log is read below), for every lab where
-# isolation is less.
+# grade_cheats LAB: lab LAB graded in hidden mode from the cheat (and, for
+# lab 03, from its references-only variant too: the references are hidden
+# the same way from every lab's cases, so one lab shows it), then without
+# --hidden: every case scores zero (prints the grader's output; fails
+# naming what scored)
 grade_cheats() {
-    local lab=$1 variant out variants="src src-ref"
-    if [ "$lab" != 02 ] && [ "$lab" != 03 ] &&
-        grep -q "grade: isolation on:" "$BATS_TEST_TMPDIR/cheats/02.txt"; then
-        variants=src
-    fi
+    local lab=$1 variant out variants=src
+    [ "$lab" != 03 ] || variants="src src-ref"
     for variant in $variants; do
         out="$BATS_TEST_TMPDIR/h-$lab-$variant"
         t 600 $GRADE --lab "$lab" --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
@@ -81,9 +76,7 @@ grade_cheats() {
     require_solution 02 03 04 05 06 07 08
     make_cheat "$BATS_TEST_TMPDIR/src"
     make_cheat "$BATS_TEST_TMPDIR/src-ref" "#define CHEAT_REFERENCES_ONLY"
-    # lab 02 first: its log says whether the grader isolates the code
-    in_pairs "$BATS_TEST_TMPDIR/cheats" grade_cheats 02
-    in_pairs "$BATS_TEST_TMPDIR/cheats" grade_cheats 03 04 05 06 07 08
+    in_pairs "$BATS_TEST_TMPDIR/cheats" grade_cheats 02 03 04 05 06 07 08
     output=$(cat "$BATS_TEST_TMPDIR"/cheats/*.txt)
     # as root the student's code is isolated; in a mount namespace the cheat
     # found nothing at all to copy

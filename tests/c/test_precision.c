@@ -1,5 +1,6 @@
 /* precision.h's rounding of fp32 into bf16 and fp16, on all 2^32 fp32 bit
- * patterns, against rules written another way:
+ * patterns: the 2^31 non-negative ones against rules written another way,
+ * each negative one against its positive twin (the sign bit set):
  *   bf16: the two bf16 neighbours of x, their exact distances to x in
  *         double, the nearer (the even one at a tie); past the largest
  *         finite value, the next one up is 2^128 (infinity);
@@ -9,6 +10,7 @@
  * every 2-byte pattern back is exact (bf16: the 16 bits shifted; fp16:
  * _Float16's widening), and narrowing a widened value gives it back. The
  * sweep runs on OpenMP threads: a few seconds. */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,29 +47,32 @@ int main(void) {
     for (int e = 0; e < 256; e++) ULP[e] = ldexp(1.0, (e ? e : 1) - 127 - 7);
     long bad_bf16 = 0, bad_fp16 = 0;
     uint32_t first_bf16 = 0, first_fp16 = 0;
+    /* the rules on the 2^31 non-negative patterns; each negative one must
+     * round to its positive twin with the sign bit set (NaN: a NaN with it) */
 #pragma omp parallel for schedule(static) reduction(+ : bad_bf16, bad_fp16)
-    for (int64_t i = 0; i <= (int64_t)UINT32_MAX; i++) {
+    for (int64_t i = 0; i <= (int64_t)INT32_MAX; i++) {
         const uint32_t u = (uint32_t)i;
-        const float x = from_bits(u);
+        const float x = from_bits(u), neg = from_bits(u | 0x80000000u);
         const uint16_t b = float_to_bf16(x), h = float_to_fp16(x);
-        const int nan = isnan(x), neg = (u >> 31) != 0;
+        const uint16_t nb = float_to_bf16(neg), nh = float_to_fp16(neg);
         int ok_b, ok_h;
-        if (nan) {
-            ok_b = bf16_is_nan(b) && ((b >> 15) != 0) == neg;
-            ok_h = fp16_is_nan(h) && ((h >> 15) != 0) == neg;
+        if (isnan(x)) {
+            ok_b = bf16_is_nan(b) && !(b >> 15) && bf16_is_nan(nb) && (nb >> 15);
+            ok_h = fp16_is_nan(h) && !(h >> 15) && fp16_is_nan(nh) && (nh >> 15);
         } else {
-            ok_b = isinf(x) ? b == (uint16_t)(u >> 16) : b == bf16_by_distance(u);
+            ok_b = (isinf(x) ? b == (uint16_t)(u >> 16) : b == bf16_by_distance(u)) &&
+                   nb == (b | 0x8000u);
             _Float16 ref = (_Float16)x;
             uint16_t r;
             memcpy(&r, &ref, sizeof r);
-            ok_h = h == r;
+            ok_h = h == r && nh == (h | 0x8000u);
         }
         if (!ok_b && bad_bf16++ == 0) first_bf16 = u;  /* one of the first, racy but fine */
         if (!ok_h && bad_fp16++ == 0) first_fp16 = u;
     }
-    EXPECT(bad_bf16 == 0, "%ld fp32 patterns round to the wrong bf16, e.g. 0x%08x -> 0x%04x", bad_bf16,
+    EXPECT(bad_bf16 == 0, "%ld fp32 values +-x round to the wrong bf16, e.g. 0x%08x -> 0x%04x", bad_bf16,
            first_bf16, float_to_bf16(from_bits(first_bf16)));
-    EXPECT(bad_fp16 == 0, "%ld fp32 patterns round to the wrong fp16, e.g. 0x%08x -> 0x%04x", bad_fp16,
+    EXPECT(bad_fp16 == 0, "%ld fp32 values +-x round to the wrong fp16, e.g. 0x%08x -> 0x%04x", bad_fp16,
            first_fp16, float_to_fp16(from_bits(first_fp16)));
 
     /* widening is exact, and narrowing gives the pattern back (NaN: a NaN) */
