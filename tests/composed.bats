@@ -22,6 +22,8 @@ setup_file() {
     t 120 "$GPT" "${COMMON[@]}" --out "$BASE" --dump-params "$BASE/params.bin" > /dev/null
     t 120 "$GPT" "${COMMON[@]}" --config tiny-moe --out "$BASE_MOE" \
         --dump-params "$BASE_MOE/params.bin" > /dev/null
+    # the matrix's pretend-GPU train_4d (the target skips in a handout)
+    t 600 make -s -C "$ROOT" fake-gpu > /dev/null
 }
 
 # composed NP BASE "FLAGS"...: each layout on NP ranks, on NP pretend GPUs
@@ -29,7 +31,6 @@ setup_file() {
 composed() {
     local np=$1 base=$2 flags out
     shift 2
-    t 600 make -s -C "$ROOT" fake-gpu
     for flags in "$@"; do
         out="$BATS_TEST_TMPDIR/4d-$np-${flags// /_}"
         # shellcheck disable=SC2086  # flags is a list
