@@ -16,7 +16,7 @@ BLAS_LIB := /usr/lib/$(ARCH)/openblas-openmp
 # (common/checkpoint.h).
 CFLAGS := -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -pthread -Wall -Wextra -MMD -MP
 CPPFLAGS := -Icommon -I$(BUILD)/gen -I$(BLAS_INC)
-LDLIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -lm -fopenmp -pthread
+LDLIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -ldnnl -lm -fopenmp -pthread
 
 COMMON_SRC := $(wildcard common/*.c)
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/%.o)

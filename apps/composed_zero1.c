@@ -49,7 +49,8 @@ void composed_zero1_init(ComposedZero1 *c, const GPTLayout *layout, Comm *group,
     zero_init(&c->z, 1, 0, group, c->norm, layout, seed);
     c->hooks = (ModelHooks){.ctx = c};
     c->states = (ModelStates){c, &c->z.p, &c->z.g, &c->hooks, begin_step, begin_backward,
-                              finish_grads, update, gather_params, local_params, held};
+                              finish_grads, update, gather_params, local_params, held,
+                              NULL, NULL};
 }
 
 void composed_zero1_free(ComposedZero1 *c) {

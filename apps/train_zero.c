@@ -143,7 +143,7 @@ int main(int argc, char **argv) {
         hooks.params_done = params_done;
     }
     ModelStates states = {&z, &z.p, &z.g, &hooks, begin_step, begin_backward, finish_grads,
-                          update, gather_params, local_params, held};
+                          update, gather_params, local_params, held, NULL, NULL};
     size_t phi = gpt_num_params(&o.model);
     if (world->rank == 0)
         printf("train_zero: ZeRO-%d%s%s over %d rank%s, %d units, %zu parameters padded to %zu "

@@ -6,12 +6,12 @@ typedef struct { const char *name; GPTConfig cfg; } NamedConfig;
 
 static const NamedConfig g_configs[] = {
     /*                 V      ctx   L   NH   C */
-    {"tiny",      {  256,    64,  4,   4,  64, 0, 0, 0.0f,    0.0f,  0}},
-    {"small",     {  256,   128,  4,   4, 128, 0, 0, 0.0f,    0.0f,  0}},
-    {"medium",    {  256,   256,  4,   6, 384, 0, 0, 0.0f,    0.0f,  0}},
-    {"gpt2-124m", {50257,  1024, 12,  12, 768, 0, 0, 0.0f,    0.0f,  0}},
-    /*                                       E  k  capacity aux   every */
-    {"tiny-moe",  {  256,    64,  4,   4,  64, 4, 2, 1.25f,   0.01f, 2}},
+    {"tiny",      {  256,    64,  4,   4,  64, 0, 0, 0.0f,    0.0f,  0, 0, 0}},
+    {"small",     {  256,   128,  4,   4, 128, 0, 0, 0.0f,    0.0f,  0, 0, 0}},
+    {"medium",    {  256,   256,  4,   6, 384, 0, 0, 0.0f,    0.0f,  0, 0, 0}},
+    {"gpt2-124m", {50257,  1024, 12,  12, 768, 0, 0, 0.0f,    0.0f,  0, 0, 0}},
+    /*                                       E  k  capacity aux   every precision fp32_grads */
+    {"tiny-moe",  {  256,    64,  4,   4,  64, 4, 2, 1.25f,   0.01f, 2, 0, 0}},
 };
 
 int gpt_config_by_name(const char *name, GPTConfig *cfg) {

@@ -29,6 +29,14 @@ typedef struct {
     int top_k;       /* k */
     float capacity_factor, aux_loss_coef;
     int moe_every;
+    /* How it is stored and computed (not its shape: a checkpoint loads
+     * into any precision). precision (precision.h's Precision, 0 = fp32,
+     * the kit's original trainer): the format of the compute weights, the
+     * saved activations and the activation gradients; the master weights,
+     * AdamW's moments, the statistics and the loss stay fp32, and so do the
+     * weight gradients with fp32_grads (Megatron's main_grad). */
+    int precision;
+    int fp32_grads;
 } GPTConfig;
 
 /* Whether block i (0-based) is a mixture of experts */

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "device.h"
 #include "kernels_backend.h"
+#include "precision.h"
 #include "profile.h"
 #include "trace.h"
 
@@ -87,10 +88,16 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
     HANDED_KERNEL(layernorm_backward, 14.0 * N * C, F(4.0 * N * C + 5.0 * C + 2.0 * N), dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
+/* The format the GEMMs read their inputs in (kernels_set_precision) */
+static int g_precision = PRECISION_FP32;
+
+void kernels_set_precision(int precision) { g_precision = precision; }
+
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
                     int N, int IC, int OC) {
     KERNEL(matmul_forward, 2.0 * N * IC * OC + (bias ? (double)N * OC : 0.0),
-           F((double)N * IC + (double)OC * IC + (double)N * OC + (bias ? OC : 0)), out, inp, w, bias, N, IC, OC);
+           F((double)N * IC + (double)OC * IC + (double)N * OC + (bias ? OC : 0)), out, inp, w, bias, N, IC, OC,
+           g_precision);
 }
 
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
@@ -99,7 +106,7 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
     const double gemms = (dinp != NULL) + (dw != NULL);
     KERNEL(matmul_backward, gemms * 2.0 * N * IC * OC + (dbias ? (double)N * OC : 0.0),
            F((double)N * OC + gemms * 1.5 * (OC * IC + (double)N * IC) + (dbias ? 2 * OC : 0)),
-           dinp, dw, dbias, dout, inp, w, N, IC, OC);
+           dinp, dw, dbias, dout, inp, w, N, IC, OC, g_precision);
 }
 
 /* (query, key) pairs the causal mask keeps: B NH T (T + 1) / 2 */
@@ -282,6 +289,16 @@ double sum_squares(const float *x, size_t n) {
     if (t0 > 0.0) profile_end("sum_squares", t0, 2.0 * n, F(n));
     return sum;
 }
+void round_inplace(float *x, size_t n, int precision) {
+    KERNEL(round_inplace, 0.0, F(2.0 * n), x, n, precision);
+}
+void narrow_to_half(uint16_t *dst, const float *src, size_t n, int precision) {
+    KERNEL(narrow_to_half, 0.0, F(1.5 * n), dst, src, n, precision);
+}
+void widen_from_half(float *dst, const uint16_t *src, size_t n, int precision) {
+    KERNEL(widen_from_half, 0.0, F(1.5 * n), dst, src, n, precision);
+}
+
 void scale_inplace(float *x, float s, size_t n) { KERNEL(scale_inplace, (double)n, F(2.0 * n), x, s, n); }
 void add_inplace(float *x, const float *y, size_t n) { KERNEL(add_inplace, (double)n, F(3.0 * n), x, y, n); }
 void set_zero(float *x, size_t n) { KERNEL(set_zero, 0.0, F(n), x, n); }

@@ -25,6 +25,7 @@
 #define KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "math_shared.h"  /* ATTN_FULL... */
 
@@ -40,6 +41,13 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, const float *mean,
                         const float *rstd, int N, int C);
+
+/* The linear layers' GEMMs read inp, w and dout in the format precision
+ * (precision.h's Precision) and sum in fp32: OpenBLAS's sgemm or cuBLAS in
+ * fp32 for fp32, half_gemm.h's (or cuBLAS's 2-byte GEMMs) for bf16 and
+ * fp16. Process-wide, like kernels_set_cpu_backward: the trainers set the
+ * run's --precision once, before any layer runs (default fp32). */
+void kernels_set_precision(int precision);
 
 /* out (N,OC) = inp (N,IC) W^T + bias; bias may be NULL. */
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias,
@@ -199,6 +207,15 @@ double sum_squares(const float *x, size_t n);
 void scale_inplace(float *x, float s, size_t n);
 void add_inplace(float *x, const float *y, size_t n);  /* x += y */
 void set_zero(float *x, size_t n);
+
+/* Mixed precision (precision.h's formats; precision a Precision):
+ *   round_inplace    x[i] = x rounded to the format, kept as fp32 (where a
+ *                    2-byte trainer would store the value and read it back)
+ *   narrow_to_half   dst[i] = src[i] in the 2-byte format (bf16 or fp16)
+ *   widen_from_half  dst[i] = src[i] as fp32 (exact) */
+void round_inplace(float *x, size_t n, int precision);
+void narrow_to_half(uint16_t *dst, const float *src, size_t n, int precision);
+void widen_from_half(float *dst, const uint16_t *src, size_t n, int precision);
 
 /* C = alpha op(A) op(B) + beta C, row-major, op = transpose when trans != 0.
  * A thin wrapper over cblas_sgemm so lab code needs no BLAS header. */

@@ -15,6 +15,7 @@
 #define KERNELS_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,9 +29,10 @@ extern "C" {
     void layernorm_forward##SUFFIX(float *out, float *mean, float *rstd, const float *inp,   \
                                    const float *w, const float *b, int N, int C);            \
     void matmul_forward##SUFFIX(float *out, const float *inp, const float *w,                \
-                                const float *bias, int N, int IC, int OC);                   \
+                                const float *bias, int N, int IC, int OC, int precision);    \
     void matmul_backward##SUFFIX(float *dinp, float *dw, float *dbias, const float *dout,    \
-                                 const float *inp, const float *w, int N, int IC, int OC);   \
+                                 const float *inp, const float *w, int N, int IC, int OC,    \
+                                 int precision);                                             \
     void attention_forward##SUFFIX(float *out, float *att, const float *qkv, int B, int T,   \
                                    int C, int NH);                                           \
     void attention_probs_forward##SUFFIX(float *att, const float *qkv, int B, int T, int C,  \
@@ -84,6 +86,9 @@ extern "C" {
     void scale_inplace##SUFFIX(float *x, float s, size_t n);                                 \
     void add_inplace##SUFFIX(float *x, const float *y, size_t n);                            \
     void set_zero##SUFFIX(float *x, size_t n);                                               \
+    void round_inplace##SUFFIX(float *x, size_t n, int precision);                           \
+    void narrow_to_half##SUFFIX(uint16_t *dst, const float *src, size_t n, int precision);   \
+    void widen_from_half##SUFFIX(float *dst, const uint16_t *src, size_t n, int precision);  \
     void sgemm_rowmajor##SUFFIX(int trans_a, int trans_b, int M, int N, int K, float alpha,  \
                                 const float *A, int lda, const float *Bm, int ldb,           \
                                 float beta, float *Cm, int ldc);                            \

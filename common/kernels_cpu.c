@@ -7,7 +7,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "half_gemm.h"
 #include "math_shared.h"
+#include "precision.h"
 
 static unsigned long long g_sgemm_madds;
 
@@ -108,19 +110,30 @@ void layernorm_forward_cpu(float *out, float *mean, float *rstd, const float *in
     }
 }
 
+/* C (M,N) = op(A) op(B) + beta C of contiguous operands, in precision */
+static void linear_gemm(int precision, int trans_a, int trans_b, int M, int N, int K,
+                        const float *A, const float *B, float beta, float *C) {
+    if (precision != PRECISION_FP32) {
+        half_gemm(precision, trans_a, trans_b, M, N, K, A, B, beta, C);
+        return;
+    }
+    sgemm_rowmajor_cpu(trans_a, trans_b, M, N, K, 1.0f, A, trans_a ? M : K, B, trans_b ? K : N,
+                       beta, C, N);
+}
+
 void matmul_forward_cpu(float *out, const float *inp, const float *w, const float *bias,
-                    int N, int IC, int OC) {
+                    int N, int IC, int OC, int precision) {
     if (bias) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, sizeof(float) * OC);
     }
-    sgemm_rowmajor_cpu(0, 1, N, OC, IC, 1.0f, inp, IC, w, IC, bias ? 1.0f : 0.0f, out, OC);
+    linear_gemm(precision, 0, 1, N, OC, IC, inp, w, bias ? 1.0f : 0.0f, out);
 }
 
 void matmul_backward_cpu(float *dinp, float *dw, float *dbias, const float *dout,
-                     const float *inp, const float *w, int N, int IC, int OC) {
-    if (dinp) sgemm_rowmajor_cpu(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);  /* += dout W */
-    if (dw) sgemm_rowmajor_cpu(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);  /* += dout^T inp */
+                     const float *inp, const float *w, int N, int IC, int OC, int precision) {
+    if (dinp) linear_gemm(precision, 0, 0, N, IC, OC, dout, w, 1.0f, dinp);  /* += dout W */
+    if (dw) linear_gemm(precision, 1, 0, OC, IC, N, dout, inp, 1.0f, dw);    /* += dout^T inp */
     if (dbias) {
         /* dbias[o] += sum_n dout[n][o], by blocks of columns: each thread
          * walks whole rows of its block (contiguous, vector-wide), and each
@@ -448,6 +461,58 @@ void scale_inplace_cpu(float *x, float s, size_t n) {
 }
 
 void set_zero_cpu(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
+
+/* One loop per format, so that each vectorizes. fp16 goes through the
+ * compiler's _Float16 where it has one (F16C's conversions on x86): the
+ * same values as precision.h's, which tests/c/test_precision.c checks
+ * against it on all 2^32 patterns (a NaN's payload aside), at vector speed
+ * where precision.h's branches do not vectorize. */
+#ifdef __FLT16_MAX__
+static inline uint16_t fp16_bits(float x) {
+    const _Float16 h = (_Float16)x;
+    uint16_t bits;
+    memcpy(&bits, &h, sizeof bits);
+    return bits;
+}
+static inline float fp16_value(uint16_t bits) {
+    _Float16 h;
+    memcpy(&h, &bits, sizeof h);
+    return (float)h;
+}
+#else
+static inline uint16_t fp16_bits(float x) { return float_to_fp16(x); }
+static inline float fp16_value(uint16_t bits) { return fp16_to_float(bits); }
+#endif
+
+void round_inplace_cpu(float *x, size_t n, int precision) {
+    if (precision == PRECISION_BF16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) x[i] = bf16_to_float(float_to_bf16(x[i]));
+    } else if (precision == PRECISION_FP16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) x[i] = fp16_value(fp16_bits(x[i]));
+    }
+}
+
+void narrow_to_half_cpu(uint16_t *dst, const float *src, size_t n, int precision) {
+    if (precision == PRECISION_BF16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) dst[i] = float_to_bf16(src[i]);
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) dst[i] = fp16_bits(src[i]);
+    }
+}
+
+void widen_from_half_cpu(float *dst, const uint16_t *src, size_t n, int precision) {
+    if (precision == PRECISION_BF16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(src[i]);
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) dst[i] = fp16_value(src[i]);
+    }
+}
 
 /* ---- mixture of experts: one destination row per iteration, so no two
  * threads write one row and each row's sums run in a fixed order. */

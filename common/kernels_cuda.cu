@@ -25,7 +25,9 @@
  * datt, as on the CPU (the memory plan counts the same bytes on both
  * backends). The exceptions are fixed and tiny: cuBLAS's handle and its
  * workspace (created on first use), and sum_squares's static __device__
- * partial sums (4 KiB, part of the module image).
+ * partial sums (4 KiB, part of the module image); and under mixed
+ * precision the 2-byte copies of a GEMM's inputs (linear_gemm), in two
+ * buffers that grow to the largest GEMM's and stay.
  */
 #include <climits>
 #include <cublas_v2.h>
@@ -34,6 +36,7 @@
 #include "cuda_check.h"
 #include "kernels_backend.h"
 #include "math_shared.h"
+#include "precision.h"
 
 /* A failed cuBLAS call dies like CUDA_CHECK: the call, where, and why. */
 #define CUBLAS_CHECK(call)                                                     \
@@ -401,8 +404,44 @@ static __global__ void column_sum_kernel(float *dbias, const float *dout, int N,
     if (threadIdx.y == 0 && c < OC) dbias[c] += tile;
 }
 
+/* Mixed precision's GEMMs (kernels.h): A and B narrowed to the 2-byte
+ * format into device buffers that only grow, and cuBLAS multiplying them
+ * (tensor cores) with fp32 sums (CUBLAS_COMPUTE_32F) into fp32 C */
+static __global__ void narrow_kernel(uint16_t *dst, const float *src, size_t n, int precision);
+
+static const uint16_t *half_copy(int which, const float *src, size_t n, int precision) {
+    static uint16_t *buf[2];
+    static size_t cap[2];
+    if (n > cap[which]) {
+        if (buf[which]) CUDA_CHECK(cudaFree(buf[which]));
+        CUDA_CHECK(cudaMalloc(&buf[which], n * sizeof(uint16_t)));
+        cap[which] = n;
+    }
+    narrow_kernel<<<elem_blocks(n), ELEM_THREADS>>>(buf[which], src, n, precision);
+    LAUNCH_CHECK();
+    return buf[which];
+}
+
+/* C (M,N) = op(A) op(B) + beta C of contiguous operands, in precision */
+static void linear_gemm(int precision, int trans_a, int trans_b, int M, int N, int K,
+                        const float *A, const float *B, float beta, float *C) {
+    const int lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    if (precision == PRECISION_FP32) {
+        sgemm_rowmajor_cuda(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
+        return;
+    }
+    if (M == 0 || N == 0) return;
+    const cudaDataType_t half = precision == PRECISION_FP16 ? CUDA_R_16F : CUDA_R_16BF;
+    const uint16_t *a = half_copy(0, A, (size_t)M * K, precision);
+    const uint16_t *b = half_copy(1, B, (size_t)K * N, precision);
+    const float one = 1.0f;
+    CUBLAS_CHECK(cublasGemmEx(cublas(), cublas_op(trans_b), cublas_op(trans_a), N, M, K, &one, b,
+                              half, ldb, a, half, lda, &beta, C, CUDA_R_32F, N,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 void matmul_forward_cuda(float *out, const float *inp, const float *w, const float *bias,
-                         int N, int IC, int OC) {
+                         int N, int IC, int OC, int precision) {
     size_t n = (size_t)N * OC;
     if (n == 0) return;
     if (bias) {
@@ -410,14 +449,15 @@ void matmul_forward_cuda(float *out, const float *inp, const float *w, const flo
         LAUNCH_CHECK();
     }
     /* out (N,OC) = inp (N,IC) W^T, W (OC,IC) */
-    sgemm_rowmajor_cuda(0, 1, N, OC, IC, 1.0f, inp, IC, w, IC, bias ? 1.0f : 0.0f, out, OC);
+    linear_gemm(precision, 0, 1, N, OC, IC, inp, w, bias ? 1.0f : 0.0f, out);
 }
 
 void matmul_backward_cuda(float *dinp, float *dw, float *dbias, const float *dout,
-                          const float *inp, const float *w, int N, int IC, int OC) {
+                          const float *inp, const float *w, int N, int IC, int OC,
+                          int precision) {
     /* dinp (N,IC) += dout (N,OC) W (OC,IC);  dW (OC,IC) += dout^T inp (N,IC) */
-    if (dinp) sgemm_rowmajor_cuda(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 1.0f, dinp, IC);
-    if (dw) sgemm_rowmajor_cuda(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+    if (dinp) linear_gemm(precision, 0, 0, N, IC, OC, dout, w, 1.0f, dinp);
+    if (dw) linear_gemm(precision, 1, 0, OC, IC, N, dout, inp, 1.0f, dw);
     if (dbias && OC > 0) {
         dim3 block(COLSUM_COLS, COLSUM_ROWS);
         column_sum_kernel<<<(OC + COLSUM_COLS - 1) / COLSUM_COLS, block>>>(dbias, dout, N, OC);
@@ -731,6 +771,32 @@ void add_inplace_cuda(float *x, const float *y, size_t n) {
 void scale_inplace_cuda(float *x, float s, size_t n) {
     if (n == 0) return;
     scale_kernel<<<elem_blocks(n), ELEM_THREADS>>>(x, s, n);
+    LAUNCH_CHECK();
+}
+
+static __global__ void round_kernel(float *x, size_t n, int precision) {
+    GRID_STRIDE_LOOP(i, n) x[i] = round_to_precision(x[i], precision);
+}
+static __global__ void narrow_kernel(uint16_t *dst, const float *src, size_t n, int precision) {
+    GRID_STRIDE_LOOP(i, n) dst[i] = float_to_half(src[i], precision);
+}
+static __global__ void widen_kernel(float *dst, const uint16_t *src, size_t n, int precision) {
+    GRID_STRIDE_LOOP(i, n) dst[i] = half_to_float(src[i], precision);
+}
+
+void round_inplace_cuda(float *x, size_t n, int precision) {
+    if (n == 0) return;
+    round_kernel<<<elem_blocks(n), ELEM_THREADS>>>(x, n, precision);
+    LAUNCH_CHECK();
+}
+void narrow_to_half_cuda(uint16_t *dst, const float *src, size_t n, int precision) {
+    if (n == 0) return;
+    narrow_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dst, src, n, precision);
+    LAUNCH_CHECK();
+}
+void widen_from_half_cuda(float *dst, const uint16_t *src, size_t n, int precision) {
+    if (n == 0) return;
+    widen_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dst, src, n, precision);
     LAUNCH_CHECK();
 }
 

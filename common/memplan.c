@@ -7,6 +7,7 @@
 #include "layout.h"
 #include "model.h"
 #include "pipe_exec.h"
+#include "precision.h"
 
 GPTLayout memplan_model_layout(const GPTConfig *cfg, const MemLayout *l) {
     /* this rank's share of the model: all of it, or its TP shard */
@@ -19,6 +20,19 @@ GPTLayout memplan_model_layout(const GPTConfig *cfg, const MemLayout *l) {
     if (l->cp > 1) gpt_layout_set_context(&m, l->cp, 0, l->cp_algo);
     if (l->ep > 1) gpt_layout_set_experts(&m, l->ep, 0);
     return m;
+}
+
+/* Mixed precision's replicated states (model_states.h): the embeddings'
+ * unit and the largest other one widened to fp32, P_0 + max_u P_u
+ * elements of this rank's units */
+static size_t widened_units(const GPTLayout *m) {
+    size_t embed = 0, most = 0, offset, count;
+    for (int u = 0; u < gpt_num_units(m); u++) {
+        gpt_unit_range(m, u, &offset, &count);
+        if (u == GPT_UNIT_EMBED) embed = count;
+        else if (count > most) most = count;
+    }
+    return embed + most;
 }
 
 void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
@@ -52,6 +66,13 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
         st[MEM_OPTIMIZER] = 2 * F * shard;
     }
     plan->padding = plan->padded_params - phi;
+    size_t mixed_units = 0;  /* mixed precision: the compute copy's widened units */
+    if (cfg->precision != PRECISION_FP32) {
+        CHECK(l->zero_stage == 0, "mixed precision with ZeRO-%d is not built yet (the preflight "
+              "refuses it)", l->zero_stage);
+        st[MEM_PARAMS] += precision_bytes((Precision)cfg->precision) * phi;
+        mixed_units = F * widened_units(&m);
+    }
     memcpy(pk, st, sizeof plan->states);
 
     /* the working set of ZeRO-2/3 (see memplan.h) */
@@ -81,7 +102,7 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
                               + sizeof(int) * gpt_activation_ints(l->rows, l->seq);
         pk[MEM_COMM] += cp_forward > cp_backward ? cp_forward : cp_backward;
     }
-    pk[MEM_WORKSPACE] = F * gpt_scratch_floats(&m, l->rows, l->seq) + cp_work;
+    pk[MEM_WORKSPACE] = F * gpt_scratch_floats(&m, l->rows, l->seq) + cp_work + mixed_units;
 }
 
 void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm_forward,

@@ -8,6 +8,14 @@
 #include "device.h"
 #include "kernels.h"
 #include "math_shared.h"
+#include "precision.h"
+
+/* Mixed precision (model.h): a layer's output is stored in the run's
+ * format, so what the next layer reads, and what the backward pass reads,
+ * is rounded to it; fp32 rounds nothing */
+static void store_rounded(const GPTLayout *l, float *x, size_t n) {
+    if (l->cfg.precision != PRECISION_FP32) round_inplace(x, n, l->cfg.precision);
+}
 
 /* ---- activations ---------------------------------------------------------- */
 
@@ -345,8 +353,12 @@ static void recompute_block(const GPTLayout *l, const BlockParams *p, BlockActs 
           "attention probabilities, which context parallelism does not keep: recompute full, or "
           "none (the ring keeps no T x T term already)");
     CHECK(l->recompute_ops, "activation recomputation needs lab 05's functions (recompute_ops)");
-    if (l->recompute == RECOMPUTE_FULL) l->recompute_ops->block_forward_again(l, p, a, x, B, T);
-    else l->recompute_ops->attention_again(l, a, B, T);
+    if (l->recompute == RECOMPUTE_FULL) {
+        l->recompute_ops->block_forward_again(l, p, a, x, B, T);
+        return;
+    }
+    l->recompute_ops->attention_again(l, a, B, T);
+    store_rounded(l, a->att, gpt_attention_keep_floats(l, B, T));  /* as the forward's */
 }
 
 static const TensorParallelOps *ops_of(const GPTLayout *l) {
@@ -367,8 +379,13 @@ static const ContextParallelOps *cp_ops_of(const GPTLayout *l) {
     return l->cp_ops;
 }
 static void attention_of_layout_forward(const GPTLayout *l, BlockActs *a, int B, int T) {
-    if (l->cp > 1) cp_ops_of(l)->attention_forward(l, a->atty, a->att, a->qkv, B, T);
-    else attention_forward(a->atty, a->att, a->qkv, B, T, l->attn_width, l->n_head);
+    if (l->cp > 1) {  /* what the CP ops keep (the ring's lse) stays as they wrote it */
+        cp_ops_of(l)->attention_forward(l, a->atty, a->att, a->qkv, B, T);
+    } else {
+        attention_forward(a->atty, a->att, a->qkv, B, T, l->attn_width, l->n_head);
+        store_rounded(l, a->att, gpt_attention_keep_floats(l, B, T));
+    }
+    store_rounded(l, a->atty, (size_t)B * T * l->attn_width);
 }
 static void attention_of_layout_backward(const GPTLayout *l, const BlockActs *a,
                                          BackwardScratch *s, int B, int T) {
@@ -467,19 +484,29 @@ void block_forward(const GPTLayout *l, const BlockParams *p, BlockActs *a, const
     const int R = (int)seq_rows(l, (size_t)N);
     const size_t RC = (size_t)R * C, mine = ln_first(l, N) * C;
     layernorm_forward(a->ln1 + mine, a->ln1_mean, a->ln1_rstd, x, p->ln1w, p->ln1b, R, C);
+    store_rounded(l, a->ln1 + mine, RC);
     column_forward(l, a->qkv, a->ln1, p->qkvw, p->qkvb, a->seq_full, N, C, 3 * aw);
+    store_rounded(l, a->qkv, (size_t)N * 3 * aw);
     attention_of_layout_forward(l, a, B, T);
     row_forward(l, a->res1, a->atty, p->attprojw, p->attprojb, a->seq_full, N, aw, C);
+    store_rounded(l, a->res1, RC);
     residual_forward(a->res1, a->res1, x, RC);
+    store_rounded(l, a->res1, RC);
     layernorm_forward(a->ln2 + mine, a->ln2_mean, a->ln2_rstd, a->res1, p->ln2w, p->ln2b, R, C);
+    store_rounded(l, a->ln2 + mine, RC);
     if (a->moe) {
         a->aux = moe_branch_forward(l, p, a, RC);
+        store_rounded(l, a->res2, RC);
         return;
     }
     column_forward(l, a->fch, a->ln2, p->fcw, p->fcb, a->seq_full, N, C, mw);
+    store_rounded(l, a->fch, (size_t)N * mw);
     gelu_forward(a->fch_gelu, a->fch, (size_t)N * mw);
+    store_rounded(l, a->fch_gelu, (size_t)N * mw);
     row_forward(l, a->res2, a->fch_gelu, p->fcprojw, p->fcprojb, a->seq_full, N, mw, C);
+    store_rounded(l, a->res2, RC);
     residual_forward(a->res2, a->res2, a->res1, RC);
+    store_rounded(l, a->res2, RC);
 }
 
 void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
@@ -502,23 +529,31 @@ void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
     } else {
         row_backward(l, s->dfch_gelu, g->fcprojw, g->fcprojb, dout, a->fch_gelu, p->fcprojw,
                      a->seq_full, N, mw, C);
+        store_rounded(l, s->dfch_gelu, (size_t)N * mw);
         gelu_backward(s->dfch, a->fch, s->dfch_gelu, (size_t)N * mw);
+        store_rounded(l, s->dfch, (size_t)N * mw);
         column_backward(l, s->dln, g->fcw, g->fcb, s->dfch, a->ln2, p->fcw, a->seq_full,
                         a->seq_full2, N, C, mw);
     }
+    store_rounded(l, s->dln, (size_t)N * C);
     layernorm_backward(s->dres_mid, g->ln2w, g->ln2b, s->dln, a->res1, p->ln2w, a->ln2_mean,
                        a->ln2_rstd, R, C);
     residual_backward(s->dres_mid, dout, RC);
+    store_rounded(l, s->dres_mid, RC);
     /* Attention branch, x1 = x + attproj(attention(qkv(ln1(x)))). */
     set_zero(s->dln, (size_t)N * C);
     row_backward(l, s->datty, g->attprojw, g->attprojb, s->dres_mid, a->atty, p->attprojw,
                  a->seq_full, N, aw, C);
+    store_rounded(l, s->datty, (size_t)N * aw);
     attention_of_layout_backward(l, a, s, B, T);
+    store_rounded(l, s->dqkv, (size_t)N * 3 * aw);
     column_backward(l, s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, p->qkvw, a->seq_full,
                     a->seq_full2, N, C, 3 * aw);
+    store_rounded(l, s->dln, (size_t)N * C);
     layernorm_backward(dx, g->ln1w, g->ln1b, s->dln, x, p->ln1w, a->ln1_mean, a->ln1_rstd,
                        R, C);
     residual_backward(dx, s->dres_mid, RC);
+    store_rounded(l, dx, RC);
 }
 
 /* The hooks, each a no-op when absent */
@@ -568,6 +603,7 @@ static void embedding_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a
         l->sp_ops->embedding_forward(l, a->encoded, a->inputs, p->wte, wpe, a->seq_full, a->B,
                                      a->T);
     else ops_of(l)->embedding_forward(l, a->encoded, a->inputs, p->wte, wpe, a->B, a->T);
+    store_rounded(l, a->encoded, seq_rows(l, (size_t)a->B * a->T) * l->cfg.n_embd);
 }
 static void embedding_backward(const GPTLayout *l, GPTParams *g, GPTActs *a, const float *dout) {
     float *dwpe = g->wpe;
@@ -606,12 +642,17 @@ float gpt_stage_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a,
     needed(h, L + 1, 0);
     layernorm_forward(a->lnf + ln_first(l, N) * C, a->lnf_mean, a->lnf_rstd, x, p->lnfw,
                       p->lnfb, R, C);
+    store_rounded(l, a->lnf + ln_first(l, N) * C, (size_t)R * C);
     done(h, L + 1, 0);
     /* logits, the tied head: column-parallel over this rank's vocabulary rows */
     if (!st->embedding) needed(h, GPT_UNIT_EMBED, 0);
     column_forward(l, a->probs, a->lnf, p->wte, NULL, a->seq_full, N, C, l->vocab_rows);
     done(h, GPT_UNIT_EMBED, 0);
+    const size_t logits = (size_t)N * l->vocab_rows;
+    store_rounded(l, a->probs, logits);
+    /* the softmax and the loss in fp32, the probabilities kept rounded */
     const float loss = op->crossentropy_forward(l, a->losses, a->probs, a->ce_stats, a->targets, N);
+    store_rounded(l, a->probs, logits);
     /* the mean over the whole sequences' tokens, not this rank's positions */
     return (l->cp > 1 ? cp_ops_of(l)->loss_mean(l, loss) : loss) + aux;
 }
@@ -655,15 +696,18 @@ static void stage_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g,
     }
     /* d(objective)/d(output) of the stage: from the loss, or received */
     const float *dout = dout_in;
+    dloss *= h && h->loss_scale ? *h->loss_scale : 1.0f;  /* fp16's loss scaling (model.h) */
     s->moe_daux = dloss;
     if (st->head) {
         /* the loss is the mean over B*T positions: d(loss)/d(row loss) = dloss/(BT) */
         op->crossentropy_backward(l, a->probs, a->targets, dloss / N, N);
+        store_rounded(l, a->probs, (size_t)N * l->vocab_rows);
         set_zero(s->dlnf, NC);
         needed(h, GPT_UNIT_EMBED, 1);
         grads_begin(h, GPT_UNIT_EMBED);
         column_backward(l, s->dlnf, input_only ? NULL : g->wte, NULL, a->probs, a->lnf, p->wte,
                         a->seq_full, a->seq_full2, N, C, l->vocab_rows);
+        store_rounded(l, s->dlnf, NC);
         done(h, GPT_UNIT_EMBED, 1);
         set_zero(s->dres_out, NC);
         needed(h, L + 1, 1);
@@ -671,6 +715,7 @@ static void stage_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g,
         const float *x = st->n_blocks ? a->blocks[st->n_blocks - 1].res2 : a->encoded;
         layernorm_backward(s->dres_out, g->lnfw, g->lnfb, s->dlnf, x, p->lnfw, a->lnf_mean,
                            a->lnf_rstd, R, C);
+        store_rounded(l, s->dres_out, (size_t)R * C);
         done(h, L + 1, 1);
         grads_ready(h, L + 1);
         dout = s->dres_out;

@@ -13,6 +13,20 @@
  * 4C/tp columns, probs its Vp/tp vocabulary columns; the residual stream,
  * the layernorms and the losses are whole on every rank.
  *
+ * Mixed precision (config.h's precision bf16 or fp16): every layer computes
+ * in fp32 from inputs in the run's format and stores its outputs rounded to
+ * it (model.c's store_rounded): the embeddings' output, the layernorms'
+ * outputs (not their statistics), qkv, the attention probabilities and
+ * output, the linear layers' outputs and the residual sums, gelu's, the
+ * logits and the kept probabilities; in the backward pass every
+ * activation gradient the same. The weights the passes read are the
+ * states' 2-byte compute copy (model_states.h), the weight gradients fp32
+ * (fp32_grads). So GEMMs see 2-byte inputs and accumulate in fp32 (a
+ * product of two 2-byte numbers is exact in fp32), and the buffers hold
+ * exactly the values a 2-byte trainer would store. What the ops of a
+ * layout communicate inside a layer (partial sums, keys and values) and
+ * an MoE layer's inside are fp32; what CP's ops keep, as they write it.
+ *
  * Communication inside the passes goes through the layout's
  * TensorParallelOps (below), called unconditionally: the whole model's
  * versions (tp = 1, labs 00-03) are the plain kernels and communicate
@@ -320,13 +334,17 @@ void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
  *           begin(L+1), lnf, done(L+1), ready(L+1); blocks u = L..1 the
  *           same; encoder; ready(0) (the embedding gradient, written by the
  *           LM head first and the encoder last, is final only now).
- * So the ranges become final from the end of the buffer to its start. */
+ * So the ranges become final from the end of the buffer to its start.
+ * loss_scale (may be NULL: 1): the backward pass starts from the loss's
+ * gradient times *loss_scale, read at each backward (fp16's loss scaling:
+ * the states that own the scale divide it out of the gradients). */
 typedef struct {
     void *ctx;
     void (*params_needed)(void *ctx, int unit, int backward);
     void (*params_done)(void *ctx, int unit, int backward);
     void (*grads_begin)(void *ctx, int unit);
     void (*grads_ready)(void *ctx, int unit);
+    const float *loss_scale;
 } ModelHooks;
 
 /* Activation recomputation (layout.h's Recompute), as the backward pass

@@ -8,6 +8,7 @@
 #define MODEL_STATES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "checkpoint.h"
 #include "model.h"
@@ -34,6 +35,24 @@ typedef struct {
     GradsReadyFn grads_ready;
     void (*finish)(void *ctx, float *grads, size_t n);
 } GradSync;
+
+/* fp16's dynamic loss scaling (Micikevicius et al. 2018; PyTorch's
+ * GradScaler): the backward pass starts from the loss's gradient times
+ * scale, so that small activation gradients stay above fp16's smallest
+ * subnormal (2^-24); the states divide it out of the fp32 gradients. A
+ * step whose gradients are not finite (an overflow) is skipped and the
+ * scale halved; after `interval` clean steps in a row it doubles
+ * (interval 0: a fixed scale, an overflow still skips the step). The
+ * decision is the global gradient norm's (finish_grads: every rank gets
+ * the same one), so every rank skips together. bf16 and fp32 keep scale 1,
+ * interval 0. */
+typedef struct {
+    float scale;
+    int interval;        /* 0: the scale stays fixed */
+    int clean;           /* clean steps since the scale last changed */
+    int overflowed;      /* this step's gradients: not finite, so skipped */
+    long long skipped;   /* steps skipped so far in this run */
+} LossScaler;
 
 /* One AdamW step as the loop hands it to whoever holds the moments. */
 typedef struct {
@@ -81,11 +100,24 @@ typedef struct {
     /* what this rank holds of the parameters and the moments, for
      * checkpoints (checkpoint.h's CkptHeld) */
     void (*held)(void *ctx, CkptHeld *out);
+    /* may be NULL: after a checkpoint was loaded into held's buffers,
+     * derive what it does not hold (mixed precision's compute copy) */
+    void (*loaded)(void *ctx);
+    /* may be NULL: the loss scale (fp16) */
+    const LossScaler *scaler;
 } ModelStates;
 
 /* The replicated states: every rank holds all of its layout's buffer, 4
  * bytes each of params and grads and 8 of AdamW moments per element of the
- * layout's num_params (one device, DDP through sync, tensor parallelism) */
+ * layout's num_params (one device, DDP through sync, tensor parallelism).
+ * Under mixed precision (the layout's cfg.precision bf16 or fp16, with
+ * fp32_grads) params are the fp32 master weights, and the passes read
+ * compute, their 2-byte copy (MEM_PARAMS: 4 + 2 bytes per element), made
+ * from the master after each update (and a load): each unit widened to
+ * fp32 when the passes need it (params_needed), the embeddings into
+ * embed_unit (both ends of the forward pass read them), any other unit
+ * into one_unit (MEM_WORKSPACE); the gradients fp32, the moments fp32:
+ * 4 + 2 + 4 + 8 = 18 bytes per element. */
 typedef struct {
     const GPTLayout *layout;
     TensorInfo *tensors;    /* the layout's table, for the gradient norm */
@@ -95,11 +127,17 @@ typedef struct {
     GPTParams p, g;
     ModelHooks hooks;
     CkptRun all;            /* the whole local buffer, for checkpoints */
+    /* mixed precision only (else NULL, -1) */
+    uint16_t *compute;
+    float *embed_unit, *one_unit;
+    int unit_widened;       /* the unit one_unit holds now, or -1 */
+    LossScaler scaler;
 } ReplicatedStates;
 
-/* Allocate and initialize (seed) r's states on layout, st its ModelStates */
+/* Allocate and initialize (seed) r's states on layout, st its ModelStates;
+ * scaler: fp16's loss scale to start from (NULL: none) */
 void replicated_states_init(ReplicatedStates *r, const GPTLayout *layout, unsigned long long seed,
-                            const GradSync *sync, ModelStates *st);
+                            const GradSync *sync, const LossScaler *scaler, ModelStates *st);
 void replicated_states_free(ReplicatedStates *r);
 
 #endif

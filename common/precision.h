@@ -26,9 +26,33 @@
 #ifndef PRECISION_H
 #define PRECISION_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "math_shared.h"
+
+/* What a run stores its compute weights, saved activations and activation
+ * gradients in (--precision; model.h says where it rounds): fp32 is the
+ * kit's original trainer, bit for bit; bf16 and fp16 are mixed precision,
+ * with fp32 master weights, moments, statistics and loss. */
+typedef enum { PRECISION_FP32, PRECISION_BF16, PRECISION_FP16, PRECISION_NUM } Precision;
+
+static inline const char *precision_name(Precision p) {
+    static const char *const names[PRECISION_NUM] = {"fp32", "bf16", "fp16"};
+    return p >= 0 && p < PRECISION_NUM ? names[p] : "?";
+}
+/* 0 and *p set, or -1 for a name that is none of them */
+static inline int precision_parse(const char *name, Precision *p) {
+    for (int i = 0; i < PRECISION_NUM; i++)
+        if (strcmp(name, precision_name((Precision)i)) == 0) {
+            *p = (Precision)i;
+            return 0;
+        }
+    return -1;
+}
+/* bytes of one stored element */
+static inline size_t precision_bytes(Precision p) { return p == PRECISION_FP32 ? 4 : 2; }
 
 /* fp32 -> bf16: keep the top 16 bits, rounded. Adding 0x7FFF plus the
  * last kept bit carries into the kept bits exactly when the dropped ones
@@ -85,6 +109,19 @@ static inline HD float fp16_to_float(uint16_t h) {
         return sign ? -v : v;
     }
     return bits_float((int)(sign | ((e + 112u) << 23) | (m << 13)));
+}
+
+/* The 2-byte format of p (bf16 or fp16), both ways, and x rounded to p
+ * as an fp32 value (widen(narrow(x)): exact in fp32, so a buffer of such
+ * values holds p's numbers; fp32: x itself) */
+static inline HD uint16_t float_to_half(float x, int p) {
+    return p == PRECISION_FP16 ? float_to_fp16(x) : float_to_bf16(x);
+}
+static inline HD float half_to_float(uint16_t h, int p) {
+    return p == PRECISION_FP16 ? fp16_to_float(h) : bf16_to_float(h);
+}
+static inline HD float round_to_precision(float x, int p) {
+    return p == PRECISION_FP32 ? x : half_to_float(float_to_half(x, p), p);
 }
 
 #endif

@@ -8,6 +8,7 @@
 #include "checkpoint.h"
 #include "device.h"
 #include "fileio.h"
+#include "precision.h"
 
 static int g_passed;
 
@@ -178,6 +179,10 @@ static int device_color(void) {
 }
 
 void preflight_run(const TrainOptions *o, const MemLayout *layout, Comm *world) {
+    if (o->model.precision != PRECISION_FP32 && layout->zero_stage > 0)
+        USER_ERROR("--precision %s: ZeRO's sharded states keep fp32 only, for now; mixed "
+                   "precision runs on replicated states (one device, DDP, TP, SP, PP, CP, EP)",
+                   precision_name((Precision)o->model.precision));
     const int on_gpu = device_current() == DEVICE_CUDA;
     MemoryShare mine = {(double)(on_gpu ? device_free_bytes() : preflight_host_available_bytes()), 1};
     enum { MSG = 2048 };

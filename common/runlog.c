@@ -10,6 +10,8 @@
 #include "device.h"
 #include "fileio.h"
 #include "git_rev.h"
+#include "half_gemm.h"
+#include "precision.h"
 
 double wall_seconds(void) {
     struct timespec ts;
@@ -47,7 +49,9 @@ void runlog_open(RunLog *r, const TrainOptions *o) {
     snprintf(r->path, sizeof r->path, "%s/metrics.csv", o->out_dir);
     r->metrics = fopen(r->path, "w");
     IO_CHECK(r->metrics != NULL, "cannot create %s", r->path);
-    fprintf(r->metrics, "step,loss,val_loss,lr,grad_norm,tokens_per_s,step_ms\n");
+    r->scaled = o->model.precision == PRECISION_FP16;
+    fprintf(r->metrics, "step,loss,val_loss,lr,grad_norm,tokens_per_s,step_ms%s\n",
+            r->scaled ? ",loss_scale,skipped" : "");
     r->moe = NULL;
     r->experts = o->model.n_experts;
     if (r->experts > 0) {
@@ -94,11 +98,12 @@ static void print_progress(RunLog *r, int step, float loss, float val_loss, floa
 }
 
 void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, float grad_norm,
-                 double tokens_per_s, double step_ms) {
-    char val[32] = "";
+                 double tokens_per_s, double step_ms, float loss_scale, int skipped) {
+    char val[32] = "", scaling[48] = "";
     if (val_loss >= 0) snprintf(val, sizeof val, "%.9g", val_loss);
-    IO_CHECK(fprintf(r->metrics, "%d,%.9g,%s,%.9g,%.9g,%.1f,%.3f\n", step, loss, val, lr,
-                     grad_norm, tokens_per_s, step_ms) > 0 && fflush(r->metrics) == 0,
+    if (r->scaled) snprintf(scaling, sizeof scaling, ",%.9g,%d", loss_scale, skipped);
+    IO_CHECK(fprintf(r->metrics, "%d,%.9g,%s,%.9g,%.9g,%.1f,%.3f%s\n", step, loss, val, lr,
+                     grad_norm, tokens_per_s, step_ms, scaling) > 0 && fflush(r->metrics) == 0,
              "cannot write %s", r->path);
     print_progress(r, step, loss, val_loss, lr, tokens_per_s, step_ms);
 }
@@ -142,7 +147,8 @@ void runlog_write_run_json(const char *path, const TrainOptions *o, const char *
         fprintf(f, ", \"n_experts\": %d, \"top_k\": %d, \"capacity_factor\": %.6g, "
                    "\"aux_loss_coef\": %.6g, \"moe_every\": %d",
                 m->n_experts, m->top_k, m->capacity_factor, m->aux_loss_coef, m->moe_every);
-    fprintf(f, "},\n");
+    fprintf(f, ", \"precision\": \"%s\", \"fp32_grads\": %s},\n",
+            precision_name((Precision)m->precision), m->fp32_grads ? "true" : "false");
     fprintf(f, "  \"train\": {\"steps\": %d, \"batch\": %d, \"seq\": %d, \"lr\": %.9g, "
                "\"min_lr_frac\": %.9g, \"warmup\": %d, \"weight_decay\": %.9g, "
                "\"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, \"grad_clip\": %.9g, "
@@ -157,6 +163,8 @@ void runlog_write_run_json(const char *path, const TrainOptions *o, const char *
     const int gpu = device_current() == DEVICE_CUDA;
     fprintf(f, "  \"backend\": {\"device\": \"%s\", \"threads\": %d, \"blas\": \"%s\"",
             o->device, o->threads, gpu ? "cublas" : "openblas");
+    if (!gpu && m->precision != PRECISION_FP32)  /* the linear layers' GEMMs */
+        fprintf(f, ", \"half_gemm\": \"%s\"", half_gemm_backend(m->precision));
     /* the driver's count at the end of the run: context and library
      * workspaces included, unlike memory.csv's logical bytes */
     if (gpu)

@@ -2,7 +2,10 @@
  *
  *   metrics.csv  step,loss,val_loss,lr,grad_norm,tokens_per_s,step_ms
  *                (val_loss empty on steps without evaluation; losses with %.9g
- *                so two runs can be compared bit for bit)
+ *                so two runs can be compared bit for bit); under
+ *                --precision fp16 also loss_scale,skipped: the scale this
+ *                step's backward used, and 1 when its gradients overflowed
+ *                and the step was skipped (model_states.h's LossScaler)
  *   memory.csv   rank,category,current_bytes,peak_bytes   (alloc.h)
  *   moe.csv      a mixture of experts' (config.h) per step, over its MoE
  *                blocks, micro-batches and data-parallel ranks:
@@ -37,6 +40,7 @@ typedef struct {
     FILE *moe;         /* moe.csv of a mixture of experts, else NULL */
     char moe_path[1100];
     int experts;
+    int scaled;        /* fp16: metrics.csv has the loss scale's columns */
     int bar;           /* --progress bar, or auto resolved to it */
     int log_every, total_steps;
     int first_step;    /* of this run (a resumed one starts later), -1 before it */
@@ -51,9 +55,10 @@ ProgressMode runlog_progress_by_name(const char *name);
 void runlog_open(RunLog *r, const TrainOptions *o);
 /* a row of moe.csv (load: the config's n_experts counts) */
 void runlog_moe_step(RunLog *r, int step, double aux_loss, double dropped, const double *load);
-/* val_loss < 0 means "not evaluated this step". */
+/* val_loss < 0 means "not evaluated this step"; loss_scale and skipped
+ * are written under fp16 only */
 void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, float grad_norm,
-                 double tokens_per_s, double step_ms);
+                 double tokens_per_s, double step_ms, float loss_scale, int skipped);
 void runlog_close(RunLog *r);
 
 /* run.json; world_size ranks, dp of them data-parallel, and the layout's

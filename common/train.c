@@ -14,6 +14,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "pipe_exec.h"
+#include "precision.h"
 #include "preflight.h"
 #include "profile.h"
 #include "runlog.h"
@@ -297,10 +298,14 @@ static void setup_model(const TrainOptions *o, const TrainParallel *par, Run *r)
     r->whole = gpt_layout_whole(&o->model);
     r->layout = par && par->layout ? par->layout : &r->whole;
     r->st = par ? par->states : NULL;
+    const LossScaler scaler = {(float)o->loss_scale, o->loss_scale_interval, 0, 0, 0};
     if (!r->st) {
-        replicated_states_init(&r->replicated, r->layout, o->seed, par ? par->sync : NULL, &r->own);
+        replicated_states_init(&r->replicated, r->layout, o->seed, par ? par->sync : NULL,
+                               &scaler, &r->own);
         r->st = &r->own;
     }
+    CHECK(r->st == &r->own || o->model.precision == PRECISION_FP32, "mixed precision on a "
+          "program's own states (the preflight refuses it)");
     r->pipelined = par && par->schedule;
     r->trivial = r->pipelined ? NULL : pipe_schedule_trivial(o->grad_accum);
     r->schedule = r->pipelined ? par->schedule : r->trivial;
@@ -311,7 +316,8 @@ static void setup_model(const TrainOptions *o, const TrainParallel *par, Run *r)
     /* the backward bars of the DDP timelines: the traced hooks' (a
      * pipeline's are its ops', pipe_exec.c) */
     r->traced = (TracedHooks){r->st->hooks, 0.0};
-    r->hooks = (ModelHooks){&r->traced, traced_needed, traced_done, traced_begin, traced_ready};
+    r->hooks = (ModelHooks){&r->traced, traced_needed, traced_done, traced_begin, traced_ready,
+                            r->st->hooks ? r->st->hooks->loss_scale : NULL};
     pipe_rank_init(&r->exec, r->layout, r->st->params, r->st->grads,
                    r->pipelined ? r->st->hooks : &r->hooks, r->slice.rows, o->seq / r->layout->cp,
                    r->layout->pp_group, r->pipelined);
@@ -335,6 +341,7 @@ static int setup_checkpoints(const TrainOptions *o, const TrainParallel *par, Ru
     CkptLineage resumed = {0};
     const int first_step =
         o->resume[0] ? resume_from(o, r->layout, &r->held, &resumed, r->is_root) : 0;
+    if (o->resume[0] && r->st->loaded) r->st->loaded(r->st->ctx);
     r->save_to = (CkptSaveTo){o->checkpoints, o->save, o->keep, o->seed, g_program_name, {0}};
     if (o->save[0]) start_lineage(o, &r->save_to, &resumed, first_step, r->is_root);
     return first_step;
@@ -369,6 +376,8 @@ static void train_step(const TrainOptions *o, const TrainParallel *par, Run *r, 
     double loss_mean = sum_over_ranks(par, loss_sum) / ((double)r->ranks * o->grad_accum);
     AdamWStep adamw = {lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
                        (float)o->weight_decay, grad_clip_factor(norm, o->grad_clip), step + 1};
+    const float loss_scale = st->scaler ? st->scaler->scale : 1.0f;  /* before update moves it */
+    const int skipped = st->scaler && st->scaler->overflowed;
     double to = trace_now();
     st->update(st->ctx, &adamw);
     trace_event("compute", "optimizer", NULL, to, trace_now(), 0);
@@ -382,7 +391,7 @@ static void train_step(const TrainOptions *o, const TrainParallel *par, Run *r, 
     const double tokens_per_step = (double)o->batch * o->seq;
     if (r->is_root)
         runlog_step(&r->log, step, (float)loss_mean, val_loss, lr, (float)norm,
-                    tokens_per_step / dt, dt * 1e3);
+                    tokens_per_step / dt, dt * 1e3, loss_scale, skipped);
     if (o->model.n_experts > 0)
         log_moe_step(par, &r->log, step, o->grad_accum, o->model.n_experts, r->is_root);
     if (o->save[0] && ((o->save_every && (step + 1) % o->save_every == 0) || step + 1 == o->steps))

@@ -11,6 +11,8 @@
 #include "cli.h"
 #include "comm.h"
 #include "device.h"
+#include "kernels.h"
+#include "precision.h"
 #include "runlog.h"
 
 static const char *const g_usage =
@@ -51,6 +53,15 @@ static const char *const g_usage =
     "                       a table of time, FLOPs, bytes and roofline bound, and\n"
     "                       OUT/profile.csv (tools/plot_roofline.sh draws it)\n"
     "  --device cpu|cuda    where to compute; cuda needs `make CUDA=1`     (default cpu)\n"
+    "  --precision P        fp32, or mixed precision: bf16 or fp16 compute weights,\n"
+    "                       activations and their gradients over fp32 master weights\n"
+    "                       and moments (model.h)                       (default fp32)\n"
+    "  --fp32-grads         bf16/fp16: fp32 weight gradients (Megatron's main_grad);\n"
+    "                       needed for now: 2-byte gradients are not built yet\n"
+    "  --loss-scale S       fp16: the dynamic loss scale's start      (default 65536)\n"
+    "  --loss-scale-interval N  fp16: double the scale after N steps without an\n"
+    "                       overflow, halve it on one (and skip the step); 0 keeps\n"
+    "                       S fixed (with S 1: no loss scaling)        (default 2000)\n"
     COMM_TIMEOUT_HELP
     "  --n-layer L --n-head H --n-embd C --ctx T --vocab V   override the named config\n"
     "  --experts E          a mixture of experts (lab 08): E expert MLPs in every\n"
@@ -67,7 +78,8 @@ enum {
     OPT_N_HEAD, OPT_N_EMBD, OPT_CTX, OPT_VOCAB, OPT_EXPERTS, OPT_TOP_K, OPT_CAPACITY, OPT_AUX,
     OPT_MOE_EVERY, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_SAVE, OPT_SAVE_EVERY, OPT_KEEP,
     OPT_SAVE_ASYNC, OPT_PROGRESS,
-    OPT_RESUME, OPT_COMM_TIMEOUT, OPT_PROFILE,
+    OPT_RESUME, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_PRECISION, OPT_FP32_GRADS, OPT_LOSS_SCALE,
+    OPT_LOSS_SCALE_INTERVAL,
     OPT_PARALLEL, OPT_EXTRA  /* a parallel flag, a program's own option: by name */
 };
 
@@ -106,6 +118,10 @@ static const struct option g_common_options[] = {
     {"resume", required_argument, 0, OPT_RESUME},
     {"comm-timeout", required_argument, 0, OPT_COMM_TIMEOUT},
     {"profile", no_argument, 0, OPT_PROFILE},
+    {"precision", required_argument, 0, OPT_PRECISION},
+    {"fp32-grads", no_argument, 0, OPT_FP32_GRADS},
+    {"loss-scale", required_argument, 0, OPT_LOSS_SCALE},
+    {"loss-scale-interval", required_argument, 0, OPT_LOSS_SCALE_INTERVAL},
     {"help", no_argument, 0, 'h'}};
 
 /* The model flags, unset (0, or -1 where 0 is a value) until given: they
@@ -114,6 +130,8 @@ typedef struct {
     int n_layer, n_head, n_embd, ctx_len, vocab;
     int experts, top_k, moe_every;
     double capacity, aux;
+    Precision precision;
+    int fp32_grads;
 } ModelFlags;
 
 /* The defaults of every option but the model's (the named config's) */
@@ -139,6 +157,8 @@ static void set_defaults(TrainOptions *o, const TrainProgram *p) {
     o->eval_batches = 4;
     o->val_fraction = 0.1;
     o->log_every = 10;
+    o->loss_scale = -1.0;          /* default: 65536 under fp16 */
+    o->loss_scale_interval = -1;   /* default: 2000 under fp16 */
     o->parallel = parallel_flags_default();
     o->parallel.exposed = p->parallel;
 }
@@ -190,6 +210,15 @@ static int parse_common_option(int c, const char *optarg, TrainOptions *o, Model
     case OPT_RESUME: cli_string(o->resume, sizeof o->resume, "--resume", optarg); break;
     case OPT_COMM_TIMEOUT: comm_set_timeout(cli_double("--comm-timeout", optarg, 0, 1e7)); break;
     case OPT_PROFILE: o->profile = 1; break;
+    case OPT_PRECISION:
+        if (precision_parse(optarg, &m->precision) != 0)
+            USER_ERROR("--precision expects fp32, bf16 or fp16, got '%s'", optarg);
+        break;
+    case OPT_FP32_GRADS: m->fp32_grads = 1; break;
+    case OPT_LOSS_SCALE: o->loss_scale = cli_double("--loss-scale", optarg, 1.0, 1e30); break;
+    case OPT_LOSS_SCALE_INTERVAL:
+        o->loss_scale_interval = cli_int("--loss-scale-interval", optarg, 0, 1 << 30);
+        break;
     default: return 0;
     }
     return 1;
@@ -220,10 +249,29 @@ static void resolve_model(TrainOptions *o, const ModelFlags *f) {
     if (f->capacity >= 0) m->capacity_factor = (float)f->capacity;
     if (f->aux >= 0) m->aux_loss_coef = (float)f->aux;
     if (f->moe_every) m->moe_every = f->moe_every;
+    m->precision = f->precision;
+    m->fp32_grads = f->fp32_grads;
     const char *problem = gpt_config_problem(m);
     if (problem)
         USER_ERROR("config %s can't be built: %s (n_layer %d, n_head %d, n_embd %d)",
                    o->config_name, problem, m->n_layer, m->n_head, m->n_embd);
+}
+
+/* --precision's companions: fp32 gradient buffers only under mixed
+ * precision (and, for now, needed there), the loss scale only under fp16 */
+static void resolve_precision(TrainOptions *o) {
+    const Precision p = (Precision)o->model.precision;
+    if (p == PRECISION_FP32 && o->model.fp32_grads)
+        USER_ERROR("--fp32-grads keeps fp32 gradients under --precision bf16 or fp16; "
+                   "fp32's are fp32 already");
+    if (p != PRECISION_FP32 && !o->model.fp32_grads)
+        USER_ERROR("--precision %s: 2-byte gradients (the default) are not built yet: add "
+                   "--fp32-grads (fp32 gradient buffers, Megatron's main_grad)", precision_name(p));
+    if (p != PRECISION_FP16 && (o->loss_scale >= 0 || o->loss_scale_interval >= 0))
+        USER_ERROR("--loss-scale and --loss-scale-interval scale fp16's gradients: give "
+                   "--precision fp16 (%s needs none)", precision_name(p));
+    if (o->loss_scale < 0) o->loss_scale = p == PRECISION_FP16 ? 65536.0 : 1.0;
+    if (o->loss_scale_interval < 0) o->loss_scale_interval = p == PRECISION_FP16 ? 2000 : 0;
 }
 
 /* The options that depend on others: the defaults that follow the model
@@ -319,6 +367,8 @@ void train_options_parse(int argc, char **argv, TrainOptions *o, const TrainProg
     if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0)
         USER_ERROR("--device expects cpu or cuda, got '%s'", o->device);
     resolve_model(o, &model);
+    resolve_precision(o);
+    kernels_set_precision(o->model.precision);
     resolve_run(o);
     device_select(o->device);
     if (p->parallel & PAR_PP) resolve_pipeline(o);

@@ -43,6 +43,11 @@ typedef struct {
     int eval_every, eval_batches, log_every, threads;
     ProgressMode progress;      /* 0: auto */
     int profile;                /* --profile: per-kernel table (profile.h) */
+    /* fp16's dynamic loss scale (model.precision, fp32_grads: the model's
+     * storage, config.h): the start, and the clean steps before it doubles
+     * (0: fixed); 1 and 0 outside fp16 */
+    double loss_scale;
+    int loss_scale_interval;
     double lr, min_lr_frac;     /* cosine decays lr to lr * min_lr_frac */
     double weight_decay, beta1, beta2, eps, grad_clip, val_fraction;
     unsigned long long seed;

@@ -20,12 +20,13 @@
 set -euo pipefail
 
 # column: bsdextrautils; ip, tc: iproute2; pgrep, pkill, ps: procps
+# libdnnl-dev: oneDNN, mixed precision's bf16 GEMMs on the CPU (half_gemm.h)
 packages=(build-essential openmpi-bin libopenmpi-dev libopenblas-dev libopenblas-openmp-dev
-          gnuplot-nox bats fortunes-min python3 libxml2-utils pandoc bsdextrautils iproute2
+          libdnnl-dev gnuplot-nox bats fortunes-min python3 libxml2-utils pandoc bsdextrautils iproute2
           procps)
 test_packages=(chromium python3-pil)
 gpu_packages=(build-essential openmpi-bin libopenmpi-dev libopenblas-dev libopenblas-openmp-dev
-              bats python3 procps)
+              libdnnl-dev bats python3 procps)
 gpu=0
 case "${1:-}" in
     "") ;;

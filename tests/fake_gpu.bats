@@ -42,7 +42,7 @@ build_fake_zero() {
     (cd "$ROOT" && mpicc -rdynamic "$out.o" "$BUILD/solutions/03_zero/zero.o" $links \
         "$BUILD/tests/fake_gpu/fake_device.o" "$BUILD/tests/fake_gpu/fake_nccl.o" "$BUILD/fake_gpu/obj/comm.o" \
         "$BUILD/fake_gpu/obj/comm_nccl.o" "$BUILD/libcommon.a" -L"/usr/lib/$arch/openblas-openmp" \
-        -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -lm -fopenmp -pthread -o "$out")
+        -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" -lopenblas -ldnnl -lm -fopenmp -pthread -o "$out")
 }
 
 # fake_equals_cpu NAME NP FAKE_PROG CPU_PROG FLAGS...: FAKE_PROG with

@@ -154,7 +154,7 @@ build_variant() {
         # shellcheck disable=SC2086  # the manifest's words
         (cd "$ROOT" && mpicc $links "$obj" "$build/libcommon.a" \
             -L"/usr/lib/$arch/openblas-openmp" -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" \
-            -lopenblas -lm -fopenmp -pthread "${extra[@]}" -o "$out/$prog")
+            -lopenblas -ldnnl -lm -fopenmp -pthread "${extra[@]}" -o "$out/$prog")
     done
 }
 

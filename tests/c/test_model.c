@@ -128,7 +128,7 @@ int main(void) {
     HookLog h = {.m = &m, .grads = grads, .total = n, .next_end = n};
     h.snapshot = calloc(n, sizeof(float));
     h.reported = calloc(n, 1);
-    ModelHooks logging = {&h, on_needed, on_done, on_begin, on_ready};
+    ModelHooks logging = {&h, on_needed, on_done, on_begin, on_ready, NULL};
     float loss = gpt_forward(&m, &p, &a, &logging);
     EXPECT(strcmp(h.events, "n0 n1 d1 n2 d2 n3 d3 n4 d4 d0") == 0, "forward hooks: %s", h.events);
     h.events[0] = '\0';
@@ -150,7 +150,8 @@ int main(void) {
     gpt_params_view(&m, NULL, &pv);
     gpt_params_view(&m, NULL, &gv);
     Private v = {.m = &m, .params = params, .grads = grads_private, .p = &pv, .g = &gv};
-    ModelHooks private_hooks = {&v, private_needed, private_done, private_begin, private_ready};
+    ModelHooks private_hooks = {&v, private_needed, private_done, private_begin, private_ready,
+                                   NULL};
     float loss_private = gpt_forward(&m, &pv, &a, &private_hooks);
     EXPECT(v.live_params == 0, "%d units still gathered after forward", v.live_params);
     gpt_backward(&m, &pv, &gv, &a, &s, &private_hooks);

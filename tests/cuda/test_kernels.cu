@@ -44,12 +44,14 @@
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backward_kernels.h"  /* lab 00's CPU backward passes, the reference */
 #include "cuda_check.h"
 #include "kernels_backend.h"
 #include "math_shared.h"
 #include "gpu_present.h"
+#include "precision.h"
 #include "unit.h"
 
 
@@ -239,34 +241,40 @@ static void check_layernorm(const Shape *s) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
 }
 
-/* (N, C) -> (N, V): odd output widths, with and without bias */
+/* (N, C) -> (N, V): odd output widths, with and without bias, in every
+ * precision (the 2-byte ones: half_gemm.h against cuBLAS's GemmEx, both
+ * exact products of the rounded inputs summed in fp32) */
 static void check_matmul(const Shape *s) {
     int N = s->B * s->T, IC = s->C, OC = s->V;
+    char what[96];
+#define LABEL(text) (snprintf(what, sizeof what, "%s, %s", (text), precision_name((Precision)p)), what)
+    for (int p = 0; p < PRECISION_NUM; p++)
     for (int with_bias = 0; with_bias <= 1; with_bias++) {
         const char *fwd = with_bias ? "matmul_forward (bias) out" : "matmul_forward out";
         Pair inp = pair_random((size_t)N * IC, 1.0f), w = pair_random((size_t)OC * IC, 1.0f);
         Pair bias = pair_random((size_t)OC, 1.0f), out = pair_random((size_t)N * OC, 1.0f);
-        matmul_forward_cpu(out.h, inp.h, w.h, with_bias ? bias.h : NULL, N, IC, OC);
-        matmul_forward_cuda(out.d, inp.d, w.d, with_bias ? bias.d : NULL, N, IC, OC);
-        expect_pair(fwd, &out, TOL_GEMM);
+        matmul_forward_cpu(out.h, inp.h, w.h, with_bias ? bias.h : NULL, N, IC, OC, p);
+        matmul_forward_cuda(out.d, inp.d, w.d, with_bias ? bias.d : NULL, N, IC, OC, p);
+        expect_pair(LABEL(fwd), &out, TOL_GEMM);
 
         Pair dout = pair_random((size_t)N * OC, 1.0f), dinp = pair_random((size_t)N * IC, 1.0f);
         Pair dw = pair_random((size_t)OC * IC, 1.0f), dbias = pair_random((size_t)OC, 1.0f);
         matmul_backward_cpu(dinp.h, dw.h, with_bias ? dbias.h : NULL, dout.h, inp.h, w.h, N,
-                            IC, OC);
+                            IC, OC, p);
         matmul_backward_cuda(dinp.d, dw.d, with_bias ? dbias.d : NULL, dout.d, inp.d, w.d, N,
-                             IC, OC);
-        expect_pair(with_bias ? "matmul_backward (bias) dinp" : "matmul_backward dinp", &dinp,
-                    TOL_GEMM);
-        expect_pair(with_bias ? "matmul_backward (bias) dw" : "matmul_backward dw", &dw,
+                             IC, OC, p);
+        expect_pair(LABEL(with_bias ? "matmul_backward (bias) dinp" : "matmul_backward dinp"),
+                    &dinp, TOL_GEMM);
+        expect_pair(LABEL(with_bias ? "matmul_backward (bias) dw" : "matmul_backward dw"), &dw,
                     TOL_GEMM);
         /* without a bias dbias must stay as it was: EXACT against the untouched CPU copy */
-        expect_pair(with_bias ? "matmul_backward dbias" : "matmul_backward dbias untouched",
+        expect_pair(LABEL(with_bias ? "matmul_backward dbias" : "matmul_backward dbias untouched"),
                     &dbias, with_bias ? TOL_GEMM : TOL_EXACT);
 
         Pair *all[] = {&inp, &w, &bias, &out, &dout, &dinp, &dw, &dbias};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
     }
+#undef LABEL
 }
 
 static void check_attention(const Shape *s) {
