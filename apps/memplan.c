@@ -183,8 +183,7 @@ static void print_activation_parts_csv(const GPTConfig *cfg, const MemLayout *l)
         char label[64];
         tp_label(label, sizeof label, &v[i]);
         for (int p = 0; p < ACT_NUM_PARTS; p++)
-            printf("%s,%s,%zu\n", label, gpt_activation_part_name((ActPart)p),
-                   sizeof(float) * parts[p]);
+            printf("%s,%s,%zu\n", label, gpt_activation_part_name((ActPart)p), parts[p]);
         printf("%s,tokens,%zu\n", label, sizeof(int) * gpt_activation_ints(v[i].rows, v[i].seq));
     }
 }

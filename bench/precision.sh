@@ -80,5 +80,5 @@ done
 echo "mixed precision on this machine ($(nproc) cores; median tokens/s over steps $SKIP..$((STEPS - 1)); peak bytes, memory.csv):"
 column -s, -t "$CSV"
 echo "(bf16 and fp16 keep fp32 masters and fp32 gradients (--fp32-grads): parameters 4 + 2 bytes;"
-echo " the activations are still stored in fp32 buffers holding the 2-byte values)"
+echo " the blocks' activations 2 bytes, the LM head's logits fp32)"
 echo "wrote $CSV"

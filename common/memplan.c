@@ -98,7 +98,7 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
         pk[MEM_COMM] += pipe_comm_peak_bytes(&m, l->schedule, l->rows, l->seq, cp_forward,
                                              cp_backward);
     } else {
-        pk[MEM_ACTIVATIONS] = F * gpt_activation_floats(&m, l->rows, l->seq)
+        pk[MEM_ACTIVATIONS] = gpt_activation_bytes(&m, l->rows, l->seq)
                               + sizeof(int) * gpt_activation_ints(l->rows, l->seq);
         pk[MEM_COMM] += cp_forward > cp_backward ? cp_forward : cp_backward;
     }

@@ -1,5 +1,6 @@
 #include "model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,10 @@
 static void store_rounded(const GPTLayout *l, float *x, size_t n) {
     if (l->cfg.precision != PRECISION_FP32) round_inplace(x, n, l->cfg.precision);
 }
+
+/* Whether the blocks keep their activations packed in the 2-byte format
+ * (model.h's BlockActs.kept) */
+static int packed_blocks(const GPTLayout *l) { return l->cfg.precision != PRECISION_FP32; }
 
 /* ---- activations ---------------------------------------------------------- */
 
@@ -67,7 +72,13 @@ size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T) {
  *   SELECTIVE  L (all but att) + one att, shared;
  *   FULL       L res2 (each block's output) + one block's others, shared.
  * Outside the blocks: encoded R C, lnf BT C + 2R, probs BT Vp/tp, losses
- * BT, and under split layers ce_stats 3 BT. */
+ * BT, and under split layers ce_stats 3 BT.
+ * Mixed precision (packed_blocks) stores what a block keeps in 2 bytes
+ * (model.h) and computes in one block's fp32 work area: per block res1,
+ * ln1, ln2, qkv, atty, fch, fch_gelu and (recompute none, cp 1) att, and
+ * res2 but the last block's, in 2 bytes (FULL: res2 alone); once, the work
+ * area of those in fp32, with res2's two turns and the stage's output
+ * (3 R C); the statistics, CP's keep and the ends as fp32's. */
 void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, int T,
                                 size_t parts[ACT_NUM_PARTS]) {
     const size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd;
@@ -75,17 +86,32 @@ void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, i
     const size_t res2 = R * C, res1_stats = R * (C + 4);
     const size_t LN = ln_rows(l, BT), ln_out = 2 * LN * C, split = BT * (4 * aw + 2 * mw);
     const size_t att = gpt_attention_keep_floats(l, B, T);
-    const int full = l->recompute == RECOMPUTE_FULL;
+    const int full = l->recompute == RECOMPUTE_FULL, none = l->recompute == RECOMPUTE_NONE;
     /* an MoE block keeps moe.h's buffers in place of fch and fch_gelu */
-    const size_t moe_blocks = stage_moe_blocks(l, st);
+    const size_t moe_blocks = stage_moe_blocks(l, st), F = sizeof(float);
     const size_t moe = moe_blocks ? moe_blocks * (moe_kept_floats_of(l, B, T) - BT * 2 * mw) : 0;
-    parts[ACT_RESIDUAL] = L * res2 + (full ? 1 : L) * res1_stats;
-    parts[ACT_LAYERNORM_OUT] = (full ? 1 : L) * ln_out;
-    parts[ACT_SPLIT] = (full ? 1 : L) * split + moe;
-    parts[ACT_ATTENTION] = (l->recompute == RECOMPUTE_NONE ? L : 1) * att;
-    parts[ACT_ENDS] = R * C + (st->head ? LN * C + 2 * R + BT * l->vocab_rows + BT +
-                                             (l->split_layers ? 3 * BT : 0)
-                                        : 0);
+    const size_t ends = R * C + (st->head ? LN * C + 2 * R + BT * l->vocab_rows + BT +
+                                                (l->split_layers ? 3 * BT : 0)
+                                          : 0);
+    if (!packed_blocks(l)) {
+        parts[ACT_RESIDUAL] = F * (L * res2 + (full ? 1 : L) * res1_stats);
+        parts[ACT_LAYERNORM_OUT] = F * (full ? 1 : L) * ln_out;
+        parts[ACT_SPLIT] = F * ((full ? 1 : L) * split + moe);
+        parts[ACT_ATTENTION] = F * (none ? L : 1) * att;
+        parts[ACT_ENDS] = F * ends;
+        return;
+    }
+    const size_t H = precision_bytes((Precision)l->cfg.precision), kept = full ? 0 : L;
+    const size_t dense = L - moe_blocks, qkv_atty = BT * 4 * aw, mlp = BT * 2 * mw;
+    parts[ACT_RESIDUAL] = H * (kept * R * C + (L - 1) * res2) +
+                          F * (res1_stats - R * 4 + 3 * res2 + (full ? 1 : L) * R * 4);
+    parts[ACT_LAYERNORM_OUT] = H * kept * ln_out + F * ln_out;
+    parts[ACT_SPLIT] = H * (kept * qkv_atty + (full ? 0 : dense) * mlp) +
+                       F * (qkv_atty + (dense ? mlp : 0) +
+                            (moe_blocks ? moe_blocks * moe_kept_floats_of(l, B, T) : 0));
+    parts[ACT_ATTENTION] = l->cp == 1 ? H * (none ? L : 0) * att + F * att
+                                      : F * (none ? L : 1) * att;
+    parts[ACT_ENDS] = F * ends;
 }
 
 void gpt_activation_parts(const GPTLayout *l, int B, int T, size_t parts[ACT_NUM_PARTS]) {
@@ -110,13 +136,13 @@ static size_t parts_sum(const size_t parts[ACT_NUM_PARTS]) {
     return total;
 }
 
-size_t gpt_activation_floats(const GPTLayout *l, int B, int T) {
+size_t gpt_activation_bytes(const GPTLayout *l, int B, int T) {
     size_t parts[ACT_NUM_PARTS];
     gpt_activation_parts(l, B, T, parts);
     return parts_sum(parts);
 }
 
-size_t gpt_stage_activation_floats(const GPTLayout *l, const GPTStage *st, int B, int T) {
+size_t gpt_stage_activation_bytes(const GPTLayout *l, const GPTStage *st, int B, int T) {
     size_t parts[ACT_NUM_PARTS];
     gpt_stage_activation_parts(l, st, B, T, parts);
     return parts_sum(parts);
@@ -164,6 +190,145 @@ static float *take(float **cursor, size_t n) {
     return p;
 }
 
+/* ---- mixed precision: the blocks' activations packed ------------------------
+ * What block i keeps in its 2-byte store (BlockActs.kept), in the store's
+ * order, each as the fp32 buffer it is computed in (the stage's work
+ * area; res2 one of its two turns) and its length: the parts' "2 bytes"
+ * (gpt_stage_activation_parts). */
+typedef struct {
+    float *work;
+    size_t n;
+} KeptTensor;
+enum { MAX_KEPT = 9 };
+
+static int block_kept(const GPTLayout *l, const GPTActs *a, int i, KeptTensor k[MAX_KEPT]) {
+    const BlockActs *b = &a->blocks[i];
+    const size_t BT = (size_t)a->B * a->T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
+    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
+    int n = 0;
+    if (l->recompute != RECOMPUTE_FULL) {
+        k[n++] = (KeptTensor){b->ln1, LN * C};
+        k[n++] = (KeptTensor){b->qkv, BT * 3 * aw};
+        if (l->cp == 1 && l->recompute == RECOMPUTE_NONE)
+            k[n++] = (KeptTensor){b->att, gpt_attention_keep_floats(l, a->B, a->T)};
+        k[n++] = (KeptTensor){b->atty, BT * aw};
+        k[n++] = (KeptTensor){b->res1, R * C};
+        k[n++] = (KeptTensor){b->ln2, LN * C};
+        if (!b->moe) {
+            k[n++] = (KeptTensor){b->fch, BT * mw};
+            k[n++] = (KeptTensor){b->fch_gelu, BT * mw};
+        }
+    }
+    if (i < a->stage.n_blocks - 1) k[n++] = (KeptTensor){b->res2, R * C};  /* the last: fp32 */
+    return n;
+}
+
+static size_t block_kept_elems(const GPTLayout *l, const GPTActs *a, int i) {
+    KeptTensor k[MAX_KEPT];
+    size_t total = 0;
+    for (int j = 0, n = block_kept(l, a, i, k); j < n; j++) total += k[j].n;
+    return total;
+}
+
+/* After block i's forward: what it keeps, into its store */
+static void pack_block(const GPTLayout *l, const GPTActs *a, int i) {
+    KeptTensor k[MAX_KEPT];
+    uint16_t *dst = a->blocks[i].kept;
+    for (int j = 0, n = block_kept(l, a, i, k); j < n; dst += k[j].n, j++)
+        narrow_to_half(dst, k[j].work, k[j].n, l->cfg.precision);
+}
+
+/* Before block i's backward (or weight gradients): its kept tensors back
+ * into the work area, all but res2 (which its backward does not read) */
+static void unpack_block(const GPTLayout *l, const GPTActs *a, int i) {
+    KeptTensor k[MAX_KEPT];
+    const uint16_t *src = a->blocks[i].kept;
+    const int n = block_kept(l, a, i, k) - (i < a->stage.n_blocks - 1);
+    for (int j = 0; j < n; src += k[j].n, j++)
+        widen_from_half(k[j].work, src, k[j].n, l->cfg.precision);
+}
+
+/* Block i's input, as its backward reads it: the stage's input, or the
+ * output of block i - 1 (packed: widened back into its own turn of the
+ * work area, which is not block i's) */
+static const float *block_input(const GPTLayout *l, const GPTActs *a, int i) {
+    if (i == 0) return a->encoded;
+    const BlockActs *prev = &a->blocks[i - 1];
+    if (!packed_blocks(l)) return prev->res2;
+    KeptTensor k[MAX_KEPT];
+    const int n = block_kept(l, a, i - 1, k);
+    widen_from_half(prev->res2, prev->kept + block_kept_elems(l, a, i - 1) - k[n - 1].n,
+                    k[n - 1].n, l->cfg.precision);
+    return prev->res2;
+}
+
+/* The elements a stage's blocks store in 2 bytes (block_kept's, from the
+ * shapes alone: what sizes the allocation) */
+static size_t stage_kept_elems(const GPTLayout *l, const GPTStage *st, int B, int T) {
+    const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
+    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width, L = st->n_blocks;
+    size_t n = (L - 1) * R * C;  /* res2 but the last */
+    if (l->recompute == RECOMPUTE_FULL) return n;
+    const int att = l->cp == 1 && l->recompute == RECOMPUTE_NONE;
+    const size_t dense = L - stage_moe_blocks(l, st);
+    return n + L * (2 * LN * C + BT * 4 * aw + R * C +
+                    (att ? gpt_attention_keep_floats(l, B, T) : 0)) + dense * BT * 2 * mw;
+}
+
+/* The packed layout's fp32 buffers (the parts' "fp32"): the work area of
+ * one block, res2's two turns and the output, the statistics and CP's
+ * keep per block (FULL: once), the ends; then the 2-byte stores */
+static float *alloc_packed(const GPTLayout *l, const GPTStage *st, GPTActs *a, float *cur,
+                          const MoEShape *moe_shape, size_t stored) {
+    const int B = a->B, T = a->T, L = st->n_blocks, full = l->recompute == RECOMPUTE_FULL;
+    const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
+    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
+    const size_t keep = gpt_attention_keep_floats(l, B, T);
+    BlockActs w = {0};  /* the work area */
+    w.ln1 = take(&cur, LN * C);
+    w.qkv = take(&cur, BT * 3 * aw);
+    if (l->cp == 1) w.att = take(&cur, keep);
+    w.atty = take(&cur, BT * aw);
+    w.res1 = take(&cur, R * C);
+    w.ln2 = take(&cur, LN * C);
+    if (stage_moe_blocks(l, st) < (size_t)L) {
+        w.fch = take(&cur, BT * mw);
+        w.fch_gelu = take(&cur, BT * mw);
+    }
+    float *turn[2] = {take(&cur, R * C), take(&cur, R * C)}, *out = take(&cur, R * C);
+    for (int i = 0; i < L; i++) {
+        BlockActs *b = &a->blocks[i];
+        *b = w;
+        const int own = i == 0 || !full;  /* statistics and CP's keep: per block, or once */
+        b->ln1_mean = own ? take(&cur, R) : a->blocks[0].ln1_mean;
+        b->ln1_rstd = own ? take(&cur, R) : a->blocks[0].ln1_rstd;
+        b->ln2_mean = own ? take(&cur, R) : a->blocks[0].ln2_mean;
+        b->ln2_rstd = own ? take(&cur, R) : a->blocks[0].ln2_rstd;
+        if (l->cp > 1) b->att = own ? take(&cur, keep) : a->blocks[0].att;
+        if (gpt_block_is_moe(&l->cfg, st->first_block + i)) {
+            b->fch = b->fch_gelu = NULL;
+            b->moe = calloc(1, sizeof *b->moe);
+            CHECK(b->moe, "out of memory");
+            moe_acts_alloc(b->moe, moe_shape);
+        }
+        b->res2 = i < L - 1 ? turn[i % 2] : out;
+    }
+    if (st->head) {
+        a->lnf = take(&cur, LN * C);
+        a->lnf_mean = take(&cur, R);
+        a->lnf_rstd = take(&cur, R);
+        a->probs = take(&cur, BT * l->vocab_rows);
+        a->losses = take(&cur, BT);
+        if (l->split_layers) a->ce_stats = take(&cur, 3 * BT);
+    }
+    a->kept = mem_alloc(MEM_ACTIVATIONS, stored * sizeof(uint16_t));
+    size_t offset = 0;
+    for (int i = 0; i < L; offset += block_kept_elems(l, a, i), i++)
+        a->blocks[i].kept = a->kept + offset;
+    CHECK(offset == stored, "the blocks' stores disagree with their formula");
+    return cur;
+}
+
 void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, GPTActs *a) {
     const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
     const size_t C = l->cfg.n_embd;
@@ -179,13 +344,20 @@ void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, 
     /* the MoE blocks' buffers are moe.h's own allocations */
     const size_t moe_blocks = stage_moe_blocks(l, st);
     const size_t moe = moe_blocks ? moe_blocks * moe_kept_floats_of(l, B, T) : 0;
-    size_t nf = gpt_stage_activation_floats(l, st, B, T);
     const MoEShape moe_shape = moe > 0 ? moe_shape_of(l, B, T) : (MoEShape){0};
-    nf -= moe;
-    float *base = mem_alloc(MEM_ACTIVATIONS, nf * sizeof(float)), *cur = base;
-    a->encoded = take(&cur, R * C);
+    /* the fp32 floats: the formula's bytes but the experts' and the stores' */
+    const size_t stored = packed_blocks(l) ? stage_kept_elems(l, st, B, T) : 0;
+    const size_t nf = (gpt_stage_activation_bytes(l, st, B, T) - moe * sizeof(float) -
+                       stored * precision_bytes((Precision)l->cfg.precision)) / sizeof(float);
     a->blocks = calloc(st->n_blocks, sizeof(BlockActs));
     CHECK(a->blocks != NULL, "out of memory");
+    float *base = mem_alloc(MEM_ACTIVATIONS, nf * sizeof(float)), *cur = base;
+    a->encoded = take(&cur, R * C);
+    if (packed_blocks(l)) {
+        cur = alloc_packed(l, st, a, cur, &moe_shape, stored);
+        CHECK((size_t)(cur - base) == nf, "activation layout disagrees with its formula");
+        return;
+    }
     for (int i = 0; i < st->n_blocks; i++) {
         BlockActs *b = &a->blocks[i];
         if (i > 0 && l->recompute == RECOMPUTE_FULL) {
@@ -279,8 +451,22 @@ void gpt_acts_alloc(const GPTLayout *l, int B, int T, GPTActs *a, BackwardScratc
     gpt_acts_use_scratch(a, s);
 }
 
+void gpt_stage_acts_poison(const GPTLayout *l, GPTActs *a) {
+    const size_t moe_blocks = stage_moe_blocks(l, &a->stage);
+    const size_t moe = moe_blocks ? moe_blocks * moe_kept_floats_of(l, a->B, a->T) : 0;
+    const size_t stored = packed_blocks(l) ? stage_kept_elems(l, &a->stage, a->B, a->T) : 0;
+    const size_t H = precision_bytes((Precision)l->cfg.precision);
+    const size_t nf = (gpt_stage_activation_bytes(l, &a->stage, a->B, a->T) -
+                       moe * sizeof(float) - stored * H) / sizeof(float);
+    fill_value(a->encoded, NAN, nf);  /* the start of the fp32 allocation */
+    for (size_t done = 0; done < stored; done += nf)  /* NaN from it, rounded: NaN */
+        narrow_to_half(a->kept + done, a->encoded, stored - done < nf ? stored - done : nf,
+                       l->cfg.precision);
+}
+
 void gpt_stage_acts_free(GPTActs *a) {
     if (a->weight_grads) mem_free(a->weight_grads);
+    mem_free(a->kept);
     mem_free(a->inputs);
     mem_free(a->encoded);  /* the start of the float allocation */
     for (int i = 0; i < a->stage.n_blocks; i++)
@@ -634,6 +820,7 @@ float gpt_stage_forward(const GPTLayout *l, const GPTParams *p, GPTActs *a,
         const int u = 1 + st->first_block + i;
         needed(h, u, 0);
         block_forward(l, &p->blocks[u - 1], &a->blocks[i], x, B, T);
+        if (packed_blocks(l)) pack_block(l, a, i);
         done(h, u, 0);
         x = a->blocks[i].res2;
         aux += a->blocks[i].aux;
@@ -724,7 +911,8 @@ static void stage_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g,
      * dres_out take turns (never the received dout_in, which is read) */
     for (int i = st->n_blocks - 1, k = 0; i >= 0; i--, k++) {
         const int u = 1 + st->first_block + i;
-        const float *x = i == 0 ? a->encoded : a->blocks[i - 1].res2;
+        const float *x = block_input(l, a, i);
+        if (packed_blocks(l)) unpack_block(l, a, i);
         float *dx = k % 2 == 0 ? s->dres_in : s->dres_out;
         set_zero(dx, NC);
         needed(h, u, 1);
@@ -790,6 +978,7 @@ void gpt_stage_backward_weight(const GPTLayout *l, GPTParams *g, GPTActs *a) {
     for (int i = st->n_blocks - 1; i >= 0; i--) {
         BlockParams *gb = &g->blocks[st->first_block + i];
         const BlockActs *b = &a->blocks[i];
+        if (packed_blocks(l)) unpack_block(l, a, i);
         const float *kb = a->weight_grads + (size_t)i * N * (2 * C + 3 * aw + mw);
         matmul_backward(NULL, gb->fcprojw, gb->fcprojb, kb, b->fch_gelu, NULL, N, mw, C);
         matmul_backward(NULL, gb->fcw, gb->fcb, kb + NC, b->ln2, NULL, N, C, mw);

@@ -23,9 +23,13 @@
  * states' 2-byte compute copy (model_states.h), the weight gradients fp32
  * (fp32_grads). So GEMMs see 2-byte inputs and accumulate in fp32 (a
  * product of two 2-byte numbers is exact in fp32), and the buffers hold
- * exactly the values a 2-byte trainer would store. What the ops of a
- * layout communicate inside a layer (partial sums, keys and values) and
- * an MoE layer's inside are fp32; what CP's ops keep, as they write it.
+ * exactly the values a 2-byte trainer would store. A block's are then
+ * kept in 2 bytes (BlockActs.kept), packed after its forward and widened
+ * back before its backward: lossless, since they hold the format's
+ * values, so the passes give the same bits as fp32 buffers of rounded
+ * values would. What the ops of a layout communicate inside a layer
+ * (partial sums, keys and values) and an MoE layer's inside are fp32;
+ * what CP's ops keep, as they write it.
  *
  * Communication inside the passes goes through the layout's
  * TensorParallelOps (below), called unconditionally: the whole model's
@@ -38,6 +42,7 @@
 #define MODEL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "layout.h"
@@ -208,6 +213,15 @@ typedef struct {
     MoEActs *moe;                      /* an MoE block's (moe.h; fch, fch_gelu NULL),
                                           else NULL */
     float aux;                         /* and its aux loss in this forward */
+    /* Mixed precision: the block's store, what it keeps in 2 bytes (ln1,
+     * qkv, att, atty, res1, ln2, fch, fch_gelu, res2; model.c's
+     * block_kept). The pointers above are then the stage's work area of
+     * one block in fp32, shared by its blocks (res2 taking turns; the last
+     * block's its own, the stage's output): the forward pass packs each
+     * block into its store, the backward pass widens it back before the
+     * block's backward. The statistics, CP's keep and an MoE block's
+     * buffers stay fp32, per block. NULL in fp32. */
+    uint16_t *kept;
 } BlockActs;
 
 /* One micro-batch's activations on one pipeline stage (layout.h's
@@ -230,6 +244,7 @@ typedef struct {
     float *weight_grads;                    /* between gpt_stage_backward_input and
                                                _weight: what the latter reads */
     float *wpe_local, *dwpe_local;          /* the scratch's, under context parallelism */
+    uint16_t *kept;                         /* mixed precision: the blocks' stores */
 } GPTActs;
 
 /* Scratch for the backward pass: activation gradients of ONE block at a
@@ -269,12 +284,13 @@ typedef struct {
 void gpt_moe_stats_reset(void);
 const MoEStats *gpt_moe_stats(void);
 
-/* Floats of forward activations and of backward scratch, and int32s of token
- * ids, for B x T on this layout (the memory formulas in the READMEs of the
- * single-device and the tensor-parallel labs). */
-size_t gpt_activation_floats(const GPTLayout *l, int B, int T);
-/* The same floats by what they are (labs 05's chart; they add up to
- * gpt_activation_floats):
+/* Bytes of forward activations and floats of backward scratch, and int32s
+ * of token ids, for B x T on this layout (the memory formulas in the
+ * READMEs of the single-device and the tensor-parallel labs; fp32's bytes
+ * are 4 a float, mixed precision's stores 2 an element: model.c's parts). */
+size_t gpt_activation_bytes(const GPTLayout *l, int B, int T);
+/* The same bytes by what they are (labs 05's chart; they add up to
+ * gpt_activation_bytes):
  *   ACT_RESIDUAL       the residual stream: res1, res2, layernorm statistics
  *                      (R rows: split under sequence parallelism);
  *   ACT_LAYERNORM_OUT  ln1, ln2: the split layers' whole inputs;
@@ -286,12 +302,12 @@ typedef enum {
 } ActPart;
 void gpt_activation_parts(const GPTLayout *l, int B, int T, size_t parts[ACT_NUM_PARTS]);
 /* Of one pipeline stage (one micro-batch's; the whole model's at pp = 1).
- * gpt_activation_parts and _floats are one micro-batch on each of this
+ * gpt_activation_parts and _bytes are one micro-batch on each of this
  * rank's chunks. Every stage keeps its input (R,C) ("ends"); the last the
  * head's too. */
 void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, int T,
                                 size_t parts[ACT_NUM_PARTS]);
-size_t gpt_stage_activation_floats(const GPTLayout *l, const GPTStage *st, int B, int T);
+size_t gpt_stage_activation_bytes(const GPTLayout *l, const GPTStage *st, int B, int T);
 const char *gpt_activation_part_name(ActPart p);
 size_t gpt_activation_ints(int B, int T);
 size_t gpt_scratch_floats(const GPTLayout *l, int B, int T);
@@ -304,6 +320,9 @@ void gpt_acts_free(GPTActs *a, BackwardScratch *s);
  * activations borrow the scratch's sequence-parallel buffers. */
 void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, GPTActs *a);
 void gpt_stage_acts_free(GPTActs *a);
+/* Fill a stage's activations with NaN (pipe_exec.h's poison: what a
+ * released micro-batch's backward must never read) */
+void gpt_stage_acts_poison(const GPTLayout *l, GPTActs *a);
 void gpt_scratch_alloc(const GPTLayout *l, int B, int T, BackwardScratch *s);
 void gpt_scratch_free(BackwardScratch *s);
 void gpt_acts_use_scratch(GPTActs *a, const BackwardScratch *s);

@@ -118,9 +118,7 @@ void pipe_acts_release(PipeRank *x, int micro, int chunk) {
           "which are not held", micro, chunk);
     wait_if(&sl->send_act, &sl->send_act_busy);  /* the send reads the last block's output */
     GPTActs *a = sl->acts;
-    if (x->poison)
-        scale_inplace(a->encoded, NAN,
-                      gpt_stage_activation_floats(x->layout, &a->stage, a->B, a->T));
+    if (x->poison) gpt_stage_acts_poison(x->layout, a);
     PipePool *p = &x->pool[chunk];
     p->free_sets[p->nfree++] = a;
     sl->acts = NULL;
@@ -418,7 +416,7 @@ size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int row
     for (int i = 0; i < list->n; i++) {
         const PipeOp *op = &list->ops[i];
         const GPTStage st = gpt_stage(l, op->chunk);
-        const size_t set = gpt_stage_activation_floats(l, &st, rows, seq) * sizeof(float) + ints;
+        const size_t set = gpt_stage_activation_bytes(l, &st, rows, seq) + ints;
         const size_t wg = gpt_stage_weight_grad_floats(l, &st, rows, seq) * sizeof(float);
         if (op->kind == PIPE_FORWARD && ++in_use[op->chunk] > pool[op->chunk])
             pool[op->chunk]++, sets += set;  /* the pool grows by one set */

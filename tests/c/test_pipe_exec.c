@@ -12,7 +12,9 @@
  *   - the allocator's activation and gradient-buffer peaks equal
  *     pipe_activation_peak_bytes and pipe_comm_peak_bytes;
  *   - using activations after releasing them is an error, and a run frees
- *     everything it took. */
+ *     everything it took.
+ * All of it in fp32 and again in bf16, where the blocks keep their
+ * activations packed (model.h's BlockActs.kept). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +23,15 @@
 #include "backward_kernels.h"
 #include "check.h"
 #include "model.h"
+#include "kernels.h"
 #include "pipe_exec.h"
+#include "precision.h"
 #include "rng.h"
 #include "unit.h"
 
 enum { B = 2, T = 8, M = 3 };
-static const GPTConfig g_cfg = {.vocab_size = 32, .ctx_len = 8, .n_layer = 4, .n_head = 2,
-                                .n_embd = 16};
+static GPTConfig g_cfg = {.vocab_size = 32, .ctx_len = 8, .n_layer = 4, .n_head = 2,
+                          .n_embd = 16};
 
 static void load(void *ctx, int micro, GPTActs *a) {
     (void)ctx;
@@ -136,22 +140,25 @@ static void check_schedule(const char *what, Schedule *s, const PipeStageOps *op
     schedule_free(s);
 }
 
-int main(void) {
-    kernels_set_cpu_backward(program_backward_kernels());
+/* Every check in one precision */
+static void check_precision(Precision p) {
+    g_cfg.precision = p;
+    kernels_set_precision(p);
     Model ref;
     model_init(&ref, 1);
     const double ref_loss = plain_loop(&ref);
 
-    check_schedule("trivial schedule", pipe_schedule_trivial(M), &pipe_plain_ops, ref.grads,
-                   ref_loss);
+    char what[64];
+    snprintf(what, sizeof what, "%s: trivial schedule", precision_name(p));
+    check_schedule(what, pipe_schedule_trivial(M), &pipe_plain_ops, ref.grads, ref_loss);
     const PipeStageOps split_ops = {pipe_plain_ops.forward, NULL, split_input, split_weight, 0, "split_"};
     for (int v = 1; v <= 4; v *= 2)
         for (int ahead = 0; ahead < M; ahead++) {
-            char what[64];
-            snprintf(what, sizeof what, "%d chunks, %d ahead", v, ahead);
+            snprintf(what, sizeof what, "%s: %d chunks, %d ahead", precision_name(p), v, ahead);
             check_schedule(what, one_rank_schedule(v, 0, ahead), &pipe_plain_ops, ref.grads,
                            ref_loss);
-            snprintf(what, sizeof what, "%d chunks, %d ahead, split backward", v, ahead);
+            snprintf(what, sizeof what, "%s: %d chunks, %d ahead, split backward",
+                     precision_name(p), v, ahead);
             check_schedule(what, one_rank_schedule(v, 1, ahead), &split_ops, ref.grads, ref_loss);
         }
 
@@ -161,8 +168,8 @@ int main(void) {
     model_init(&m, 2);
     Schedule *s0 = one_rank_schedule(2, 0, 0), *s2 = one_rank_schedule(2, 0, 2);
     const GPTStage st0 = gpt_stage(&m.l, 0), st1 = gpt_stage(&m.l, 1);
-    const size_t sets = (gpt_stage_activation_floats(&m.l, &st0, B, T) +
-                         gpt_stage_activation_floats(&m.l, &st1, B, T)) * sizeof(float) +
+    const size_t sets = (gpt_stage_activation_bytes(&m.l, &st0, B, T) +
+                         gpt_stage_activation_bytes(&m.l, &st1, B, T)) +
                         2 * gpt_activation_ints(B, T) * sizeof(int);
     EXPECT(pipe_activation_peak_bytes(&m.l, s0, B, T) == sets, "one micro-batch in flight");
     EXPECT(pipe_activation_peak_bytes(&m.l, s2, B, T) == 3 * sets, "three micro-batches in flight");
@@ -170,5 +177,11 @@ int main(void) {
     schedule_free(s2);
     model_free(&m);
     model_free(&ref);
+}
+
+int main(void) {
+    kernels_set_cpu_backward(program_backward_kernels());
+    check_precision(PRECISION_FP32);
+    check_precision(PRECISION_BF16);
     return unit_report("test_pipe_exec");
 }

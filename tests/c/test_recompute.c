@@ -2,11 +2,13 @@
  * with SELECTIVE and FULL, two micro-batches accumulated (so that a value
  * kept from the other micro-batch would show) give bit for bit the losses
  * and gradients of keeping everything; the activations allocated are the
- * formula's (gpt_activation_floats, counted by the allocator), and FULL <
+ * formula's (gpt_activation_bytes, counted by the allocator), and FULL <
  * SELECTIVE < NONE. The recomputing functions here are the obvious ones
  * (rerun the block's forward, or its attention), as lab 05's solution
  * writes them: what is tested is the library's placement of the buffers
- * and of the calls. */
+ * and of the calls. In fp32, and in bf16 where the blocks keep their
+ * activations packed (model.h) and the recomputed ones are rounded as the
+ * forward pass's were. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,7 @@
 #include "check.h"
 #include "kernels.h"
 #include "model.h"
+#include "precision.h"
 #include "rng.h"
 #include "unit.h"
 
@@ -23,15 +26,21 @@ static void again_block(const GPTLayout *l, const BlockParams *p, BlockActs *a, 
     block_forward(l, p, a, x, B, T);
 }
 static void again_attention(const GPTLayout *l, BlockActs *a, int B, int T) {
-    attention_forward(a->atty, a->att, a->qkv, B, T, l->attn_width, l->n_head);
+    attention_probs_forward(a->att, a->qkv, B, T, l->attn_width, l->n_head);
 }
 static const RecomputeOps g_ops = {again_block, again_attention};
 
 enum { B = 2, T = 8 };
 
 /* losses of two micro-batches and the accumulated gradients */
-static void run(Recompute rc, float losses[2], float **grads_out, size_t *acts_bytes) {
-    const GPTConfig cfg = {.vocab_size = 32, .ctx_len = 8, .n_layer = 3, .n_head = 2, .n_embd = 16};
+static const GPTConfig g_cfg = {.vocab_size = 32, .ctx_len = 8, .n_layer = 3, .n_head = 2,
+                                .n_embd = 16};
+
+static void run(Recompute rc, Precision precision, float losses[2], float **grads_out,
+                size_t *acts_bytes) {
+    GPTConfig cfg = g_cfg;
+    cfg.precision = precision;
+    kernels_set_precision(precision);
     GPTLayout l = gpt_layout_whole(&cfg);
     l.recompute = rc;
     l.recompute_ops = rc == RECOMPUTE_NONE ? NULL : &g_ops;
@@ -54,10 +63,10 @@ static void run(Recompute rc, float losses[2], float **grads_out, size_t *acts_b
         losses[k] = gpt_forward(&l, &p, &a, NULL);
         gpt_backward(&l, &p, &g, &a, &s, NULL);
     }
-    EXPECT(gpt_activation_floats(&l, B, T) * sizeof(float) + gpt_activation_ints(B, T) * sizeof(int)
+    EXPECT(gpt_activation_bytes(&l, B, T) + gpt_activation_ints(B, T) * sizeof(int)
                == *acts_bytes,
            "recompute %d: allocated %zu activation bytes, the formula says %zu", rc, *acts_bytes,
-           gpt_activation_floats(&l, B, T) * sizeof(float) + gpt_activation_ints(B, T) * sizeof(int));
+           gpt_activation_bytes(&l, B, T) + gpt_activation_ints(B, T) * sizeof(int));
     gpt_acts_free(&a, &s);
     gpt_params_view_free(&p);
     gpt_params_view_free(&g);
@@ -65,26 +74,32 @@ static void run(Recompute rc, float losses[2], float **grads_out, size_t *acts_b
     *grads_out = grads;
 }
 
-int main(void) {
-    kernels_set_cpu_backward(program_backward_kernels());
+static void check_precision(Precision p) {
     float base_loss[2], loss[2];
     float *base_grads, *grads;
     size_t base_bytes, bytes[3];
-    run(RECOMPUTE_NONE, base_loss, &base_grads, &base_bytes);
+    run(RECOMPUTE_NONE, p, base_loss, &base_grads, &base_bytes);
     bytes[RECOMPUTE_NONE] = base_bytes;
-    const GPTConfig cfg = {.vocab_size = 32, .ctx_len = 8, .n_layer = 3, .n_head = 2, .n_embd = 16};
-    const size_t n = gpt_num_params(&cfg);
+    const size_t n = gpt_num_params(&g_cfg);
     for (Recompute rc = RECOMPUTE_SELECTIVE; rc <= RECOMPUTE_FULL; rc++) {
-        run(rc, loss, &grads, &bytes[rc]);
-        EXPECT(memcmp(loss, base_loss, sizeof loss) == 0, "recompute %d: losses %.9g %.9g vs %.9g %.9g",
-               rc, loss[0], loss[1], base_loss[0], base_loss[1]);
+        run(rc, p, loss, &grads, &bytes[rc]);
+        EXPECT(memcmp(loss, base_loss, sizeof loss) == 0,
+               "%s, recompute %d: losses %.9g %.9g vs %.9g %.9g", precision_name(p), rc, loss[0],
+               loss[1], base_loss[0], base_loss[1]);
         EXPECT(memcmp(grads, base_grads, n * sizeof(float)) == 0,
-               "recompute %d: gradients differ from keeping everything", rc);
+               "%s, recompute %d: gradients differ from keeping everything", precision_name(p), rc);
         free(grads);
     }
     EXPECT(bytes[RECOMPUTE_FULL] < bytes[RECOMPUTE_SELECTIVE] &&
                bytes[RECOMPUTE_SELECTIVE] < bytes[RECOMPUTE_NONE],
-           "activation bytes: none %zu, selective %zu, full %zu", bytes[0], bytes[1], bytes[2]);
+           "%s: activation bytes: none %zu, selective %zu, full %zu", precision_name(p), bytes[0],
+           bytes[1], bytes[2]);
     free(base_grads);
+}
+
+int main(void) {
+    kernels_set_cpu_backward(program_backward_kernels());
+    check_precision(PRECISION_FP32);
+    check_precision(PRECISION_BF16);
     return unit_report("test_recompute");
 }
