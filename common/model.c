@@ -190,6 +190,18 @@ static float *take(float **cursor, size_t n) {
     return p;
 }
 
+/* The last stage's own: the head's activations, from cur on */
+static float *take_head(const GPTLayout *l, GPTActs *a, float *cur) {
+    const size_t BT = (size_t)a->B * a->T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
+    a->lnf = take(&cur, LN * l->cfg.n_embd);
+    a->lnf_mean = take(&cur, R);
+    a->lnf_rstd = take(&cur, R);
+    a->probs = take(&cur, BT * l->vocab_rows);
+    a->losses = take(&cur, BT);
+    if (l->split_layers) a->ce_stats = take(&cur, 3 * BT);
+    return cur;
+}
+
 /* ---- mixed precision: the blocks' activations packed ------------------------
  * What block i keeps in its 2-byte store (BlockActs.kept), in the store's
  * order, each as the fp32 buffer it is computed in (the stage's work
@@ -313,14 +325,7 @@ static float *alloc_packed(const GPTLayout *l, const GPTStage *st, GPTActs *a, f
         }
         b->res2 = i < L - 1 ? turn[i % 2] : out;
     }
-    if (st->head) {
-        a->lnf = take(&cur, LN * C);
-        a->lnf_mean = take(&cur, R);
-        a->lnf_rstd = take(&cur, R);
-        a->probs = take(&cur, BT * l->vocab_rows);
-        a->losses = take(&cur, BT);
-        if (l->split_layers) a->ce_stats = take(&cur, 3 * BT);
-    }
+    if (st->head) cur = take_head(l, a, cur);
     a->kept = mem_alloc(MEM_ACTIVATIONS, stored * sizeof(uint16_t));
     size_t offset = 0;
     for (int i = 0; i < L; offset += block_kept_elems(l, a, i), i++)
@@ -387,14 +392,7 @@ void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, 
         }
         b->res2 = take(&cur, R * C);
     }
-    if (st->head) {
-        a->lnf = take(&cur, LN * C);
-        a->lnf_mean = take(&cur, R);
-        a->lnf_rstd = take(&cur, R);
-        a->probs = take(&cur, BT * l->vocab_rows);
-        a->losses = take(&cur, BT);
-        if (l->split_layers) a->ce_stats = take(&cur, 3 * BT);
-    }
+    if (st->head) cur = take_head(l, a, cur);
     CHECK((size_t)(cur - base) == nf, "activation layout disagrees with its formula");
 }
 
