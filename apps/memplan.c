@@ -20,6 +20,7 @@
 #include "costmodel.h"
 #include "layout.h"
 #include "memplan.h"
+#include "precision.h"
 #include "model.h"
 #include "parallel_flags.h"
 #include "schedule.h"
@@ -76,7 +77,11 @@ static const char *const g_usage =
     "                    --tp --cp --pp --ep --micro-batches --schedule --chunks --zero 0|1\n"
     "                    --recompute --cp-algo --sp | --no-sp. With --csv: one row a layout.\n"
     "                    Memory is the kit's: fp32 parameters, gradients, AdamW moments and\n"
-    "                    activations (memplan_predict, the largest pipeline stage).\n"
+    "                    activations, or --precision's (memplan_predict, the largest\n"
+    "                    pipeline stage).\n"
+    "  --precision P     fp32, or bf16 / fp16: the trainers' --precision P --fp32-grads\n"
+    "                    (fp32 masters and moments, a 2-byte compute copy, 2-byte\n"
+    "                    activations); with --tp, --cp or --advise (replicated states)\n"
     "  -h, --help        this text\n";
 
 static void print_states_only(double phi, int ranks) {
@@ -737,6 +742,7 @@ static const struct option g_options[] = {
     {"ep", required_argument, 0, 13},       {"micro-batches", required_argument, 0, 14},
     {"schedule", required_argument, 0, 15}, {"chunks", required_argument, 0, 16},
     {"zero", required_argument, 0, 17},     {"no-sp", no_argument, 0, 18},
+    {"precision", required_argument, 0, 19},
     {0, 0, 0, 0}};
 
 /* The command line: 0 (or "") where a flag was not given. The layout's
@@ -756,6 +762,7 @@ typedef struct {
     int algo_given;
     int advise, pinned;  /* --advise; a dimension of its search pinned */
     int sizes[7];  /* --n-layer --n-head --n-embd --vocab --experts --top-k --moe-every */
+    Precision precision;
     AdviseOptions ao;
 } Args;
 
@@ -821,6 +828,10 @@ static int parse_option(int c, const char *arg, Args *a) {
     case 'K': a->sizes[5] = (int)cli_int("--top-k", arg, 1, 1024); break;
     case 'M': a->sizes[6] = (int)cli_int("--moe-every", arg, 1, 4096); break;
     case 'D': a->advise = 1; break;
+    case 19:
+        if (precision_parse(arg, &a->precision) != 0)
+            USER_ERROR("--precision expects fp32, bf16 or fp16, got '%s'", arg);
+        break;
     default:
         if (c < 1 || c > 18) return 0;
         parse_advise_option(c, arg, a);
@@ -830,6 +841,13 @@ static int parse_option(int c, const char *arg, Args *a) {
 
 /* The flags that belong to another mode than the one given */
 static void check_combinations(Args *a) {
+    /* mixed precision is built on replicated states only (the trainers' preflight says so too) */
+    if (a->precision != PRECISION_FP32 &&
+        ((!a->tp && !a->cp && !a->advise) || a->phi > 0 || (a->advise && a->ao.zero == 1)))
+        USER_ERROR("--precision %s plans replicated states (--tp, --cp, or --advise, which then "
+                   "keeps --zero 0): ZeRO's states keep fp32 for now",
+                   precision_name(a->precision));
+    if (a->precision != PRECISION_FP32 && a->advise) a->ao.zero = 0;
     if (!a->advise && (a->pinned || a->no_sp))
         USER_ERROR("--pp, --ep, --micro-batches, --schedule, --chunks, --zero and --no-sp pin "
                    "a dimension of --advise's search: give --advise");
@@ -872,6 +890,8 @@ static GPTConfig config_of(const Args *a) {
                             &cfg.n_experts, &cfg.top_k, &cfg.moe_every};
     for (int i = 0; i < 7; i++)
         if (a->sizes[i]) *fields[i] = a->sizes[i];
+    cfg.precision = a->precision;  /* mixed precision's fp32 gradients, the kind built */
+    cfg.fp32_grads = a->precision != PRECISION_FP32;
     if (a->sizes[4] && !a->sizes[5]) cfg.top_k = 1;
     if (a->sizes[4] && !a->sizes[6]) cfg.moe_every = 1;
     const char *bad = gpt_config_problem(&cfg);

@@ -77,6 +77,13 @@ TOLERANCE=5e-4
         python3 -c "import sys; sys.exit(float(sys.argv[1]) >= float(sys.argv[2]))" "$gap" \
             "$TOLERANCE" || failed=1
     done
+    # the planner alone predicts what train_tp measured, byte for byte
+    out="$d/04_tensor_parallel-train_tp---tp_2"
+    diff <("$BUILD/bin/memplan" --config tiny --tp 2 --precision bf16 --csv |
+           awk -F, 'NR > 1 { print $2 "," $4 }') \
+         <(awk -F, '$1 == 0 { print $2 "," $4 }' "$out/memory.csv")
+    run "$BUILD/bin/memplan" --config tiny --precision bf16
+    assert_user_error
     gap=$(max_loss_gap "$BF16" "$FP32")
     echo "fp32 against bf16: $gap"
     python3 -c "import sys; sys.exit(float(sys.argv[1]) < float(sys.argv[2]))" "$gap" "$TOLERANCE"
