@@ -74,11 +74,13 @@ size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T) {
  * Outside the blocks: encoded R C, lnf BT C + 2R, probs BT Vp/tp, losses
  * BT, and under split layers ce_stats 3 BT.
  * Mixed precision (packed_blocks) stores what a block keeps in 2 bytes
- * (model.h) and computes in one block's fp32 work area: per block res1,
- * ln1, ln2, qkv, atty, fch, fch_gelu and (recompute none, cp 1) att, and
- * res2 but the last block's, in 2 bytes (FULL: res2 alone); once, the work
- * area of those in fp32, with res2's two turns and the stage's output
- * (3 R C); the statistics, CP's keep and the ends as fp32's. */
+ * (model.h), per block res1, ln1, ln2, qkv, atty, fch, fch_gelu and
+ * (recompute none, cp 1) att, and res2 but the last block's (FULL: res2
+ * alone); the stage's output (the last res2), the statistics, CP's keep
+ * and the ends stay fp32. The fp32 buffers the blocks compute in are the
+ * rank's work area, in the scratch (packed_work_floats). The head's
+ * logits stay fp32 too: packing them would need a work area as large,
+ * which saves memory only with several micro-batches in flight. */
 void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, int T,
                                 size_t parts[ACT_NUM_PARTS]) {
     const size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd;
@@ -103,14 +105,11 @@ void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, i
     }
     const size_t H = precision_bytes((Precision)l->cfg.precision), kept = full ? 0 : L;
     const size_t dense = L - moe_blocks, qkv_atty = BT * 4 * aw, mlp = BT * 2 * mw;
-    parts[ACT_RESIDUAL] = H * (kept * R * C + (L - 1) * res2) +
-                          F * (res1_stats - R * 4 + 3 * res2 + (full ? 1 : L) * R * 4);
-    parts[ACT_LAYERNORM_OUT] = H * kept * ln_out + F * ln_out;
+    parts[ACT_RESIDUAL] = H * (kept * R * C + (L - 1) * res2) + F * (res2 + (full ? 1 : L) * R * 4);
+    parts[ACT_LAYERNORM_OUT] = H * kept * ln_out;
     parts[ACT_SPLIT] = H * (kept * qkv_atty + (full ? 0 : dense) * mlp) +
-                       F * (qkv_atty + (dense ? mlp : 0) +
-                            (moe_blocks ? moe_blocks * moe_kept_floats_of(l, B, T) : 0));
-    parts[ACT_ATTENTION] = l->cp == 1 ? H * (none ? L : 0) * att + F * att
-                                      : F * (none ? L : 1) * att;
+                       F * (moe_blocks ? moe_blocks * moe_kept_floats_of(l, B, T) : 0);
+    parts[ACT_ATTENTION] = l->cp == 1 ? H * (none ? L : 0) * att : F * (none ? L : 1) * att;
     parts[ACT_ENDS] = F * ends;
 }
 
@@ -173,6 +172,18 @@ static size_t scratch_floats_of_blocks(const GPTLayout *l, int B, int T) {
            (l->cp > 1 ? 2 * (size_t)T * C : 0);
 }
 
+/* Mixed precision's work area (the parts' comment above): one block's kept
+ * tensors in fp32 (fch and fch_gelu where the model has dense blocks; att
+ * where CP does not keep its own) and res2's two turns */
+static size_t packed_work_floats(const GPTLayout *l, int B, int T) {
+    if (!packed_blocks(l)) return 0;
+    const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
+    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
+    const int dense = gpt_num_moe_blocks(&l->cfg) < l->cfg.n_layer;
+    return 2 * LN * C + BT * 4 * aw + R * C + (l->cp == 1 ? gpt_attention_keep_floats(l, B, T) : 0) +
+           (dense ? BT * 2 * mw : 0) + 2 * R * C;
+}
+
 /* and a mixture of experts' (moe.h), its own allocation */
 size_t gpt_scratch_floats(const GPTLayout *l, int B, int T) {
     size_t moe = 0;
@@ -180,7 +191,7 @@ size_t gpt_scratch_floats(const GPTLayout *l, int B, int T) {
         const MoEShape s = moe_shape_of(l, B, T);
         moe = moe_scratch_floats(&s);
     }
-    return scratch_floats_of_blocks(l, B, T) + moe;
+    return scratch_floats_of_blocks(l, B, T) + packed_work_floats(l, B, T) + moe;
 }
 
 /* Hand out consecutive pieces of one allocation. */
@@ -287,30 +298,18 @@ static size_t stage_kept_elems(const GPTLayout *l, const GPTStage *st, int B, in
                     (att ? gpt_attention_keep_floats(l, B, T) : 0)) + dense * BT * 2 * mw;
 }
 
-/* The packed layout's fp32 buffers (the parts' "fp32"): the work area of
- * one block, res2's two turns and the output, the statistics and CP's
- * keep per block (FULL: once), the ends; then the 2-byte stores */
+/* The packed layout's own fp32 buffers (the parts' "fp32": the stage's
+ * output, the statistics and CP's keep per block (FULL: once), the head),
+ * then the 2-byte stores; the buffers the blocks compute in are the
+ * scratch's work area (gpt_acts_use_scratch) */
 static float *alloc_packed(const GPTLayout *l, const GPTStage *st, GPTActs *a, float *cur,
                           const MoEShape *moe_shape, size_t stored) {
     const int B = a->B, T = a->T, L = st->n_blocks, full = l->recompute == RECOMPUTE_FULL;
-    const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
-    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
+    const size_t BT = (size_t)B * T, R = seq_rows(l, BT), C = l->cfg.n_embd;
     const size_t keep = gpt_attention_keep_floats(l, B, T);
-    BlockActs w = {0};  /* the work area */
-    w.ln1 = take(&cur, LN * C);
-    w.qkv = take(&cur, BT * 3 * aw);
-    if (l->cp == 1) w.att = take(&cur, keep);
-    w.atty = take(&cur, BT * aw);
-    w.res1 = take(&cur, R * C);
-    w.ln2 = take(&cur, LN * C);
-    if (stage_moe_blocks(l, st) < (size_t)L) {
-        w.fch = take(&cur, BT * mw);
-        w.fch_gelu = take(&cur, BT * mw);
-    }
-    float *turn[2] = {take(&cur, R * C), take(&cur, R * C)}, *out = take(&cur, R * C);
+    float *out = take(&cur, R * C);
     for (int i = 0; i < L; i++) {
         BlockActs *b = &a->blocks[i];
-        *b = w;
         const int own = i == 0 || !full;  /* statistics and CP's keep: per block, or once */
         b->ln1_mean = own ? take(&cur, R) : a->blocks[0].ln1_mean;
         b->ln1_rstd = own ? take(&cur, R) : a->blocks[0].ln1_rstd;
@@ -318,12 +317,11 @@ static float *alloc_packed(const GPTLayout *l, const GPTStage *st, GPTActs *a, f
         b->ln2_rstd = own ? take(&cur, R) : a->blocks[0].ln2_rstd;
         if (l->cp > 1) b->att = own ? take(&cur, keep) : a->blocks[0].att;
         if (gpt_block_is_moe(&l->cfg, st->first_block + i)) {
-            b->fch = b->fch_gelu = NULL;
             b->moe = calloc(1, sizeof *b->moe);
             CHECK(b->moe, "out of memory");
             moe_acts_alloc(b->moe, moe_shape);
         }
-        b->res2 = i < L - 1 ? turn[i % 2] : out;
+        if (i == L - 1) b->res2 = out;
     }
     if (st->head) cur = take_head(l, a, cur);
     a->kept = mem_alloc(MEM_ACTIVATIONS, stored * sizeof(uint16_t));
@@ -396,11 +394,31 @@ void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, 
     CHECK((size_t)(cur - base) == nf, "activation layout disagrees with its formula");
 }
 
+/* Mixed precision's work area (packed_work_floats), from cur on */
+static float *take_work(const GPTLayout *l, int B, int T, BackwardScratch *s, float *cur) {
+    const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
+    const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
+    BlockActs *w = &s->work;
+    w->ln1 = take(&cur, LN * C);
+    w->qkv = take(&cur, BT * 3 * aw);
+    if (l->cp == 1) w->att = take(&cur, gpt_attention_keep_floats(l, B, T));
+    w->atty = take(&cur, BT * aw);
+    w->res1 = take(&cur, R * C);
+    w->ln2 = take(&cur, LN * C);
+    if (gpt_num_moe_blocks(&l->cfg) < l->cfg.n_layer) {
+        w->fch = take(&cur, BT * mw);
+        w->fch_gelu = take(&cur, BT * mw);
+    }
+    s->res2_turn[0] = take(&cur, R * C);
+    s->res2_turn[1] = take(&cur, R * C);
+    return cur;
+}
+
 void gpt_scratch_alloc(const GPTLayout *l, int B, int T, BackwardScratch *s) {
     const size_t BT = (size_t)B * T, C = l->cfg.n_embd;
     const size_t aw = l->attn_width, mw = l->mlp_width;
     memset(s, 0, sizeof *s);
-    size_t ns = scratch_floats_of_blocks(l, B, T);
+    size_t ns = scratch_floats_of_blocks(l, B, T) + packed_work_floats(l, B, T);
     float *sbase = mem_alloc(MEM_WORKSPACE, ns * sizeof(float)), *cur = sbase;
     s->dlnf = take(&cur, BT * C);
     s->dres_out = take(&cur, BT * C);
@@ -420,6 +438,7 @@ void gpt_scratch_alloc(const GPTLayout *l, int B, int T, BackwardScratch *s) {
         s->wpe_local = take(&cur, (size_t)T * C);
         s->dwpe_local = take(&cur, (size_t)T * C);
     }
+    if (packed_blocks(l)) cur = take_work(l, B, T, s, cur);
     CHECK((size_t)(cur - sbase) == ns, "scratch layout disagrees with its formula");
     if (l->cfg.n_experts > 0) {
         const MoEShape shape = moe_shape_of(l, B, T);
@@ -434,6 +453,15 @@ void gpt_acts_use_scratch(GPTActs *a, const BackwardScratch *s) {
     a->seq_full2 = s->seq_full2;
     a->wpe_local = s->wpe_local;
     a->dwpe_local = s->dwpe_local;
+    const int L = a->stage.n_blocks;
+    for (int i = 0; a->kept && i < L; i++) {  /* packed: the layers compute in the work area */
+        BlockActs *b = &a->blocks[i];
+        const BlockActs *w = &s->work;
+        b->ln1 = w->ln1, b->qkv = w->qkv, b->atty = w->atty, b->res1 = w->res1, b->ln2 = w->ln2;
+        if (w->att) b->att = w->att;  /* CP keeps its own, per block */
+        if (!b->moe) b->fch = w->fch, b->fch_gelu = w->fch_gelu;
+        if (i < L - 1) b->res2 = s->res2_turn[i % 2];
+    }
     for (int i = 0; i < a->stage.n_blocks; i++) {
         a->blocks[i].seq_full = s->seq_full;
         a->blocks[i].seq_full2 = s->seq_full2;

@@ -215,12 +215,12 @@ typedef struct {
     float aux;                         /* and its aux loss in this forward */
     /* Mixed precision: the block's store, what it keeps in 2 bytes (ln1,
      * qkv, att, atty, res1, ln2, fch, fch_gelu, res2; model.c's
-     * block_kept). The pointers above are then the stage's work area of
-     * one block in fp32, shared by its blocks (res2 taking turns; the last
-     * block's its own, the stage's output): the forward pass packs each
-     * block into its store, the backward pass widens it back before the
-     * block's backward. The statistics, CP's keep and an MoE block's
-     * buffers stay fp32, per block. NULL in fp32. */
+     * block_kept). The pointers above are then the rank's work area in
+     * fp32 (BackwardScratch.work, res2 taking turns; the last block's its
+     * own, the stage's output): the forward pass packs each block into its
+     * store, the backward pass widens it back before the block's
+     * backward. The statistics, CP's keep and an MoE block's buffers stay
+     * fp32, per block. NULL in fp32. */
     uint16_t *kept;
 } BlockActs;
 
@@ -269,6 +269,12 @@ typedef struct {
      * objective (the loss's: 1, or a pipeline's 1/m); else NULL */
     MoEScratch *moe;
     float moe_daux;
+    /* mixed precision: the fp32 buffers the blocks compute in, whose
+     * results each block packs into its store (BlockActs.kept): one
+     * block's kept tensors and res2's two turns (the stage's output is the
+     * activations' own); else NULL */
+    BlockActs work;
+    float *res2_turn[2];
 } BackwardScratch;
 
 /* A mixture of experts' statistics over the forward passes since the last
