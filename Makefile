@@ -9,14 +9,21 @@ ARCH := $(shell gcc -print-multiarch)
 # loops (and runs single-threaded when called from inside a parallel region).
 BLAS_INC := /usr/include/$(ARCH)/openblas-openmp
 BLAS_LIB := /usr/lib/$(ARCH)/openblas-openmp
+# oneDNN (mixed precision's bf16 GEMMs, common/half_gemm.h): the system's
+# (libdnnl-dev), or a copy elsewhere given by both (its headers, its library)
+DNNL_INC :=
+DNNL_LIB :=
 
 # -fno-math-errno: no libm function here sets errno for us to read, and
 # without it sqrtf is a call that keeps loops (AdamW's) from vectorizing;
 # it changes no result. -pthread: --save-async's checkpoint writer thread
 # (common/checkpoint.h).
 CFLAGS := -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -pthread -Wall -Wextra -MMD -MP
-CPPFLAGS := -Icommon -I$(BUILD)/gen -I$(BLAS_INC)
+CPPFLAGS := -Icommon -I$(BUILD)/gen -I$(BLAS_INC) $(if $(DNNL_INC),-I$(DNNL_INC))
 LDLIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -ldnnl -lm -fopenmp -pthread
+ifneq ($(DNNL_LIB),)
+LDLIBS += -L$(DNNL_LIB) -Wl,-rpath,$(DNNL_LIB)
+endif
 
 COMMON_SRC := $(wildcard common/*.c)
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/%.o)

@@ -14,6 +14,8 @@
 #   BENCH_STEPS    steps of each run (default 12; medians over the steps after
 #                  the first 3)
 #   BENCH_CONFIGS  the configs (default "small medium")
+#   BENCH_DEVICES  cpu, cuda or both (default: cpu, and cuda where there is
+#                  a GPU and the CUDA build)
 #   BENCH_TIMEOUT  seconds allowed to each run (default 600)
 #   BENCH_OUT      output directory (default runs/precision-bench)
 #   BENCH_COPY     labs or solutions: whose train_gpt (bench/common.sh)
@@ -41,9 +43,14 @@ done
 [ -f "$DATA" ] || die "$DATA is missing: run 'make data' (or 'make bench-precision')"
 CPU_TRAIN=$(bench_program 00_single_device train_gpt)
 [ -x "$CPU_TRAIN" ] || die "$CPU_TRAIN is missing: run 'make bench-precision'"
-devices=cpu
 GPU_TRAIN=build/gpu/${CPU_TRAIN#build/}
-if nvidia-smi -L 2> /dev/null | grep -q '^GPU' && [ -x "$GPU_TRAIN" ]; then devices="cpu cuda"; fi
+gpu=0
+nvidia-smi -L 2> /dev/null | grep -q '^GPU' && [ -x "$GPU_TRAIN" ] && gpu=1
+devices=${BENCH_DEVICES:-cpu$([ "$gpu" = 1 ] && echo " cuda")}
+for dev in $devices; do
+    [[ "$dev" =~ ^(cpu|cuda)$ ]] || die "BENCH_DEVICES: '$dev' is neither cpu nor cuda"
+    [ "$dev" = cpu ] || [ "$gpu" = 1 ] || die "BENCH_DEVICES has cuda: no GPU, or no $GPU_TRAIN ('make bench-gpu' builds it)"
+done
 
 # one_run DEVICE CONFIG PRECISION: the run into $OUT/DEVICE-CONFIG-PRECISION
 one_run() {

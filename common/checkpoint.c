@@ -391,7 +391,7 @@ static void save_begin(const CkptSaveTo *to, int steps, const GPTLayout *l, cons
 /* A save's last collective step, every rank file written (this rank's:
  * mine, its bytes and checksum): rank 0 writes the index and commits */
 static void save_commit(const CkptSaveTo *to, int steps, const GPTLayout *l, const char *what,
-                        Comm *world, const uint64_t mine[2]) {
+                        const char *scale_line, Comm *world, const uint64_t mine[2]) {
     const int rank = world ? world->rank : 0, size = world ? world->size : 1;
     uint64_t *all = malloc(2 * (size_t)size * sizeof *all);
     CHECK(all, "out of memory");
@@ -421,6 +421,7 @@ static void save_commit(const CkptSaveTo *to, int steps, const GPTLayout *l, con
         for (int i = 0; i < to->lineage.n; i++)
             ADD(" %016llx@%d", to->lineage.run[i], to->lineage.from[i]);
         ADD("\n");
+        ADD("%s", scale_line);
         ADD("files %d\n", size);
         for (int r = 0; r < size; r++)
             ADD("file rank-%05d.ckpt %llu %016llx\n", r, (unsigned long long)all[2 * r],
@@ -439,6 +440,13 @@ static void save_commit(const CkptSaveTo *to, int steps, const GPTLayout *l, con
     if (world) comm_barrier(world);
 }
 
+/* The index's loss scale line as the scale is now (ckpt_save), or "" */
+static void scale_line_now(const CkptSaveTo *to, char *line, size_t n) {
+    line[0] = '\0';
+    if (to->loss_scale)
+        snprintf(line, n, "loss_scale %.9g clean %d\n", *to->loss_scale, *to->loss_scale_clean);
+}
+
 void ckpt_save(const CkptSaveTo *to, int steps, const GPTLayout *l, const CkptHeld *held,
                const CkptRank *who) {
     CkptRects rects = {0};
@@ -453,7 +461,9 @@ void ckpt_save(const CkptSaveTo *to, int steps, const GPTLayout *l, const CkptHe
     if (err) die_errno_at(__FILE__, __LINE__, err, "%s", why);
     free(data);
     ckpt_rects_free(&rects);
-    save_commit(to, steps, l, held->what, who->world, mine);
+    char scale_line[64];
+    scale_line_now(to, scale_line, sizeof scale_line);
+    save_commit(to, steps, l, held->what, scale_line, who->world, mine);
 }
 
 void ckpt_save_async(CkptAsync *a, const CkptSaveTo *to, int steps, const GPTLayout *l,
@@ -471,6 +481,7 @@ void ckpt_save_async(CkptAsync *a, const CkptSaveTo *to, int steps, const GPTLay
     a->l = l;
     a->what = held->what;
     a->world = who->world;
+    scale_line_now(to, a->scale_line, sizeof a->scale_line);  /* the scale of the snapshot */
 }
 
 void ckpt_save_finish(CkptAsync *a) {
@@ -478,7 +489,7 @@ void ckpt_save_finish(CkptAsync *a) {
     uint64_t mine[2];
     a->to->ops->async_wait(a, &mine[0], &mine[1]);
     if (a->err) die_errno_at(__FILE__, __LINE__, a->err, "%s", a->why);  /* the writer's */
-    save_commit(a->to, a->steps, a->l, a->what, a->world, mine);
+    save_commit(a->to, a->steps, a->l, a->what, a->scale_line, a->world, mine);
     a->pending = 0;
 }
 
@@ -553,6 +564,9 @@ int ckpt_index_read(const char *ckdir, CkptIndex *ix, char *why, size_t wl) {
     c->capacity_factor = (float)cf;
     c->aux_loss_coef = (float)aux;
     sscanf(s, "\nsaved_by %255[^\n]", ix->saved_by);
+    const char *ls = strstr(text, "\nloss_scale ");
+    ix->has_loss_scale = ls && sscanf(ls, "\nloss_scale %f clean %d", &ix->loss_scale,
+                                      &ix->loss_scale_clean) == 2;
     if (lineage_read(text, &ix->lineage)) {
         snprintf(why, wl, "%s is malformed (its lineage line)", path);
         return -1;

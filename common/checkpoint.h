@@ -7,7 +7,8 @@
  * (seed, step) (dataloader.h), the learning rate of (step, --steps,
  * --warmup), AdamW's bias correction of the step, the initial weights of
  * the seed, and no layer draws random numbers. So a checkpoint holds those
- * three kinds of floats and the step; the seed is recorded and must match.
+ * three kinds of floats and the step (and, of an fp16 run, its loss scale:
+ * CkptSaveTo); the seed is recorded and must match.
  *
  * A rank's states, as the model states hand them (ModelStates.held, train.h):
  * per kind a buffer and its runs, each run `count` floats of the layout's
@@ -137,7 +138,11 @@ typedef struct CkptOps CkptOps;  /* below */
 
 /* Where and how a run saves: --save DIR, --keep K (0: all), the index's
  * seed and program, and the run's lineage (rank 0's: it writes the index);
- * ops: the checkpoint ops that do the work (not NULL) */
+ * ops: the checkpoint ops that do the work (not NULL). loss_scale and
+ * loss_scale_clean (NULL but under fp16): the dynamic loss scale and its
+ * clean steps (model_states.h's LossScaler), which the index keeps beside
+ * the step ("loss_scale S clean C"), so that an fp16 run resumes bit for
+ * bit; the same on every rank. */
 typedef struct {
     const CkptOps *ops;
     const char *dir;
@@ -145,6 +150,8 @@ typedef struct {
     unsigned long long seed;
     const char *program;
     CkptLineage lineage;
+    const float *loss_scale;
+    const int *loss_scale_clean;
 } CkptSaveTo;
 
 /* --save's DIR: NULL when it can be written (a directory, made if missing),
@@ -200,6 +207,7 @@ typedef struct CkptAsync {
     char why[1300];
     /* the commit's (ckpt_save_finish): what ckpt_save_async was given */
     int pending, steps;
+    char scale_line[64];    /* the index's loss scale line then, or "" */
     const CkptSaveTo *to;
     const GPTLayout *l;
     const char *what;
@@ -313,6 +321,9 @@ typedef struct {
     CkptLineage lineage;
     int nfiles;
     CkptFileEntry *files;
+    int has_loss_scale;     /* the index had a loss scale line (an fp16 run's) */
+    float loss_scale;
+    int loss_scale_clean;
 } CkptIndex;
 
 /* Read and check an index; 0, or -1 with why. ckpt_index_free after. */

@@ -215,8 +215,8 @@ static float *take_head(const GPTLayout *l, GPTActs *a, float *cur) {
 
 /* ---- mixed precision: the blocks' activations packed ------------------------
  * What block i keeps in its 2-byte store (BlockActs.kept), in the store's
- * order, each as the fp32 buffer it is computed in (the stage's work
- * area; res2 one of its two turns) and its length: the parts' "2 bytes"
+ * order, each as the fp32 buffer it is computed in (the rank's work area;
+ * res2 one of its two turns) and its length: the parts' "2 bytes"
  * (gpt_stage_activation_parts). */
 typedef struct {
     float *work;

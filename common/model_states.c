@@ -114,9 +114,11 @@ static double replicated_finish_grads(void *ctx, int micro_batches) {
     if (r->layout->pp > 1) r->layout->sum_tied_embedding(r->layout, r->grads);
     /* each micro-batch's backward gave the gradient of its own mean loss */
     if (micro_batches > 1) scale_inplace(r->grads, 1.0f / micro_batches, r->n);
-    /* the loss scale's square out of the sum (1 but under fp16) */
+    /* the loss scale's square out of the sum (1 but under fp16); only fp16
+     * skips a step whose gradients overflowed: elsewhere a non-finite
+     * gradient is a divergence, which the loop reports */
     const double scale = r->scaler.scale, ss = layout_sum_squares(r->layout, r->tensors, r->grads);
-    r->scaler.overflowed = !isfinite(ss);
+    r->scaler.overflowed = r->layout->cfg.precision == PRECISION_FP16 && !isfinite(ss);
     return ss / (scale * scale);
 }
 

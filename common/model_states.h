@@ -45,7 +45,7 @@ typedef struct {
  * (interval 0: a fixed scale, an overflow still skips the step). The
  * decision is the global gradient norm's (finish_grads: every rank gets
  * the same one), so every rank skips together. bf16 and fp32 keep scale 1,
- * interval 0. */
+ * interval 0, and never skip: there a non-finite gradient is a divergence. */
 typedef struct {
     float scale;
     int interval;        /* 0: the scale stays fixed */
@@ -103,8 +103,8 @@ typedef struct {
     /* may be NULL: after a checkpoint was loaded into held's buffers,
      * derive what it does not hold (mixed precision's compute copy) */
     void (*loaded)(void *ctx);
-    /* may be NULL: the loss scale (fp16) */
-    const LossScaler *scaler;
+    /* may be NULL: the loss scale (fp16), which a resumed run restores */
+    LossScaler *scaler;
 } ModelStates;
 
 /* The replicated states: every rank holds all of its layout's buffer, 4

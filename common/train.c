@@ -184,16 +184,21 @@ void train_run(TrainOptions *o) { train_run_parallel(o, NULL); }
 /* ---- checkpoints (checkpoint.h) ------------------------------------------ */
 
 /* Load --resume's checkpoint (preflight_run verified it) into this rank's
- * states, its lineage into *lineage; returns the steps it had done: the
- * first step to run */
+ * states, its lineage into *lineage, and an fp16 run's loss scale into
+ * scaler (when both have one); returns the steps it had done: the first
+ * step to run */
 static int resume_from(const TrainOptions *o, const GPTLayout *l, const CkptHeld *held,
-                       CkptLineage *lineage, int is_root) {
+                       LossScaler *scaler, CkptLineage *lineage, int is_root) {
     char dir[1100], why[1400];
     CkptIndex ix;
     if (ckpt_resolve(o->resume, dir, sizeof dir, why, sizeof why) ||
         ckpt_index_read(dir, &ix, why, sizeof why))
         USER_ERROR("--resume: %s", why);
     *lineage = ix.lineage;
+    if (scaler && scaler->interval > 0 && ix.has_loss_scale) {
+        scaler->scale = ix.loss_scale;
+        scaler->clean = ix.loss_scale_clean;
+    }
     ckpt_index_free(&ix);
     double t0 = wall_seconds();
     const int step = o->checkpoints->load(dir, l, held);
@@ -339,10 +344,12 @@ static int setup_checkpoints(const TrainOptions *o, const TrainParallel *par, Ru
     }
     r->who = (CkptRank){par ? par->world : NULL, par ? par->dp->rank : 0, par ? par->dp->size : 1};
     CkptLineage resumed = {0};
+    LossScaler *scaler = o->model.precision == PRECISION_FP16 ? r->st->scaler : NULL;
     const int first_step =
-        o->resume[0] ? resume_from(o, r->layout, &r->held, &resumed, r->is_root) : 0;
+        o->resume[0] ? resume_from(o, r->layout, &r->held, scaler, &resumed, r->is_root) : 0;
     if (o->resume[0] && r->st->loaded) r->st->loaded(r->st->ctx);
-    r->save_to = (CkptSaveTo){o->checkpoints, o->save, o->keep, o->seed, g_program_name, {0}};
+    r->save_to = (CkptSaveTo){o->checkpoints, o->save, o->keep, o->seed, g_program_name, {0},
+                              scaler ? &scaler->scale : NULL, scaler ? &scaler->clean : NULL};
     if (o->save[0]) start_lineage(o, &r->save_to, &resumed, first_step, r->is_root);
     return first_step;
 }

@@ -4,7 +4,8 @@
 # planner says), trains close to fp32 but not on its bits; every replicated
 # layout follows the one-device bf16 run within a tolerance that fp32's own
 # run falls outside of; fp16's loss scale skips overflowing steps on every
-# rank together; a bf16 run resumes bit for bit and loads fp32's checkpoints.
+# rank together; bf16 and fp16 runs resume bit for bit (fp16 with its loss
+# scale), and load fp32's checkpoints.
 load helpers
 
 GPT="$BUILD/solutions/00_single_device/train_gpt"
@@ -180,7 +181,7 @@ PY
     [ "$(tail -n +2 "$out/params_checksum.csv" | cut -d, -f2 | sort -u | wc -l)" -eq 1 ]
 }
 
-@test "precision: a bf16 run resumes bit for bit and at tp 2 within the tolerance, and loads an fp32 run's checkpoint" {
+@test "precision: bf16 and fp16 runs resume bit for bit, bf16 at tp 2 within the tolerance, and an fp32 checkpoint loads in bf16" {
     require_solution 09
     local b="$BUILD/solutions/09_checkpoint/train_gpt" d="$BATS_TEST_TMPDIR"
     run t 60 "$b" "${COMMON[@]}" "${MIXED[@]}" --save "$d/ck" --save-every 5 --out "$d/whole"
@@ -203,4 +204,14 @@ PY
     gap=$(max_loss_gap "$d/fp32" "$d/mixed")
     echo "fp32 checkpoint continued in bf16: $gap from fp32"
     python3 -c "import sys; g = float(sys.argv[1]); sys.exit(not 0 < g < 2e-2)" "$gap"
+    # fp16: the index keeps the loss scale, so the resumed run scales, skips
+    # and grows as the whole run did (a scale that overflows at first)
+    local f16=(--precision fp16 --fp32-grads --loss-scale 16777216 --loss-scale-interval 3)
+    run t 60 "$b" "${COMMON[@]}" "${f16[@]}" --save "$d/ck16" --save-every 5 --out "$d/whole16"
+    [ "$status" -eq 0 ]
+    grep -q '^loss_scale [0-9]* clean [0-9]*$' "$d/ck16/step-000005/index.txt"
+    run t 60 "$b" "${COMMON[@]}" "${f16[@]}" --resume "$d/ck16/step-000005" --out "$d/resumed16"
+    [ "$status" -eq 0 ]
+    diff <(tail -5 "$d/whole16/metrics.csv" | cut -d, -f1,2,5,8,9) \
+         <(tail -5 "$d/resumed16/metrics.csv" | cut -d, -f1,2,5,8,9)
 }
