@@ -107,6 +107,21 @@ NORM_TOLERANCE=1e-3
     [ "$failed" -eq 0 ]
 }
 
+@test "precision: bf16 on pretend GPUs over the pretend NCCL (tp 2 x pp 2) gives the CPU's bits" {
+    require_solution 10
+    [ -x "$BUILD/fake_gpu/10_composed/train_4d" ] || skip "no pretend-GPU build (make fake-gpu)"
+    local d="$BATS_TEST_TMPDIR" flags=(--tp 2 --pp 2)
+    run mpirun_t 120 4 "$BUILD/solutions/10_composed/train_4d" "${COMMON[@]}" "${flags[@]}" \
+        "${MIXED[@]}" --out "$d/cpu"
+    [ "$status" -eq 0 ]
+    run mpirun_t 120 4 env FAKE_GPUS=4 "$BUILD/fake_gpu/10_composed/train_4d" "${COMMON[@]}" \
+        "${flags[@]}" "${MIXED[@]}" --device cuda --out "$d/gpu"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"over NCCL, one GPU per rank"* ]]
+    [[ "$output" != *DIFFERENT* ]]
+    diff <(cut -d, -f1-5 "$d/cpu/metrics.csv") <(cut -d, -f1-5 "$d/gpu/metrics.csv")
+}
+
 # The tolerance separates: a planted bug of lab 02, 04, 05 and 08 run in
 # bf16 is outside it, by its losses or its gradient norms, against one
 # device in bf16. Measured: the solutions 7e-5 to 2.4e-4 in loss, under
