@@ -45,8 +45,10 @@ CPU_TRAIN=$(bench_program 00_single_device train_gpt)
 [ -x "$CPU_TRAIN" ] || die "$CPU_TRAIN is missing: run 'make bench-precision'"
 GPU_TRAIN=build/gpu/${CPU_TRAIN#build/}
 gpu=0
-nvidia-smi -L 2> /dev/null | grep -q '^GPU' && [ -x "$GPU_TRAIN" ] && gpu=1
-devices=${BENCH_DEVICES:-cpu$([ "$gpu" = 1 ] && echo " cuda")}
+if nvidia-smi -L 2> /dev/null | grep -q '^GPU' && [ -x "$GPU_TRAIN" ]; then gpu=1; fi
+default_devices=cpu
+[ "$gpu" = 0 ] || default_devices="cpu cuda"
+devices=${BENCH_DEVICES:-$default_devices}
 for dev in $devices; do
     [[ "$dev" =~ ^(cpu|cuda)$ ]] || die "BENCH_DEVICES: '$dev' is neither cpu nor cuda"
     [ "$dev" = cpu ] || [ "$gpu" = 1 ] || die "BENCH_DEVICES has cuda: no GPU, or no $GPU_TRAIN ('make bench-gpu' builds it)"

@@ -230,3 +230,20 @@ PY
     diff <(tail -5 "$d/whole16/metrics.csv" | cut -d, -f1,2,5,8,9) \
          <(tail -5 "$d/resumed16/metrics.csv" | cut -d, -f1,2,5,8,9)
 }
+
+@test "bench-precision (tiny): one row per precision with its GEMM and memory; bad settings are one clear error" {
+    require_solution 00
+    cd "$ROOT"
+    local out="$BATS_TEST_TMPDIR/bench"
+    run env BENCH_CONFIGS=tiny BENCH_STEPS=5 BENCH_OUT="$out" bash bench/precision.sh
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '^cpu,tiny,' "$out/precision.csv")" -eq 3 ]
+    grep -q '^cpu,tiny,fp32,openblas sgemm,[0-9.]*,1.00,' "$out/precision.csv"
+    grep -qE '^cpu,tiny,bf16,(onednn [^,]+|emulated),' "$out/precision.csv"
+    for bad in "BENCH_STEPS=2" "BENCH_DEVICES=tpu" "BENCH_CONFIGS=huge" "BENCH_TIMEOUT=0"; do
+        run env "$bad" BENCH_OUT="$out" bash bench/precision.sh
+        echo "$bad: $output"
+        assert_user_error
+    done
+}
