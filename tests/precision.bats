@@ -231,17 +231,23 @@ PY
          <(tail -5 "$d/resumed16/metrics.csv" | cut -d, -f1,2,5,8,9)
 }
 
-@test "bench-precision (tiny): one row per precision with its GEMM and memory; bad settings are one clear error" {
+@test "bench-precision (tiny, 10 curve steps): one row per precision with its GEMM and memory, four curves drawn; bad settings are one clear error" {
     require_solution 00
     cd "$ROOT"
     local out="$BATS_TEST_TMPDIR/bench"
-    run env BENCH_CONFIGS=tiny BENCH_STEPS=5 BENCH_OUT="$out" bash bench/precision.sh
+    run env BENCH_CONFIGS=tiny BENCH_STEPS=5 BENCH_CURVE_STEPS=10 BENCH_OUT="$out" \
+        bash bench/precision.sh
     echo "$output"
     [ "$status" -eq 0 ]
     [ "$(grep -c '^cpu,tiny,' "$out/precision.csv")" -eq 3 ]
     grep -q '^cpu,tiny,fp32,openblas sgemm,[0-9.]*,1.00,' "$out/precision.csv"
     grep -qE '^cpu,tiny,bf16,(onednn [^,]+|emulated),' "$out/precision.csv"
-    for bad in "BENCH_STEPS=2" "BENCH_DEVICES=tpu" "BENCH_CONFIGS=huge" "BENCH_TIMEOUT=0"; do
+    for run in fp32 bf16 fp16 fp16-unscaled; do
+        [ "$(grep -c "^$run," "$out/curves.csv")" -eq 10 ]
+    done
+    is_png "$out/curves.png"
+    for bad in "BENCH_STEPS=2" "BENCH_DEVICES=tpu" "BENCH_CONFIGS=huge" "BENCH_TIMEOUT=0" \
+               "BENCH_CURVE_STEPS=5"; do
         run env "$bad" BENCH_OUT="$out" bash bench/precision.sh
         echo "$bad: $output"
         assert_user_error
