@@ -349,6 +349,13 @@ void gpt_unit_range(const GPTLayout *l, int unit, size_t *offset, size_t *count)
     *count = unit_count(l, unit);
 }
 
+size_t gpt_largest_unit_but_embeddings(const GPTLayout *l) {
+    size_t most = 0;
+    for (int u = GPT_UNIT_EMBED + 1; u < gpt_num_units(l); u++)
+        if (unit_count(l, u) > most) most = unit_count(l, u);
+    return most;
+}
+
 void gpt_unit_view(const GPTLayout *l, int unit, float *x, GPTParams *p) {
     const size_t C = l->cfg.n_embd, aw = l->attn_width;
     if (unit == GPT_UNIT_EMBED) {

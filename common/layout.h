@@ -305,6 +305,9 @@ enum { GPT_UNIT_EMBED = 0 };
 int gpt_num_units(const GPTLayout *l);  /* L + 2 */
 /* count 0 for a unit this rank does not hold (pipeline stages) */
 void gpt_unit_range(const GPTLayout *l, int unit, size_t *offset, size_t *count);
+/* The elements of the largest unit this rank holds but the embeddings (what
+ * a buffer for one unit at a time besides them needs) */
+size_t gpt_largest_unit_but_embeddings(const GPTLayout *l);
 /* Point the views of unit's tensors in p (set up by gpt_params_view) at
  * base, which holds the unit's elements in buffer order. */
 void gpt_unit_view(const GPTLayout *l, int unit, float *base, GPTParams *p);

@@ -26,13 +26,9 @@ GPTLayout memplan_model_layout(const GPTConfig *cfg, const MemLayout *l) {
  * unit and the largest other one widened to fp32, P_0 + max_u P_u
  * elements of this rank's units */
 static size_t widened_units(const GPTLayout *m) {
-    size_t embed = 0, most = 0, offset, count;
-    for (int u = 0; u < gpt_num_units(m); u++) {
-        gpt_unit_range(m, u, &offset, &count);
-        if (u == GPT_UNIT_EMBED) embed = count;
-        else if (count > most) most = count;
-    }
-    return embed + most;
+    size_t offset, embed;
+    gpt_unit_range(m, GPT_UNIT_EMBED, &offset, &embed);
+    return embed + gpt_largest_unit_but_embeddings(m);
 }
 
 void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {

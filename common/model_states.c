@@ -66,23 +66,13 @@ static void mixed_params_done(void *ctx, int unit, int backward) {
 
 static void mixed_loaded(void *ctx) { copy_down(ctx); }
 
-/* The largest unit but the embeddings, in elements */
-static size_t largest_other_unit(const GPTLayout *l) {
-    size_t most = 0, offset, count;
-    for (int u = 0; u < gpt_num_units(l); u++) {
-        gpt_unit_range(l, u, &offset, &count);
-        if (u != GPT_UNIT_EMBED && count > most) most = count;
-    }
-    return most;
-}
-
 static void mixed_init(ReplicatedStates *r, const LossScaler *scaler) {
     const GPTLayout *l = r->layout;
     size_t offset, embed;
     gpt_unit_range(l, GPT_UNIT_EMBED, &offset, &embed);
     r->compute = mem_alloc(MEM_PARAMS, r->n * sizeof(uint16_t));
     r->embed_unit = embed ? mem_alloc(MEM_WORKSPACE, embed * sizeof(float)) : NULL;
-    const size_t other = largest_other_unit(l);
+    const size_t other = gpt_largest_unit_but_embeddings(l);
     r->one_unit = other ? mem_alloc(MEM_WORKSPACE, other * sizeof(float)) : NULL;
     r->unit_widened = -1;
     copy_down(r);
