@@ -5,7 +5,7 @@
 #include "check.h"
 #include "expert_parallel.h"
 
-static void ep_finish(void *ctx, float *grads, size_t n) {
+static void ep_finish(void *ctx, void *grads, size_t n) {
     (void)n;
     const EpSync *s = ctx;
     ep_sync_grads(s->layout, s->dp, s->edp, s->tensors, grads);

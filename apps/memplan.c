@@ -79,9 +79,11 @@ static const char *const g_usage =
     "                    Memory is the kit's: fp32 parameters, gradients, AdamW moments and\n"
     "                    activations, or --precision's (memplan_predict, the largest\n"
     "                    pipeline stage).\n"
-    "  --precision P     fp32, or bf16 / fp16: the trainers' --precision P --fp32-grads\n"
-    "                    (fp32 masters and moments, a 2-byte compute copy, 2-byte\n"
-    "                    activations); with --tp, --cp or --advise (replicated states)\n"
+    "  --precision P     fp32, or bf16 / fp16: the trainers' --precision P (fp32\n"
+    "                    masters and moments, a 2-byte compute copy, 2-byte gradients\n"
+    "                    and activations); with --tp, --cp or --advise (replicated\n"
+    "                    states)\n"
+    "  --fp32-grads      with --precision: fp32 gradients, as the trainers' flag\n"
     "  -h, --help        this text\n";
 
 static void print_states_only(double phi, int ranks) {
@@ -477,6 +479,9 @@ static const char *layout_rule(const GPTConfig *cfg, const Candidate *c, int Tg,
         (l->sp || l->recompute == RECOMPUTE_FULL))
         p = "zb-h1 keeps each layer's input until its weight gradient: not with SP or full "
             "recomputation";
+    if (!p && pp > 1 && strcmp(c->schedule, "zb-h1") == 0 && gpt_grad_precision(cfg) != 0)
+        p = "zb-h1's weight gradients accumulate in fp32 only, for now (the trainers' "
+            "--fp32-grads)";
     return p;
 }
 
@@ -742,7 +747,7 @@ static const struct option g_options[] = {
     {"ep", required_argument, 0, 13},       {"micro-batches", required_argument, 0, 14},
     {"schedule", required_argument, 0, 15}, {"chunks", required_argument, 0, 16},
     {"zero", required_argument, 0, 17},     {"no-sp", no_argument, 0, 18},
-    {"precision", required_argument, 0, 19},
+    {"precision", required_argument, 0, 19}, {"fp32-grads", no_argument, 0, 20},
     {0, 0, 0, 0}};
 
 /* The command line: 0 (or "") where a flag was not given. The layout's
@@ -758,6 +763,7 @@ typedef struct {
     int tp, sp, sp_regather, no_sp, cp;
     Recompute recompute;
     int recompute_given;
+    int fp32_grads;
     CpAlgo algo;
     int algo_given;
     int advise, pinned;  /* --advise; a dimension of its search pinned */
@@ -832,6 +838,7 @@ static int parse_option(int c, const char *arg, Args *a) {
         if (precision_parse(arg, &a->precision) != 0)
             USER_ERROR("--precision expects fp32, bf16 or fp16, got '%s'", arg);
         break;
+    case 20: a->fp32_grads = 1; break;
     default:
         if (c < 1 || c > 18) return 0;
         parse_advise_option(c, arg, a);
@@ -848,6 +855,8 @@ static void check_combinations(Args *a) {
                    "keeps --zero 0): ZeRO's states keep fp32 for now",
                    precision_name(a->precision));
     if (a->precision != PRECISION_FP32 && a->advise) a->ao.zero = 0;
+    if (a->fp32_grads && a->precision == PRECISION_FP32)
+        USER_ERROR("--fp32-grads keeps fp32 gradients under --precision bf16 or fp16");
     if (!a->advise && (a->pinned || a->no_sp))
         USER_ERROR("--pp, --ep, --micro-batches, --schedule, --chunks, --zero and --no-sp pin "
                    "a dimension of --advise's search: give --advise");
@@ -890,8 +899,8 @@ static GPTConfig config_of(const Args *a) {
                             &cfg.n_experts, &cfg.top_k, &cfg.moe_every};
     for (int i = 0; i < 7; i++)
         if (a->sizes[i]) *fields[i] = a->sizes[i];
-    cfg.precision = a->precision;  /* mixed precision's fp32 gradients, the kind built */
-    cfg.fp32_grads = a->precision != PRECISION_FP32;
+    cfg.precision = a->precision;
+    cfg.fp32_grads = a->fp32_grads;
     if (a->sizes[4] && !a->sizes[5]) cfg.top_k = 1;
     if (a->sizes[4] && !a->sizes[6]) cfg.moe_every = 1;
     const char *bad = gpt_config_problem(&cfg);

@@ -2,10 +2,11 @@
 # help: mixed precision: tokens/s and memory of fp32, bf16 and fp16 (small, medium; the GPU too when built), and their loss curves
 # bench/precision.sh: what --precision buys on this machine. `make
 # bench-precision` builds, then runs this. Lab 00's train_gpt on one device,
-# in fp32, bf16 and fp16 (both with --fp32-grads), on small and medium, all
-# the cores: the median tokens/s over the steps from 3 on, each against
-# fp32's of the same config, and the peak bytes of the parameters (master
-# and compute copy), the activations and the whole run (memory.csv), with
+# in fp32, bf16 and fp16 (2-byte gradients, the default), on small and
+# medium, all the cores: the median tokens/s over the steps from 3 on, each
+# against fp32's of the same config, and the peak bytes of the parameters
+# (master and compute copy), the gradients, the activations and the whole
+# run (memory.csv), with
 # which GEMM each ran (run.json's half_gemm: oneDNN's kernel, or the
 # emulated sgemm on rounded values). With a GPU and the CUDA build
 # (`make bench-gpu` makes build/gpu), the same on the GPU.
@@ -71,7 +72,7 @@ one_run() {
     local -a flags=()
     shift 4
     [ "$dev" = cpu ] || prog=$GPU_TRAIN
-    [ "$p" = fp32 ] || flags=(--precision "$p" --fp32-grads)
+    [ "$p" = fp32 ] || flags=(--precision "$p")
     rm -rf "$dir"
     mkdir -p "$dir"
     timeout --kill-after=10 "$LIMIT" "$prog" --config "$config" --steps "$steps" \
@@ -82,7 +83,7 @@ one_run() {
 
 mkdir -p "$OUT"
 CSV="$OUT/precision.csv"
-echo "device,config,precision,gemm,tokens_per_s,vs_fp32,params_bytes,activation_bytes,total_peak_bytes" > "$CSV"
+echo "device,config,precision,gemm,tokens_per_s,vs_fp32,params_bytes,grads_bytes,activation_bytes,total_peak_bytes" > "$CSV"
 for dev in $devices; do
     for config in $CONFIGS; do
         base=
@@ -93,14 +94,14 @@ for dev in $devices; do
             gemm=$(sed -n 's/.*"half_gemm": "\([^"]*\)".*/\1/p' "$dir/run.json")
             [ -n "$gemm" ] || gemm=$([ "$dev" = cpu ] && echo "openblas sgemm" || echo cublas)
             total=$(awk -F, '$1 == 0 { s += $4 } END { print s }' "$dir/memory.csv")
-            echo "$dev,$config,$p,$gemm,$tps,$(awk -v a="$tps" -v b="$base" 'BEGIN { printf "%.2f", a / b }'),$(peak "$dir" params),$(peak "$dir" activations),$total" >> "$CSV"
+            echo "$dev,$config,$p,$gemm,$tps,$(awk -v a="$tps" -v b="$base" 'BEGIN { printf "%.2f", a / b }'),$(peak "$dir" params),$(peak "$dir" grads),$(peak "$dir" activations),$total" >> "$CSV"
         done
     done
 done
 
 echo "mixed precision on this machine ($(nproc) cores; median tokens/s over steps $SKIP..$((STEPS - 1)); peak bytes, memory.csv):"
 column -s, -t "$CSV"
-echo "(bf16 and fp16 keep fp32 masters and fp32 gradients (--fp32-grads): parameters 4 + 2 bytes;"
+echo "(bf16 and fp16 keep fp32 masters: parameters 4 + 2 bytes, gradients 2, moments 8;"
 echo " the blocks' activations 2 bytes, the LM head's logits fp32)"
 echo "wrote $CSV"
 [ "$CURVE_STEPS" -gt 0 ] || exit 0

@@ -47,6 +47,7 @@
 #include <mpi.h>
 
 #include "check.h"
+#include "precision.h"
 
 /* MPI_CHECK(MPI_Send(...)): a failed MPI call dies naming the call. */
 #define MPI_CHECK(call)                                                        \
@@ -66,6 +67,21 @@ typedef enum {
     COMM_FLOAT, COMM_DOUBLE, COMM_INT32, COMM_BF16, COMM_FP16, COMM_NUM_DTYPES
 } CommDtype;
 typedef enum { COMM_SUM, COMM_MAX, COMM_MIN, COMM_NUM_REDOPS } CommRedop;
+
+/* The CommDtype of a buffer of precision.h's Precision p (fp32's floats,
+ * or mixed precision's 2-byte gradients and weights), and back */
+static inline CommDtype comm_dtype_of(int precision) {
+    return precision == PRECISION_BF16 ? COMM_BF16
+         : precision == PRECISION_FP16 ? COMM_FP16 : COMM_FLOAT;
+}
+static inline Precision comm_dtype_precision(CommDtype t) {
+    return t == COMM_BF16 ? PRECISION_BF16 : t == COMM_FP16 ? PRECISION_FP16 : PRECISION_FP32;
+}
+size_t comm_dtype_size(CommDtype dtype);
+/* element i of a buffer of dtype */
+static inline void *comm_at(void *base, CommDtype dtype, size_t i) {
+    return (char *)base + i * comm_dtype_size(dtype);
+}
 
 /* What the counters and the trace call each operation (comm.csv's "op"). */
 typedef enum {
@@ -150,7 +166,6 @@ Comm *comm_split_node(Comm *parent, const char *name);
 void comm_attach_gpus(Comm *c);
 void comm_free(Comm *c);
 
-size_t comm_dtype_size(CommDtype dtype);
 const char *comm_op_name(CommOp op);
 
 /* Shards of n elements over p ranks (see the top of this file). */

@@ -33,11 +33,18 @@ typedef struct {
      * into any precision). precision (precision.h's Precision, 0 = fp32,
      * the kit's original trainer): the format of the compute weights, the
      * saved activations and the activation gradients; the master weights,
-     * AdamW's moments, the statistics and the loss stay fp32, and so do the
-     * weight gradients with fp32_grads (Megatron's main_grad). */
+     * AdamW's moments, the statistics and the loss stay fp32. The weight
+     * gradients are stored in the compute format too (the ZeRO paper's
+     * 2 + 2 + 12 bytes), or in fp32 with fp32_grads (Megatron's main_grad:
+     * 4 + 2 + 4 + 8). */
     int precision;
     int fp32_grads;
 } GPTConfig;
+
+/* The format of the weight gradients' buffers (a Precision) */
+static inline int gpt_grad_precision(const GPTConfig *c) {
+    return c->fp32_grads ? 0 : c->precision;
+}
 
 /* Whether block i (0-based) is a mixture of experts */
 int gpt_block_is_moe(const GPTConfig *cfg, int i);

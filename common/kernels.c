@@ -299,6 +299,11 @@ void widen_from_half(float *dst, const uint16_t *src, size_t n, int precision) {
     KERNEL(widen_from_half, 0.0, F(1.5 * n), dst, src, n, precision);
 }
 
+void scale_inplace_as(void *x, float s, size_t n, int precision) {
+    if (precision == PRECISION_FP32) scale_inplace(x, s, n);
+    else KERNEL(scale_half_inplace, (double)n, 4.0 * n, x, s, n, precision);
+}
+
 void scale_inplace(float *x, float s, size_t n) { KERNEL(scale_inplace, (double)n, F(2.0 * n), x, s, n); }
 void add_inplace(float *x, const float *y, size_t n) { KERNEL(add_inplace, (double)n, F(3.0 * n), x, y, n); }
 void set_zero(float *x, size_t n) { KERNEL(set_zero, 0.0, F(n), x, n); }

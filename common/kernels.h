@@ -216,6 +216,9 @@ void set_zero(float *x, size_t n);
 void round_inplace(float *x, size_t n, int precision);
 void narrow_to_half(uint16_t *dst, const float *src, size_t n, int precision);
 void widen_from_half(float *dst, const uint16_t *src, size_t n, int precision);
+/* x[i] *= s on n elements of precision's type (2-byte gradients: widened,
+ * scaled in fp32, rounded back; fp32 is scale_inplace) */
+void scale_inplace_as(void *x, float s, size_t n, int precision);
 
 /* C = alpha op(A) op(B) + beta C, row-major, op = transpose when trans != 0.
  * A thin wrapper over cblas_sgemm so lab code needs no BLAS header. */

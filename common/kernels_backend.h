@@ -89,6 +89,7 @@ extern "C" {
     void round_inplace##SUFFIX(float *x, size_t n, int precision);                           \
     void narrow_to_half##SUFFIX(uint16_t *dst, const float *src, size_t n, int precision);   \
     void widen_from_half##SUFFIX(float *dst, const uint16_t *src, size_t n, int precision);  \
+    void scale_half_inplace##SUFFIX(uint16_t *x, float s, size_t n, int precision);          \
     void sgemm_rowmajor##SUFFIX(int trans_a, int trans_b, int M, int N, int K, float alpha,  \
                                 const float *A, int lda, const float *Bm, int ldb,           \
                                 float beta, float *Cm, int ldc);                            \

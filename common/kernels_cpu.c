@@ -514,6 +514,16 @@ void widen_from_half_cpu(float *dst, const uint16_t *src, size_t n, int precisio
     }
 }
 
+void scale_half_inplace_cpu(uint16_t *x, float s, size_t n, int precision) {
+    if (precision == PRECISION_BF16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) x[i] = float_to_bf16(bf16_to_float(x[i]) * s);
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) x[i] = fp16_bits(fp16_value(x[i]) * s);
+    }
+}
+
 /* ---- mixture of experts: one destination row per iteration, so no two
  * threads write one row and each row's sums run in a fixed order. */
 void gather_rows_cpu(float *dst, const float *src, const int *idx, const float *weight, int n,

@@ -784,6 +784,10 @@ static __global__ void widen_kernel(float *dst, const uint16_t *src, size_t n, i
     GRID_STRIDE_LOOP(i, n) dst[i] = half_to_float(src[i], precision);
 }
 
+static __global__ void scale_half_kernel(uint16_t *x, float s, size_t n, int precision) {
+    GRID_STRIDE_LOOP(i, n) x[i] = float_to_half(half_to_float(x[i], precision) * s, precision);
+}
+
 void round_inplace_cuda(float *x, size_t n, int precision) {
     if (n == 0) return;
     round_kernel<<<elem_blocks(n), ELEM_THREADS>>>(x, n, precision);
@@ -797,6 +801,12 @@ void narrow_to_half_cuda(uint16_t *dst, const float *src, size_t n, int precisio
 void widen_from_half_cuda(float *dst, const uint16_t *src, size_t n, int precision) {
     if (n == 0) return;
     widen_kernel<<<elem_blocks(n), ELEM_THREADS>>>(dst, src, n, precision);
+    LAUNCH_CHECK();
+}
+
+void scale_half_inplace_cuda(uint16_t *x, float s, size_t n, int precision) {
+    if (n == 0) return;
+    scale_half_kernel<<<elem_blocks(n), ELEM_THREADS>>>(x, s, n, precision);
     LAUNCH_CHECK();
 }
 

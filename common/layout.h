@@ -140,9 +140,10 @@ typedef struct GPTLayout {
     int pp, pp_rank, chunks;
     Comm *pp_group, *embed_group;
     /* at pp > 1, the program's: sum the gradient of wte over
-     * embed_group, on its ranks (grads: this rank's flat buffer, where wte
-     * comes first), so that both copies take the same step */
-    void (*sum_tied_embedding)(const struct GPTLayout *l, float *grads);
+     * embed_group, on its ranks (grads: this rank's flat buffer, of the
+     * gradient format gpt_grad_precision, where wte comes first), so that
+     * both copies take the same step */
+    void (*sum_tied_embedding)(const struct GPTLayout *l, void *grads);
     /* context parallelism (gpt_layout_set_context): cp ranks share
      * each sequence, this one holding positions of its placement
      * (gpt_cp_placement); attention

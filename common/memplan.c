@@ -24,7 +24,8 @@ GPTLayout memplan_model_layout(const GPTConfig *cfg, const MemLayout *l) {
 
 /* Mixed precision's replicated states (model_states.h): the embeddings'
  * unit and the largest other one widened to fp32, P_0 + max_u P_u
- * elements of this rank's units */
+ * elements of this rank's units (twice with 2-byte gradients: their
+ * accumulation's units beside the compute copy's) */
 static size_t widened_units(const GPTLayout *m) {
     size_t offset, embed;
     gpt_unit_range(m, GPT_UNIT_EMBED, &offset, &embed);
@@ -62,12 +63,17 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
         st[MEM_OPTIMIZER] = 2 * F * shard;
     }
     plan->padding = plan->padded_params - phi;
-    size_t mixed_units = 0;  /* mixed precision: the compute copy's widened units */
+    size_t mixed_units = 0;  /* mixed precision: the widened units */
     if (cfg->precision != PRECISION_FP32) {
         CHECK(l->zero_stage == 0, "mixed precision with ZeRO-%d is not built yet (the preflight "
               "refuses it)", l->zero_stage);
-        st[MEM_PARAMS] += precision_bytes((Precision)cfg->precision) * phi;
+        const size_t half = precision_bytes((Precision)cfg->precision);
+        st[MEM_PARAMS] += half * phi;
         mixed_units = F * widened_units(&m);
+        if (!cfg->fp32_grads) {
+            st[MEM_GRADS] = half * phi;
+            mixed_units *= 2;
+        }
     }
     memcpy(pk, st, sizeof plan->states);
 

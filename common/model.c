@@ -971,6 +971,7 @@ static void stage_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g,
         return;
     }
     /* wte is final only now: the tied LM head wrote to it first */
+    if (!st->head) grads_begin(h, GPT_UNIT_EMBED);
     embedding_backward(l, g, a, dout);
     grads_ready(h, GPT_UNIT_EMBED);
 }

@@ -358,7 +358,10 @@ void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
  * Backward: needed(0), begin(0), LM head, done(0); lnf: needed(L+1),
  *           begin(L+1), lnf, done(L+1), ready(L+1); blocks u = L..1 the
  *           same; encoder; ready(0) (the embedding gradient, written by the
- *           LM head first and the encoder last, is final only now).
+ *           LM head first and the encoder last, is final only now). A
+ *           pipeline stage runs its part: the first one's encoder begins
+ *           unit 0 itself (begin(0), encoder, ready(0)); the last one's LM
+ *           head begins it and nothing readies it (its states finish it).
  * So the ranges become final from the end of the buffer to its start.
  * loss_scale (may be NULL: 1): the backward pass starts from the loss's
  * gradient times *loss_scale, read at each backward (fp16's loss scaling:

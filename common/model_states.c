@@ -16,9 +16,14 @@ float grad_clip_factor(double norm, double max_norm) {
 }
 
 
+static int grad_precision(const ReplicatedStates *r) {
+    return gpt_grad_precision(&r->layout->cfg);
+}
+static int half_grads(const ReplicatedStates *r) { return grad_precision(r) != PRECISION_FP32; }
+
 static void replicated_begin_step(void *ctx) {
     ReplicatedStates *r = ctx;
-    set_zero(r->grads, r->n);
+    device_zero(r->grads, r->n * precision_bytes(grad_precision(r)));  /* +0 in every format */
 }
 
 static void replicated_begin_backward(void *ctx, int last) {
@@ -31,6 +36,121 @@ static void replicated_grads_ready(void *ctx, int unit) {
     size_t offset, count;
     gpt_unit_range(r->layout, unit, &offset, &count);
     r->sync->grads_ready(r->sync->ctx, offset, count);
+}
+
+/* ---- 2-byte gradients: accumulated in fp32 a unit at a time ------------ */
+
+static uint16_t *half_at(const ReplicatedStates *r, size_t offset) {
+    return (uint16_t *)r->grads + offset;
+}
+
+/* unit's fp32 buffer, holding its stored gradient widened; with its views
+ * in v (the embeddings stay open across the backward pass, model.h) */
+static float *widen_grads(ReplicatedStates *r, int unit, GPTParams *v) {
+    size_t offset, count;
+    gpt_unit_range(r->layout, unit, &offset, &count);
+    float *buf = unit == GPT_UNIT_EMBED ? r->grad_embed_unit : r->grad_one_unit;
+    widen_from_half(buf, half_at(r, offset), count, grad_precision(r));
+    gpt_unit_view(r->layout, unit, buf, v);
+    return buf;
+}
+
+static void narrow_grads(ReplicatedStates *r, int unit, const float *buf) {
+    size_t offset, count;
+    gpt_unit_range(r->layout, unit, &offset, &count);
+    narrow_to_half(half_at(r, offset), buf, count, grad_precision(r));
+}
+
+static void half_grads_begin(void *ctx, int unit) {
+    ReplicatedStates *r = ctx;
+    size_t offset, count;
+    gpt_unit_range(r->layout, unit, &offset, &count);
+    if (count == 0) return;
+    if (unit == GPT_UNIT_EMBED) {
+        if (r->embed_grads_open) return;  /* the LM head opened it, the encoder adds */
+        r->embed_grads_open = 1;
+    } else {
+        CHECK(r->grads_open < 0, "gradients of unit %d begun while unit %d's are open", unit,
+              r->grads_open);
+        r->grads_open = unit;
+    }
+    widen_grads(r, unit, &r->g);
+}
+
+static void close_grads(ReplicatedStates *r, int unit) {
+    if (unit == GPT_UNIT_EMBED && r->embed_grads_open) {
+        narrow_grads(r, unit, r->grad_embed_unit);
+        r->embed_grads_open = 0;
+    } else if (unit != GPT_UNIT_EMBED && unit == r->grads_open) {
+        narrow_grads(r, unit, r->grad_one_unit);
+        r->grads_open = -1;
+    }
+}
+
+static void half_grads_ready(void *ctx, int unit) {
+    ReplicatedStates *r = ctx;
+    close_grads(r, unit);
+    if (r->sync && r->sync->grads_ready) replicated_grads_ready(ctx, unit);
+}
+
+/* sequence parallelism's layernorm sums (lab 05 reads fp32 views): each
+ * unit widened, summed over the TP group, rounded back; what they move is
+ * fp32, 4 (4 L + 2) C bytes a step, next to the gradients' 2 Phi */
+static void half_sum_layernorm_grads(ReplicatedStates *r) {
+    const GPTLayout *l = r->layout;
+    for (int u = GPT_UNIT_EMBED + 1; u < gpt_num_units(l); u++) {
+        size_t offset, count;
+        gpt_unit_range(l, u, &offset, &count);
+        if (count == 0) continue;
+        memset(r->unit_only.blocks, 0, (size_t)l->cfg.n_layer * sizeof(BlockParams));
+        r->unit_only.lnfw = r->unit_only.lnfb = NULL;
+        const float *buf = widen_grads(r, u, &r->unit_only);
+        l->sp_ops->sum_layernorm_grads(l, &r->unit_only);
+        narrow_grads(r, u, buf);
+    }
+}
+
+/* layout_sum_squares of the stored gradients, widened a unit at a time */
+static double half_sum_squares(ReplicatedStates *r) {
+    const GPTLayout *l = r->layout;
+    double ss = 0.0;
+    for (int u = 0; u < gpt_num_units(l); u++) {
+        size_t offset, count;
+        gpt_unit_range(l, u, &offset, &count);
+        if (count == 0) continue;
+        const float *buf = widen_grads(r, u, &r->unit_only);
+        ss += layout_counted_sum_squares(l, r->tensors, offset, count, buf);
+    }
+    return layout_model_sum(l, ss);
+}
+
+/* AdamW on the master weights from the stored gradients times factor,
+ * widened a unit at a time (AdamW is elementwise: the same step as one
+ * call on the whole buffer) */
+static void half_grads_adamw(ReplicatedStates *r, const AdamWStep *s, float factor) {
+    const GPTLayout *l = r->layout;
+    for (int u = 0; u < gpt_num_units(l); u++) {
+        size_t o, count;
+        gpt_unit_range(l, u, &o, &count);
+        if (count == 0) continue;
+        float *buf = widen_grads(r, u, &r->unit_only);
+        if (factor != 1.0f) scale_inplace(buf, factor, count);
+        adamw_update(r->params + o, buf, r->adam_m + o, r->adam_v + o, count, s->lr, s->beta1,
+                     s->beta2, s->eps, s->weight_decay, s->t);
+    }
+}
+
+static void half_grads_init(ReplicatedStates *r) {
+    const GPTLayout *l = r->layout;
+    size_t offset, embed;
+    gpt_unit_range(l, GPT_UNIT_EMBED, &offset, &embed);
+    const size_t other = gpt_largest_unit_but_embeddings(l);
+    r->grad_embed_unit = embed ? mem_alloc(MEM_WORKSPACE, embed * sizeof(float)) : NULL;
+    r->grad_one_unit = other ? mem_alloc(MEM_WORKSPACE, other * sizeof(float)) : NULL;
+    r->grads_open = -1;
+    gpt_params_view(l, NULL, &r->unit_only);
+    r->hooks.grads_begin = half_grads_begin;
+    r->hooks.grads_ready = half_grads_ready;
 }
 
 /* ---- mixed precision: the compute copy, widened unit by unit ------------ */
@@ -97,19 +217,28 @@ static void scaler_after_step(LossScaler *s) {
 
 static double replicated_finish_grads(void *ctx, int micro_batches) {
     ReplicatedStates *r = ctx;
+    const int half = half_grads(r);
+    /* a pipeline's last stage never readies the embeddings (model.h) */
+    if (half) close_grads(r, GPT_UNIT_EMBED);
     if (r->sync) r->sync->finish(r->sync->ctx, r->grads, r->n);
     /* sequence parallelism: each TP rank's layernorms saw its rows only */
-    if (r->layout->sp) r->layout->sp_ops->sum_layernorm_grads(r->layout, &r->g);
+    if (r->layout->sp && half) half_sum_layernorm_grads(r);
+    else if (r->layout->sp) r->layout->sp_ops->sum_layernorm_grads(r->layout, &r->g);
     /* a pipeline: wte's two copies, each with its stage's share */
     if (r->layout->pp > 1) r->layout->sum_tied_embedding(r->layout, r->grads);
-    /* each micro-batch's backward gave the gradient of its own mean loss */
-    if (micro_batches > 1) scale_inplace(r->grads, 1.0f / micro_batches, r->n);
-    /* the loss scale's square out of the sum (1 but under fp16); only fp16
-     * skips a step whose gradients overflowed: elsewhere a non-finite
-     * gradient is a divergence, which the loop reports */
-    const double scale = r->scaler.scale, ss = layout_sum_squares(r->layout, r->tensors, r->grads);
+    /* each micro-batch's backward gave the gradient of its own mean loss:
+     * divided now in fp32, at the update in 2 bytes (with the loss scale) */
+    r->unscale = r->scaler.scale;
+    if (micro_batches > 1 && half) r->unscale *= (float)micro_batches;
+    else if (micro_batches > 1) scale_inplace(r->grads, 1.0f / micro_batches, r->n);
+    /* the unscaling's square out of the sum (1 but under fp16 or 2-byte
+     * accumulation); only fp16 skips a step whose gradients overflowed:
+     * elsewhere a non-finite gradient is a divergence, which the loop
+     * reports */
+    const double ss = half ? half_sum_squares(r) : layout_sum_squares(r->layout, r->tensors,
+                                                                       r->grads);
     r->scaler.overflowed = r->layout->cfg.precision == PRECISION_FP16 && !isfinite(ss);
-    return ss / (scale * scale);
+    return ss / ((double)r->unscale * r->unscale);
 }
 
 /* clip, and under fp16 the loss scale divided out, in one scaling */
@@ -119,10 +248,14 @@ static void replicated_update(void *ctx, const AdamWStep *s) {
         scaler_after_step(&r->scaler);
         return;
     }
-    const float factor = s->clip / r->scaler.scale;
-    if (factor != 1.0f) scale_inplace(r->grads, factor, r->n);
-    adamw_update(r->params, r->grads, r->adam_m, r->adam_v, r->n, s->lr, s->beta1, s->beta2,
-                 s->eps, s->weight_decay, s->t);
+    const float factor = s->clip / r->unscale;
+    if (half_grads(r)) {
+        half_grads_adamw(r, s, factor);
+    } else {
+        if (factor != 1.0f) scale_inplace(r->grads, factor, r->n);
+        adamw_update(r->params, r->grads, r->adam_m, r->adam_v, r->n, s->lr, s->beta1, s->beta2,
+                     s->eps, s->weight_decay, s->t);
+    }
     if (mixed(r)) copy_down(r);
     scaler_after_step(&r->scaler);
 }
@@ -167,16 +300,20 @@ void replicated_states_init(ReplicatedStates *r, const GPTLayout *layout, unsign
     CHECK(r->tensors, "out of memory");
     gpt_tensor_table(layout, r->tensors);
     r->params = mem_alloc(MEM_PARAMS, r->n * sizeof(float));
-    r->grads = mem_alloc(MEM_GRADS, r->n * sizeof(float));
+    r->grads = mem_alloc(MEM_GRADS, r->n * precision_bytes(grad_precision(r)));
     r->adam_m = mem_alloc(MEM_OPTIMIZER, r->n * sizeof(float));
     r->adam_v = mem_alloc(MEM_OPTIMIZER, r->n * sizeof(float));
     gpt_init_params(layout, seed, 0, r->n, r->params);
     gpt_params_view(layout, r->params, &r->p);
-    gpt_params_view(layout, r->grads, &r->g);
     r->hooks = (ModelHooks){.ctx = r};
     if (sync && sync->grads_ready) r->hooks.grads_ready = replicated_grads_ready;
     r->scaler = (LossScaler){.scale = 1.0f};
+    r->unscale = 1.0f;
+    r->grads_open = -1;
     if (layout->cfg.precision != PRECISION_FP32) mixed_init(r, scaler);
+    /* 2-byte gradients: views of one unit at a time (NULL until begun) */
+    gpt_params_view(layout, grad_precision(r) == PRECISION_FP32 ? r->grads : NULL, &r->g);
+    if (grad_precision(r) != PRECISION_FP32) half_grads_init(r);
     *st = (ModelStates){r, &r->p, &r->g, &r->hooks, replicated_begin_step,
                         replicated_begin_backward, replicated_finish_grads, replicated_update,
                         replicated_gather_params, replicated_local_params, replicated_held,
@@ -194,4 +331,7 @@ void replicated_states_free(ReplicatedStates *r) {
     mem_free(r->compute);
     mem_free(r->embed_unit);
     mem_free(r->one_unit);
+    mem_free(r->grad_embed_unit);
+    mem_free(r->grad_one_unit);
+    gpt_params_view_free(&r->unit_only);
 }

@@ -27,13 +27,15 @@ float grad_clip_factor(double norm, double max_norm);
  *   finish(ctx, grads, n): complete the communication, leave the mean over
  *       the data-parallel ranks in grads (the time spent here is the
  *       communication the backward pass did not hide).
- * begin_backward and grads_ready may be NULL. */
+ * grads holds n elements of the layout's gradient format
+ * (gpt_grad_precision: fp32, or mixed precision's 2 bytes); offsets and
+ * counts are in elements. begin_backward and grads_ready may be NULL. */
 typedef void (*GradsReadyFn)(void *ctx, size_t offset, size_t count);
 typedef struct {
     void *ctx;
-    void (*begin_backward)(void *ctx, float *grads, int last);
+    void (*begin_backward)(void *ctx, void *grads, int last);
     GradsReadyFn grads_ready;
-    void (*finish)(void *ctx, float *grads, size_t n);
+    void (*finish)(void *ctx, void *grads, size_t n);
 } GradSync;
 
 /* fp16's dynamic loss scaling (Micikevicius et al. 2018; PyTorch's
@@ -110,20 +112,27 @@ typedef struct {
 /* The replicated states: every rank holds all of its layout's buffer, 4
  * bytes each of params and grads and 8 of AdamW moments per element of the
  * layout's num_params (one device, DDP through sync, tensor parallelism).
- * Under mixed precision (the layout's cfg.precision bf16 or fp16, with
- * fp32_grads) params are the fp32 master weights, and the passes read
- * compute, their 2-byte copy (MEM_PARAMS: 4 + 2 bytes per element), made
- * from the master after each update (and a load): each unit widened to
- * fp32 when the passes need it (params_needed), the embeddings into
- * embed_unit (both ends of the forward pass read them), any other unit
- * into one_unit (MEM_WORKSPACE); the gradients fp32, the moments fp32:
- * 4 + 2 + 4 + 8 = 18 bytes per element. */
+ * Under mixed precision (the layout's cfg.precision bf16 or fp16) params
+ * are the fp32 master weights, and the passes read compute, their 2-byte
+ * copy (MEM_PARAMS: 4 + 2 bytes per element), made from the master after
+ * each update (and a load): each unit widened to fp32 when the passes need
+ * it (params_needed), the embeddings into embed_unit (both ends of the
+ * forward pass read them), any other unit into one_unit (MEM_WORKSPACE).
+ * The moments stay fp32. The gradients are 2 bytes too (4 + 2 + 2 + 8 =
+ * 16 bytes per element, the ZeRO paper's 2 + 2 + 12), or fp32 with
+ * fp32_grads (18). 2-byte gradients are accumulated a unit at a time in
+ * fp32 (grads_begin widens the unit into grad_embed_unit or grad_one_unit,
+ * grads_ready rounds it back: one rounding per unit and micro-batch, not
+ * one per kernel), and the step reads them a unit at a time, widened,
+ * with the micro-batch count and the loss scale divided out at the update
+ * (one rounding fewer than dividing the stored gradients). */
 typedef struct {
     const GPTLayout *layout;
     TensorInfo *tensors;    /* the layout's table, for the gradient norm */
     const GradSync *sync;   /* NULL on one device */
     size_t n;
-    float *params, *grads, *adam_m, *adam_v;
+    float *params, *adam_m, *adam_v;
+    void *grads;            /* n elements of gpt_grad_precision */
     GPTParams p, g;
     ModelHooks hooks;
     CkptRun all;            /* the whole local buffer, for checkpoints */
@@ -131,6 +140,12 @@ typedef struct {
     uint16_t *compute;
     float *embed_unit, *one_unit;
     int unit_widened;       /* the unit one_unit holds now, or -1 */
+    /* 2-byte gradients only (else NULL, -1, 0) */
+    float *grad_embed_unit, *grad_one_unit;
+    int grads_open;         /* the unit grad_one_unit accumulates now, or -1 */
+    int embed_grads_open;   /* grad_embed_unit accumulates the embeddings' */
+    GPTParams unit_only;    /* views of one unit, the others NULL */
+    float unscale;          /* this step's: the loss scale x the micro-batches */
     LossScaler scaler;
 } ReplicatedStates;
 

@@ -9,6 +9,7 @@
 #include "device.h"
 #include "fileio.h"
 #include "precision.h"
+#include "schedule.h"
 
 static int g_passed;
 
@@ -182,6 +183,12 @@ void preflight_run(const TrainOptions *o, const MemLayout *layout, Comm *world) 
     if (o->model.precision != PRECISION_FP32 && layout->zero_stage > 0)
         USER_ERROR("--precision %s: ZeRO's sharded states keep fp32 only, for now; mixed "
                    "precision runs on replicated states (one device, DDP, TP, SP, PP, CP, EP)",
+                   precision_name((Precision)o->model.precision));
+    /* 2-byte gradients are accumulated a unit at a time around the hooks
+     * (model_states.h), which the split backward's weight part runs without */
+    if (gpt_grad_precision(&o->model) != PRECISION_FP32 && schedule_splits_backward(layout->schedule))
+        USER_ERROR("--precision %s with a split backward (zb-h1): its weight gradients are "
+                   "accumulated in fp32 only, for now: add --fp32-grads",
                    precision_name((Precision)o->model.precision));
     const int on_gpu = device_current() == DEVICE_CUDA;
     MemoryShare mine = {(double)(on_gpu ? device_free_bytes() : preflight_host_available_bytes()), 1};

@@ -56,8 +56,8 @@ static const char *const g_usage =
     "  --precision P        fp32, or mixed precision: bf16 or fp16 compute weights,\n"
     "                       activations and their gradients over fp32 master weights\n"
     "                       and moments (model.h)                       (default fp32)\n"
-    "  --fp32-grads         bf16/fp16: fp32 weight gradients (Megatron's main_grad);\n"
-    "                       needed for now: 2-byte gradients are not built yet\n"
+    "  --fp32-grads         bf16/fp16: fp32 weight gradients (Megatron's main_grad)\n"
+    "                       instead of 2-byte ones (the ZeRO paper's 2 + 2 + 12)\n"
     "  --loss-scale S       fp16: the dynamic loss scale's start      (default 65536)\n"
     "  --loss-scale-interval N  fp16: double the scale after N steps without an\n"
     "                       overflow, halve it on one (and skip the step); 0 keeps\n"
@@ -258,15 +258,12 @@ static void resolve_model(TrainOptions *o, const ModelFlags *f) {
 }
 
 /* --precision's companions: fp32 gradient buffers only under mixed
- * precision (and, for now, needed there), the loss scale only under fp16 */
+ * precision, the loss scale only under fp16 */
 static void resolve_precision(TrainOptions *o) {
     const Precision p = (Precision)o->model.precision;
     if (p == PRECISION_FP32 && o->model.fp32_grads)
         USER_ERROR("--fp32-grads keeps fp32 gradients under --precision bf16 or fp16; "
                    "fp32's are fp32 already");
-    if (p != PRECISION_FP32 && !o->model.fp32_grads)
-        USER_ERROR("--precision %s: 2-byte gradients (the default) are not built yet: add "
-                   "--fp32-grads (fp32 gradient buffers, Megatron's main_grad)", precision_name(p));
     if (p != PRECISION_FP16 && (o->loss_scale >= 0 || o->loss_scale_interval >= 0))
         USER_ERROR("--loss-scale and --loss-scale-interval scale fp16's gradients: give "
                    "--precision fp16 (%s needs none)", precision_name(p));

@@ -132,7 +132,8 @@ csv_col() {
 # Build a lab's programs from another copy of one of its sources (a planted
 # bug): build_variant SRC.c LAB OUTDIR PROG...  ->  OUTDIR/PROG, each linked
 # as LAB's manifest says (labs/LAB/lab.mk, `make print-links`) with SRC's
-# object for the lab's own (the lab's headers come from labs/LAB; SRC may
+# object for the lab's own, beside the solutions' objects of the lab's
+# other files (the lab's headers come from labs/LAB; SRC may
 # live in a temporary directory). VARIANT_BUILD=DIR links DIR's objects and
 # library instead of build/'s, and VARIANT_FLAGS adds compile and link flags
 # (the sanitizers': sanitize.bats).
@@ -143,6 +144,11 @@ build_variant() {
     shift 3
     arch=$(gcc -print-multiarch)
     obj="$out/$(basename "${src%.c}").o"
+    # the lab's other files (lab 06: pipeline.c beside schedules.c), as built
+    local others=() o
+    for o in "$build/solutions/$lab"/*.o; do
+        [ ! -e "$o" ] || [ "$(basename "$o")" = "$(basename "$obj")" ] || others+=("$o")
+    done
     mkdir -p "$out"
     mpicc -std=gnu11 -O2 -fopenmp "${extra[@]}" -I"$ROOT/common" -I"$ROOT/labs/$lab" \
         -I"/usr/include/$arch/openblas-openmp" -c "$src" -o "$obj"
@@ -152,7 +158,7 @@ build_variant() {
             sed "s#\(^\| \)build/#\1$build/#g")
         [ -n "$links" ] || { echo "build_variant: $lab has no program $prog" >&2; return 1; }
         # shellcheck disable=SC2086  # the manifest's words
-        (cd "$ROOT" && mpicc $links "$obj" "$build/libcommon.a" \
+        (cd "$ROOT" && mpicc $links "$obj" "${others[@]}" "$build/libcommon.a" \
             -L"/usr/lib/$arch/openblas-openmp" -Wl,-rpath,"/usr/lib/$arch/openblas-openmp" \
             -lopenblas -ldnnl -lm -fopenmp -pthread "${extra[@]}" -o "$out/$prog")
     done

@@ -25,10 +25,9 @@ gpt   |1|--resume @D/none                         |--resume
 gpt   |1|--n-embd 16384 --n-head 16 --n-layer 64  |this run needs
 gpt   |1|--val-fraction 0.000001                  |held-out part
 gpt   |1|--precision fp8                          |--precision expects
-gpt   |1|--precision bf16                         |add --fp32-grads
 gpt   |1|--fp32-grads                             |are fp32 already
 gpt   |1|--precision bf16 --fp32-grads --loss-scale 8|give --precision fp16
-zero  |1|--zero 1 --precision bf16 --fp32-grads   |sharded states keep fp32
+zero  |1|--zero 1 --precision bf16                 |sharded states keep fp32
 ddp   |3|                                         |must be a multiple of ranks
 ddp   |2|--data @D/none.tok                       |none.tok
 ddp   |2|--vocab 100                              |larger than the model
@@ -72,12 +71,13 @@ pp    |1|--pp 2 --n-layer 3                       |n_layer 3 is not a multiple o
 pp    |1|--pp 2 --config tiny-moe                 |not cut into pipeline stages
 pp    |1|--pp 2 --tp 3                            |does not divide n_head 4
 pp    |3|--pp 2                                   |does not divide the world size 3
+pp    |2|--pp 2 --schedule zb-h1 --precision bf16  |add --fp32-grads
 pp    |1|--out /dev/null                          |--out
 pp    |1|                                         |pipeline.csv is a directory|pipeline.csv
 pp    |1|                                         |pipeline_sim.csv is a directory|pipeline_sim.csv
 4d    |1|--zero 2                                 |--zero 2: ZeRO-2 and 3
 4d    |1|--zero x                                 |--zero expects 1
-4d    |1|--zero 1 --precision fp16 --fp32-grads  |sharded states keep fp32
+4d    |1|--zero 1 --precision fp16                |sharded states keep fp32
 4d    |1|--schedule gpipe                         |need --pp 2 or more
 4d    |1|--pp 2 --schedule 1f1b-unbatched         |run by train_pp
 4d    |1|--sp                                     |--tp 2 or more

@@ -11,39 +11,40 @@
 
 /* Every rank's gradient is the mean over its own rows; the global batch's
  * gradient is the mean of the ranks' gradients: sum, then divide by N. */
-static void average(Ddp *d, float *grads, size_t n) {
-    scale_inplace(grads, 1.0f / (float)d->dp->size, n);
+static void average(Ddp *d, void *grads, size_t n) {
+    scale_inplace_as(grads, 1.0f / (float)d->dp->size, n, comm_dtype_precision(d->dtype));
 }
 
-static size_t total_floats(const Ddp *d) {
+static size_t total_elems(const Ddp *d) {
     const TensorInfo *last = &d->tensors[d->ntensors - 1];
     return last->offset + last->count;
 }
 
-void ddp_naive_sync(Ddp *d, float *grads) {
+void ddp_naive_sync(Ddp *d, void *grads) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }
 
-int ddp_build_buckets(const TensorInfo *tensors, int ntensors, size_t bucket_bytes, Bucket *out) {
+int ddp_build_buckets(const TensorInfo *tensors, int ntensors, size_t bucket_bytes,
+                      size_t elem_bytes, Bucket *out) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }
 
 int ddp_build_buckets_first(const TensorInfo *tensors, int ntensors, size_t first_bytes,
-                            size_t bucket_bytes, Bucket *out) {
+                            size_t bucket_bytes, size_t elem_bytes, Bucket *out) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }
 
-void ddp_bucketed_sync(Ddp *d, float *grads) {
+void ddp_bucketed_sync(Ddp *d, void *grads) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }
 
-void ddp_overlap_begin(Ddp *d, float *grads, int communicate) {
+void ddp_overlap_begin(Ddp *d, void *grads, int communicate) {
     d->grads = grads;
-    d->ready_from = total_floats(d);
+    d->ready_from = total_elems(d);
     d->next_bucket = 0;
     d->communicate = communicate;
 }
@@ -54,7 +55,7 @@ void ddp_overlap_on_ready(Ddp *d, size_t offset, size_t count) {
     NOT_IMPLEMENTED();
 }
 
-void ddp_overlap_finish(Ddp *d, float *grads) {
+void ddp_overlap_finish(Ddp *d, void *grads) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }

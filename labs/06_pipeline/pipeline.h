@@ -46,7 +46,9 @@ void pipeline_backward_weight(PipeRank *x, int micro, int chunk);
 /* At pp > 1, once per step after the backward passes, on the ranks of the
  * first and the last stage (l->embed_group, which the program built): sum
  * the gradient of wte over the group. grads is this rank's flat buffer;
- * wte comes first in it, (l->vocab_rows, C) floats on both stages. */
-void pipeline_sum_tied_embedding(const GPTLayout *l, float *grads);
+ * wte comes first in it, (l->vocab_rows, C) elements on both stages, of
+ * l's gradient format (comm_dtype_of(gpt_grad_precision(&l->cfg)): fp32,
+ * or mixed precision's 2 bytes). */
+void pipeline_sum_tied_embedding(const GPTLayout *l, void *grads);
 
 #endif

@@ -62,7 +62,9 @@ void ep_moe_backward(const GPTLayout *l, float *dx, const MoEParams *g, const fl
  * its tensors t: gpt_tensor_table of l) from each rank's gradient of its
  * own mean loss: tensors whole on every rank averaged over dp, the
  * expert-split ones (TensorInfo.expert_split) over the edp group of the
- * ranks that hold the same experts */
-void ep_sync_grads(const GPTLayout *l, Comm *dp, Comm *edp, const TensorInfo *t, float *grads);
+ * ranks that hold the same experts. grads holds l's gradient format
+ * (comm_dtype_of(gpt_grad_precision(&l->cfg)): fp32, or mixed precision's
+ * 2 bytes); offsets are in elements (comm_at). */
+void ep_sync_grads(const GPTLayout *l, Comm *dp, Comm *edp, const TensorInfo *t, void *grads);
 
 #endif

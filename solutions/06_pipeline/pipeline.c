@@ -53,10 +53,11 @@ void pipeline_backward_weight(PipeRank *x, int micro, int chunk) {
     /* END SOLUTION */
 }
 
-void pipeline_sum_tied_embedding(const GPTLayout *l, float *grads) {
+void pipeline_sum_tied_embedding(const GPTLayout *l, void *grads) {
     /* BEGIN SOLUTION */
     if (l->pp == 1 || (l->pp_rank != 0 && l->pp_rank != l->pp - 1)) return;
     const size_t n = (size_t)l->vocab_rows * l->cfg.n_embd;
-    comm_allreduce(l->embed_group, grads, grads, n, COMM_FLOAT, COMM_SUM);
+    const CommDtype dtype = comm_dtype_of(gpt_grad_precision(&l->cfg));
+    comm_allreduce(l->embed_group, grads, grads, n, dtype, COMM_SUM);
     /* END SOLUTION */
 }

@@ -139,7 +139,7 @@ void ep_moe_backward(const GPTLayout *l, float *dx, const MoEParams *g, const fl
     /* END SOLUTION */
 }
 
-void ep_sync_grads(const GPTLayout *l, Comm *dp, Comm *edp, const TensorInfo *t, float *grads) {
+void ep_sync_grads(const GPTLayout *l, Comm *dp, Comm *edp, const TensorInfo *t, void *grads) {
     /* BEGIN SOLUTION */
     /* The objective is the mean over the dp ranks of their mean losses,
      * L = (1/dp) sum_r L_r. A tensor whole on every rank gets dL_r/dw on rank
@@ -151,16 +151,15 @@ void ep_sync_grads(const GPTLayout *l, Comm *dp, Comm *edp, const TensorInfo *t,
      * would make experts' steps ep times too large). */
     /* runs of consecutive tensors of one kind are contiguous in the buffer:
      * one all-reduce each */
-    const int nt = gpt_num_tensors(l);
+    const int nt = gpt_num_tensors(l), format = gpt_grad_precision(&l->cfg);
+    const CommDtype dtype = comm_dtype_of(format);
     for (int i = 0; i < nt;) {
         const int experts = t[i].expert_split;
         size_t count = 0;
-        const size_t offset = t[i].offset;
+        void *x = comm_at(grads, dtype, t[i].offset);
         for (; i < nt && t[i].expert_split == experts; i++) count += t[i].count;
-        if (count > 0)
-            comm_allreduce(experts ? edp : dp, grads + offset, grads + offset, count, COMM_FLOAT,
-                           COMM_SUM);
+        if (count > 0) comm_allreduce(experts ? edp : dp, x, x, count, dtype, COMM_SUM);
     }
-    scale_inplace(grads, 1.0f / (float)dp->size, l->num_params);
+    scale_inplace_as(grads, 1.0f / (float)dp->size, l->num_params, format);
     /* END SOLUTION */
 }

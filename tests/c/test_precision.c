@@ -50,8 +50,9 @@ static uint16_t bf16_by_distance(uint32_t u) {
     return (uint16_t)(hi | sign);
 }
 
-/* round_inplace_cpu, narrow_to_half_cpu and widen_from_half_cpu give
- * precision.h's values, bit for bit (a NaN: a NaN) */
+/* round_inplace_cpu, narrow_to_half_cpu, widen_from_half_cpu and
+ * scale_half_inplace_cpu give precision.h's values, bit for bit (a NaN: a
+ * NaN) */
 static void check_kernels(void) {
     enum { STRIDE = 251 };
     const size_t n = (size_t)(UINT32_MAX / STRIDE) + 1;
@@ -78,6 +79,19 @@ static void check_kernels(void) {
             const float want = half_to_float((uint16_t)i, p);
             bad += isnan(want) ? !isnan(wide[i]) : float_bits(wide[i]) != float_bits(want);
         }
+        /* every 2-byte value times factors that round, overflow and underflow */
+        static const float factors[] = {1.0f / 3, 0.5f, 3.0f, 1e-3f, 7e4f};
+        for (int f = 0; f < 5; f++) {
+            for (uint32_t i = 0; i < 65536; i++) all[i] = (uint16_t)i;
+            scale_half_inplace_cpu(all, factors[f], 65536, p);
+            for (uint32_t i = 0; i < 65536; i++) {
+                const float want = half_to_float(float_to_half(half_to_float((uint16_t)i, p) *
+                                                               factors[f], p), p);
+                const float got = half_to_float(all[i], p);
+                bad += isnan(want) ? !isnan(got) : float_bits(got) != float_bits(want);
+            }
+        }
+        for (uint32_t i = 0; i < 65536; i++) all[i] = (uint16_t)i;
         EXPECT(bad == 0, "%s: %ld values of the CPU kernels differ from precision.h's",
                precision_name((Precision)p), bad);
     }
