@@ -18,7 +18,7 @@ DNNL_LIB :=
 # without it sqrtf is a call that keeps loops (AdamW's) from vectorizing;
 # it changes no result. -pthread: --save-async's checkpoint writer thread
 # (common/checkpoint.h).
-CFLAGS := -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -pthread -Wall -Wextra -MMD -MP
+CFLAGS := -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -pthread -Wall -Wextra -Wpointer-arith -MMD -MP
 CPPFLAGS := -Icommon -I$(BUILD)/gen -I$(BLAS_INC) $(if $(DNNL_INC),-I$(DNNL_INC))
 LDLIBS := -L$(BLAS_LIB) -Wl,-rpath,$(BLAS_LIB) -lopenblas -ldnnl -lm -fopenmp -pthread
 ifneq ($(DNNL_LIB),)

@@ -27,7 +27,8 @@ static void gathered(ComposedZero1 *c, float *out, int mine) {
     float *flat = malloc(c->layout->num_params * sizeof(float));
     CHECK(flat, "out of memory for gathering the parameters");
     for (int u = 0; u < z->nunits; u++)
-        device_copy(flat + z->units[u].offset, z->params_full + z->units[u].padded_offset,
+        device_copy(flat + z->units[u].offset,
+                    comm_at(z->params_full, COMM_FLOAT, z->units[u].padded_offset),
                     z->units[u].count * sizeof(float));
     float *whole = layout_gather_standard(c->layout, flat, mine);
     if (out) memcpy(out, whole, gpt_num_params(&c->layout->cfg) * sizeof(float));

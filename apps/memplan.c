@@ -86,12 +86,14 @@ static const char *const g_usage =
     "  --fp32-grads      with --precision: fp32 gradients, as the trainers' flag\n"
     "  -h, --help        this text\n";
 
-static void print_states_only(double phi, int ranks) {
+static void print_states_only(double phi, int ranks, Precision precision, int fp32_grads) {
     static const char *names[] = {"replicated (DDP)", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
-    printf("model states per rank, fp32 AdamW, %.4g parameters, %d rank%s:\n", phi, ranks,
+    printf("model states per rank, %s AdamW%s, %.4g parameters, %d rank%s:\n",
+           precision_name(precision), fp32_grads ? " (fp32 gradients)" : "", phi, ranks,
            ranks == 1 ? "" : "s");
     for (int s = 0; s <= 3; s++)
-        printf("  %-17s %10.2f GB\n", names[s], memplan_states_bytes(phi, s, ranks) / 1e9);
+        printf("  %-17s %10.2f GB\n", names[s],
+               memplan_states_bytes(phi, s, ranks, precision, fp32_grads) / 1e9);
 }
 
 static const char *const g_layouts[] = {"replicated", "zero1", "zero2", "zero3", "zero3-noprefetch"};
@@ -848,11 +850,9 @@ static int parse_option(int c, const char *arg, Args *a) {
 
 /* The flags that belong to another mode than the one given */
 static void check_combinations(Args *a) {
-    /* mixed precision is built on replicated states only (the trainers' preflight says so too) */
-    if (a->precision != PRECISION_FP32 &&
-        ((!a->tp && !a->cp && !a->advise) || a->phi > 0 || (a->advise && a->ao.zero == 1)))
-        USER_ERROR("--precision %s plans replicated states (--tp, --cp, or --advise, which then "
-                   "keeps --zero 0): ZeRO's states keep fp32 for now",
+    /* train_4d's ZeRO-1 keeps fp32 (the trainer says so too) */
+    if (a->precision != PRECISION_FP32 && a->advise && a->ao.zero == 1)
+        USER_ERROR("--precision %s --zero 1: the composed ZeRO-1 keeps fp32 states for now",
                    precision_name(a->precision));
     if (a->precision != PRECISION_FP32 && a->advise) a->ao.zero = 0;
     if (a->fp32_grads && a->precision == PRECISION_FP32)
@@ -1010,7 +1010,7 @@ int main(int argc, char **argv) {
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
     check_combinations(&a);
     if (a.phi > 0) {
-        print_states_only(a.phi, a.ranks);
+        print_states_only(a.phi, a.ranks, a.precision, a.fp32_grads);
         return 0;
     }
     const GPTConfig cfg = config_of(&a);

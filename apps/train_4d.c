@@ -113,6 +113,9 @@ static void check_options(const TrainOptions *o, const Options4d *x) {
         problem = gpt_activation_problem(&o->model, p->tp, p->sp, p->recompute, o->seq / p->cp);
     if (!problem) problem = gpt_expert_problem(&o->model, p->ep);
     if (problem) USER_ERROR("%s", problem);
+    if (x->zero && o->model.precision != PRECISION_FP32)
+        USER_ERROR("--zero 1 --precision %s: the composed ZeRO-1 keeps fp32 states for now "
+                   "(train_zero shards bf16's)", precision_name((Precision)o->model.precision));
     if (x->zero && o->model.n_experts > 0)
         USER_ERROR("--zero 1 with experts: lab 08 averages the dense gradients over dp and the "
                    "experts' over edp, and ZeRO-1 here shards over one group (dp x cp)");

@@ -53,10 +53,19 @@ static void begin_backward(void *ctx, int last) { (void)ctx; (void)last; }
 static double finish_grads(void *ctx, int micro) { return zero_finish_grads(ctx, micro); }
 static void update(void *ctx, const AdamWStep *s) { zero_update(ctx, s); }
 static void gather_params(void *ctx, float *out) { zero_gather_params(ctx, out); }
-static void params_needed(void *ctx, int u, int backward) { zero3_params_needed(ctx, u, backward); }
+/* ZeRO-3 gathers each unit (the lab's); ZeRO-1/2 read the whole copy, in
+ * mixed precision widened a unit at a time (zero_view_params) */
+static void params_needed(void *ctx, int u, int backward) {
+    Zero *z = ctx;
+    if (z->stage == 3) zero3_params_needed(z, u, backward);
+    else if (z->master) zero_view_params(z, u, comm_at(z->params_full, z->dtype,
+                                                       z->units[u].padded_offset));
+}
 static void params_done(void *ctx, int u, int backward) {
     (void)backward;
-    zero3_params_done(ctx, u);
+    Zero *z = ctx;
+    zero_unview_params(z, u);
+    if (z->stage == 3) zero3_params_done(z, u);
 }
 /* This rank's copy of the parameters, as its forward pass reads them:
  * ZeRO-1/2 keep them whole on every rank after the update's all-gather, so
@@ -67,23 +76,29 @@ static void local_params(void *ctx, float *out) {
     Zero *z = ctx;
     for (int u = 0; u < z->nunits; u++) {
         const ZeroUnit *x = &z->units[u];
-        if (z->stage <= 2) {
-            device_copy(out + x->offset, z->params_full + x->padded_offset,
-                        x->count * sizeof(float));
-            continue;
-        }
         /* the view's first tensor of the unit: where the pass reads it */
-        zero3_params_needed(z, u, 0);
+        params_needed(z, u, 0);
         const float *unit = u == GPT_UNIT_EMBED ? z->p.wte
                           : u == z->nunits - 1 ? z->p.lnfw : z->p.blocks[u - 1].ln1w;
         device_copy(out + x->offset, unit, x->count * sizeof(float));
-        zero3_params_done(z, u);
+        params_done(z, u, 0);
     }
 }
 static void held(void *ctx, CkptHeld *h) { zero_held(ctx, h); }
+static void loaded(void *ctx) { zero_loaded(ctx); }
 
-static void grads_begin(void *ctx, int u) { zero_grads_begin(ctx, u); }
-static void grads_ready(void *ctx, int u) { zero_grads_ready(ctx, u); }
+/* ZeRO-2/3 reduce-scatter each unit (the lab's); ZeRO-1 with 2-byte
+ * gradients accumulates a unit at a time in fp32 (zero_view_grads) */
+static void grads_begin(void *ctx, int u) {
+    Zero *z = ctx;
+    if (z->stage >= 2) zero_grads_begin(z, u);
+    else zero_view_grads(z, u);
+}
+static void grads_ready(void *ctx, int u) {
+    Zero *z = ctx;
+    if (z->stage >= 2) zero_grads_ready(z, u);
+    else zero_unview_grads(z, u);
+}
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
@@ -134,16 +149,17 @@ int main(int argc, char **argv) {
     zero_init(&z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &model, o.seed);
     z.overlap_rs = zo.overlap_rs;
     ModelHooks hooks = {.ctx = &z};
-    if (zo.stage >= 2) {
+    if (zo.stage >= 2 || z.grad_dtype != COMM_FLOAT) {
         hooks.grads_begin = grads_begin;
         hooks.grads_ready = grads_ready;
     }
-    if (zo.stage == 3) {
+    if (zo.stage == 3 || z.master) {
         hooks.params_needed = params_needed;
         hooks.params_done = params_done;
     }
     ModelStates states = {&z, &z.p, &z.g, &hooks, begin_step, begin_backward, finish_grads,
-                          update, gather_params, local_params, held, NULL, NULL};
+                          update, gather_params, local_params, held, z.master ? loaded : NULL,
+                          NULL};
     size_t phi = gpt_num_params(&o.model);
     if (world->rank == 0)
         printf("train_zero: ZeRO-%d%s%s over %d rank%s, %d units, %zu parameters padded to %zu "

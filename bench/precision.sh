@@ -5,7 +5,7 @@
 # in fp32, bf16 and fp16 (2-byte gradients, the default), on small and
 # medium, all the cores: the median tokens/s over the steps from 3 on, each
 # against fp32's of the same config, and the peak bytes of the parameters
-# (master and compute copy), the gradients, the activations and the whole
+# (the compute copy), the gradients, the activations and the whole
 # run (memory.csv), with
 # which GEMM each ran (run.json's half_gemm: oneDNN's kernel, or the
 # emulated sgemm on rounded values). With a GPU and the CUDA build
@@ -101,7 +101,7 @@ done
 
 echo "mixed precision on this machine ($(nproc) cores; median tokens/s over steps $SKIP..$((STEPS - 1)); peak bytes, memory.csv):"
 column -s, -t "$CSV"
-echo "(bf16 and fp16 keep fp32 masters: parameters 4 + 2 bytes, gradients 2, moments 8;"
+echo "(bf16 and fp16: parameters (the compute copy) 2 bytes, gradients 2, the optimizer's fp32 masters and moments 12;"
 echo " the blocks' activations 2 bytes, the LM head's logits fp32)"
 echo "wrote $CSV"
 [ "$CURVE_STEPS" -gt 0 ] || exit 0
@@ -129,7 +129,7 @@ awk -F, 'NR > 1 { loss[$1, $2] = $3; if ($2 > n) n = $2 }
     echo "set terminal pngcairo size 1100,900 font \",11\" noenhanced"
     echo "set output \"$OUT/curves.png\""
     echo "set datafile separator \",\""
-    echo "set multiplot layout 2,1 title \"small in four precisions, one device, $CURVE_STEPS steps (CPU; fp32 master weights and gradients)\\nfp16 scaled: dynamic loss scale from 65536; unscaled: --loss-scale 1 --loss-scale-interval 0\""
+    echo "set multiplot layout 2,1 title \"small in four precisions, one device, $CURVE_STEPS steps (CPU; fp32 master weights, 2-byte gradients)\\nfp16 scaled: dynamic loss scale from 65536; unscaled: --loss-scale 1 --loss-scale-interval 0\""
     echo "set grid"
     echo "set key top right"
     echo "set ylabel \"training loss\""

@@ -6,11 +6,17 @@
 #   memory   config small, N = 1, 2, 4 ranks, DDP and ZeRO-1/2/3: rank 0's
 #            measured peaks (memory.csv; every rank holds the same) next to
 #            the planner's prediction (memplan --csv) -> memory.csv/.png
+#   states   the model states each rank holds (memory.csv's current bytes
+#            at the end of the N = 4 runs, when no working buffer is left) in
+#            bytes per parameter, by category, next to the formulas (16,
+#            8 + 8/N, 4 + 12/N, 16/N in fp32; 16, 4 + 12/N, 2 + 14/N, 16/N
+#            in mixed precision) -> states.csv
 #   comm     bytes each rank sends per training step, N = 2 and 4, by the
 #            difference of a 4-step and a 2-step run (the one evaluation at
 #            the end cancels out); wire bytes from comm.csv's payloads with
 #            the ring factors: all-reduce 2(N-1)/N, reduce-scatter and
-#            all-gather (N-1)/N -> comm.csv/.png, in units of Phi floats
+#            all-gather (N-1)/N -> comm.csv/.png, in units of Phi elements
+#            (floats; 2-byte numbers in mixed precision)
 #   speed    config small, 2 and 4 ranks of one thread: median step time and
 #            total peak memory per rank for DDP (overlapped), ZeRO-1, ZeRO-2,
 #            ZeRO-3 with and without prefetch -> speed.csv and a table
@@ -19,6 +25,8 @@
 #                  steps after the first 3)
 #   BENCH_TIMEOUT  seconds allowed to each run (default 300)
 #   BENCH_CONFIG   tiny | small (default small)
+#   BENCH_PRECISION  fp32 | bf16: the trainers' --precision (default fp32;
+#                  bf16 keeps 2-byte gradients, the ZeRO paper's 2 + 2 + 12)
 #   BENCH_OUT      output directory (default runs/03_zero-bench)
 #   BENCH_COPY     labs or solutions: whose train_zero (bench/common.sh);
 #                  DDP is lab 02's solution when present, else the student's
@@ -32,6 +40,7 @@ source bench/common.sh
 STEPS=${BENCH_STEPS:-30}
 LIMIT=${BENCH_TIMEOUT:-300}
 CONFIG=${BENCH_CONFIG:-small}
+PRECISION=${BENCH_PRECISION:-fp32}
 ZERO=$(bench_program 03_zero train_zero)
 DDP=$(earlier_program 02_ddp train_ddp)   # lab 02's: the solution when it is here
 PLAN=build/bin/memplan
@@ -42,6 +51,8 @@ OUT=${BENCH_OUT:-runs/03_zero-bench}
     || die "BENCH_STEPS must be an integer of at least $((SKIP + 2)), got '$STEPS'"
 [[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
 [[ "$CONFIG" =~ ^(tiny|small)$ ]] || die "BENCH_CONFIG must be tiny or small, got '$CONFIG'"
+[[ "$PRECISION" =~ ^(fp32|bf16)$ ]] || die "BENCH_PRECISION must be fp32 or bf16, got '$PRECISION'"
+ELEM=$([ "$PRECISION" = fp32 ] && echo 4 || echo 2)  # bytes of what the collectives move
 for f in "$ZERO" "$DDP" "$PLAN"; do [ -x "$f" ] || die "$f is missing: run 'make bench-zero'"; done
 [ -f "$DATA" ] || die "$DATA is missing: run 'make data' (or 'make bench-zero')"
 command -v gnuplot > /dev/null || die "gnuplot not installed (apt-get install gnuplot-nox)"
@@ -54,7 +65,7 @@ export OMP_NUM_THREADS=1
 train() {
     local layout=$1 np=$2 dir=$3
     shift 3
-    local args=(--config "$CONFIG" --threads 1 "$@")
+    local args=(--config "$CONFIG" --threads 1 --precision "$PRECISION" "$@")
     case $layout in
         ddp) args=("$DDP" --ddp overlapped "${args[@]}") ;;
         zero3-noprefetch) args=("$ZERO" --zero 3 --no-prefetch "${args[@]}") ;;
@@ -68,7 +79,7 @@ MEM=$OUT/memory.csv
 mkdir -p "$OUT"
 echo "label,ranks,layout,params,grads,optimizer,comm,activations,workspace,predicted_states,predicted_total,measured_total" > "$MEM"
 for np in 1 2 4; do
-    "$PLAN" --config "$CONFIG" --ranks "$np" --csv > "$OUT/plan-$np.csv"
+    "$PLAN" --config "$CONFIG" --ranks "$np" --precision "$PRECISION" --csv > "$OUT/plan-$np.csv"
     for layout in ddp zero1 zero2 zero3; do
         echo "bench-zero: memory, $layout on $np rank(s)"
         dir=$OUT/mem-$layout-$np
@@ -95,7 +106,7 @@ set terminal pngcairo size 1100,620 font ",11" noenhanced
 set output "$OUT/memory.png"
 set datafile separator ","
 set datafile missing NaN
-set title "Memory per rank, config $CONFIG: model states by category, measured (bars) and memplan's prediction (diamonds)\nnot drawn: activations and backward scratch, the same in every layout for a given N ($act + $work MiB at N = 1)"
+set title "Memory per rank, config $CONFIG, $PRECISION: model states by category, measured (bars) and memplan's prediction (diamonds)\nnot drawn: activations and backward scratch, the same in every layout for a given N ($act + $work MiB at N = 1)"
 set style data histograms
 set style histogram rowstacked
 set style fill solid 0.85 border -1
@@ -107,20 +118,34 @@ set xtics rotate by -35 left
 set key top right
 plot "$OUT/memory.dat" using (\$4/1048576):xtic(1) title "parameters" lc rgb "#1f77b4", \\
      "" using (\$5/1048576) title "gradients" lc rgb "#ff7f0e", \\
-     "" using (\$6/1048576) title "AdamW moments" lc rgb "#2ca02c", \\
+     "" using (\$6/1048576) title "optimizer (moments; fp32 master in mixed precision)" lc rgb "#2ca02c", \\
      "" using (\$7/1048576) title "reduce-scatter scratch" lc rgb "#9467bd", \\
      "" using 0:(\$10/1048576) with points pt 13 ps 2 lc rgb "black" title "predicted (memplan)"
 EOF_GP
 echo "bench-zero: wrote $OUT/memory.png"
 
+# ---- model states ----------------------------------------------------------
+PHI=$("$PLAN" --config "$CONFIG" --csv | awk -F, '$1 == "replicated" && $2 == "params" { print $3 / 4 }')
+STATES=$OUT/states.csv
+echo "layout,params_per_phi,grads_per_phi,optimizer_per_phi,total_per_phi,formula_per_phi" > "$STATES"
+for layout in ddp zero1 zero2 zero3; do
+    stage=$([ "$layout" = ddp ] && echo 0 || echo "${layout#zero}")
+    awk -F, -v phi="$PHI" -v l="$layout" -v s="$stage" -v p="$PRECISION" '
+        $1 == 0 && ($2 == "params" || $2 == "grads" || $2 == "optimizer") { b[$2] = $3 / phi }
+        END {
+            P = p == "fp32" ? 4 : 2; G = P; K = p == "fp32" ? 8 : 12; n = 4
+            f = s == 0 ? P + G + K : s == 1 ? P + G + K / n : s == 2 ? P + (G + K) / n : (P + G + K) / n
+            printf "%s,%.4f,%.4f,%.4f,%.4f,%.4f\n", l, b["params"], b["grads"], b["optimizer"],
+                   b["params"] + b["grads"] + b["optimizer"], f }' "$OUT/mem-$layout-4/memory.csv" >> "$STATES"
+done
+
 # ---- communication ---------------------------------------------------------
 COMM=$OUT/comm.csv
-PHI=$("$PLAN" --config "$CONFIG" --csv | awk -F, '$1 == "replicated" && $2 == "params" { print $3 / 4 }')
-echo "label,ranks,layout,wire_floats_per_step,in_phi,formula_in_phi" > "$COMM"
-# wire floats rank 0 sends in DIR, all dp-group operations
+echo "label,ranks,layout,wire_elements_per_step,in_phi,formula_in_phi" > "$COMM"
+# wire elements (of ELEM bytes) rank 0 sends in DIR, all dp-group operations
 wire() {
-    awk -F, -v n="$2" '$1 == 0 && $2 == "dp" {
-            f = ($3 == "allreduce") ? 2 * (n - 1) / n : (n - 1) / n; w += f * $5 / 4 }
+    awk -F, -v n="$2" -v e="$ELEM" '$1 == 0 && $2 == "dp" {
+            f = ($3 == "allreduce") ? 2 * (n - 1) / n : (n - 1) / n; w += f * $5 / e }
         END { printf "%.0f\n", w }' "$1/comm.csv"
 }
 for np in 2 4; do
@@ -140,7 +165,7 @@ gnuplot <<EOF_GP
 set terminal pngcairo size 900,520 font ",11" noenhanced
 set output "$OUT/comm.png"
 set datafile separator ","
-set title "Floats each rank sends per training step (config $CONFIG, Phi = $PHI), measured from comm.csv\ndiamonds: 2 Phi (N-1)/N (DDP, ZeRO-1, ZeRO-2) and 3 Phi (N-1)/N (ZeRO-3)"
+set title "Elements ($ELEM bytes, $PRECISION) each rank sends per training step (config $CONFIG, Phi = $PHI), measured from comm.csv\ndiamonds: 2 Phi (N-1)/N (DDP, ZeRO-1, ZeRO-2) and 3 Phi (N-1)/N (ZeRO-3)"
 set style data histograms
 set style histogram clustered gap 0.6
 set style fill solid 0.85 border -1
@@ -172,7 +197,9 @@ echo
 echo "memory per rank (MiB; states = params + grads + moments + scratch):"
 awk -F, 'NR > 1 && $1 != "" { printf "  %-12s measured states %7.3f  predicted %7.3f  total %7.3f (predicted %7.3f)\n",
     $1, ($4 + $5 + $6 + $7) / 1048576, $10 / 1048576, $12 / 1048576, $11 / 1048576 }' "$MEM"
-echo "sent per step (units of Phi):"
+echo "model states per rank at N = 4 ($PRECISION; bytes per parameter: params + grads + optimizer):"
+awk -F, 'NR > 1 { printf "  %-6s %6.3f + %6.3f + %6.3f = %6.3f  (formula %.3f)\n", $1, $2, $3, $4, $5, $6 }' "$STATES"
+echo "sent per step (units of Phi elements, $ELEM bytes each):"
 awk -F, 'NR > 1 { printf "  %-12s %.4f  (formula %.4f)\n", $1, $5, $6 }' "$COMM"
 echo "speed ($CONFIG, 1 thread per rank, median over steps $SKIP..$((STEPS - 1))):"
 printf '  %-5s %-17s %14s %18s %18s\n' ranks layout median_step_ms peak_MiB_per_rank states_MiB_per_rank

@@ -36,7 +36,7 @@ typedef struct {
      * AdamW's moments, the statistics and the loss stay fp32. The weight
      * gradients are stored in the compute format too (the ZeRO paper's
      * 2 + 2 + 12 bytes), or in fp32 with fp32_grads (Megatron's main_grad:
-     * 4 + 2 + 4 + 8). */
+     * 2 + 4 + 12). */
     int precision;
     int fp32_grads;
 } GPTConfig;

@@ -303,6 +303,30 @@ void scale_inplace_as(void *x, float s, size_t n, int precision) {
     if (precision == PRECISION_FP32) scale_inplace(x, s, n);
     else KERNEL(scale_half_inplace, (double)n, 4.0 * n, x, s, n, precision);
 }
+void add_inplace_as(void *x, const void *y, size_t n, int precision) {
+    if (precision == PRECISION_FP32) add_inplace(x, y, n);
+    else KERNEL(add_half_inplace, (double)n, 6.0 * n, x, y, n, precision);
+}
+double sum_squares_as(const void *x, size_t n, int precision) {
+    if (precision == PRECISION_FP32) return sum_squares(x, n);
+    double t0 = profile_begin();
+    device_kernel_begin();
+    double sum = BACKEND(sum_squares_half)(x, n, precision);
+    device_kernel_end();
+    if (t0 > 0.0) profile_end("sum_squares_half", t0, 2.0 * n, 2.0 * n);
+    return sum;
+}
+void adamw_update_as(float *params, void *grads, float grad_scale, float *m, float *v, size_t n,
+                     int precision, float lr, float beta1, float beta2, float eps,
+                     float weight_decay, int t) {
+    if (precision == PRECISION_FP32) {
+        if (grad_scale != 1.0f) scale_inplace(grads, grad_scale, n);
+        adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
+        return;
+    }
+    KERNEL(adamw_update_half, (double)(ADAMW_OPS + 1) * n, 14.0 * n, params, grads, grad_scale, m,
+           v, n, precision, lr, beta1, beta2, eps, weight_decay, t);
+}
 
 void scale_inplace(float *x, float s, size_t n) { KERNEL(scale_inplace, (double)n, F(2.0 * n), x, s, n); }
 void add_inplace(float *x, const float *y, size_t n) { KERNEL(add_inplace, (double)n, F(3.0 * n), x, y, n); }

@@ -216,9 +216,20 @@ void set_zero(float *x, size_t n);
 void round_inplace(float *x, size_t n, int precision);
 void narrow_to_half(uint16_t *dst, const float *src, size_t n, int precision);
 void widen_from_half(float *dst, const uint16_t *src, size_t n, int precision);
-/* x[i] *= s on n elements of precision's type (2-byte gradients: widened,
- * scaled in fp32, rounded back; fp32 is scale_inplace) */
+/* The same on n elements of precision's type (2-byte gradients: each
+ * element widened, computed in fp32, rounded back where stored; fp32 is
+ * the plain kernel's bits):
+ *   scale_inplace_as  x[i] *= s
+ *   add_inplace_as    x[i] += y[i]
+ *   sum_squares_as    sum of x[i]^2, in double
+ *   adamw_update_as   AdamW from the gradients times grad_scale (fp32:
+ *                     scaled in place first, when grad_scale != 1) */
 void scale_inplace_as(void *x, float s, size_t n, int precision);
+void add_inplace_as(void *x, const void *y, size_t n, int precision);
+double sum_squares_as(const void *x, size_t n, int precision);
+void adamw_update_as(float *params, void *grads, float grad_scale, float *m, float *v, size_t n,
+                     int precision, float lr, float beta1, float beta2, float eps,
+                     float weight_decay, int t);
 
 /* C = alpha op(A) op(B) + beta C, row-major, op = transpose when trans != 0.
  * A thin wrapper over cblas_sgemm so lab code needs no BLAS header. */

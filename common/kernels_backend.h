@@ -90,6 +90,12 @@ extern "C" {
     void narrow_to_half##SUFFIX(uint16_t *dst, const float *src, size_t n, int precision);   \
     void widen_from_half##SUFFIX(float *dst, const uint16_t *src, size_t n, int precision);  \
     void scale_half_inplace##SUFFIX(uint16_t *x, float s, size_t n, int precision);          \
+    void add_half_inplace##SUFFIX(uint16_t *x, const uint16_t *y, size_t n, int precision);  \
+    double sum_squares_half##SUFFIX(const uint16_t *x, size_t n, int precision);             \
+    void adamw_update_half##SUFFIX(float *params, const uint16_t *grads, float grad_scale,    \
+                                   float *m, float *v, size_t n, int precision, float lr,    \
+                                   float beta1, float beta2, float eps, float weight_decay,  \
+                                   int t);                                                   \
     void sgemm_rowmajor##SUFFIX(int trans_a, int trans_b, int M, int N, int K, float alpha,  \
                                 const float *A, int lda, const float *Bm, int ldb,           \
                                 float beta, float *Cm, int ldc);                            \

@@ -524,6 +524,36 @@ void scale_half_inplace_cpu(uint16_t *x, float s, size_t n, int precision) {
     }
 }
 
+void add_half_inplace_cpu(uint16_t *x, const uint16_t *y, size_t n, int precision) {
+    if (precision == PRECISION_BF16) {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) x[i] = float_to_bf16(bf16_to_float(x[i]) + bf16_to_float(y[i]));
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) x[i] = fp16_bits(fp16_value(x[i]) + fp16_value(y[i]));
+    }
+}
+
+double sum_squares_half_cpu(const uint16_t *x, size_t n, int precision) {
+    double total = 0.0;  /* serial, in index order, as sum_squares_cpu */
+    for (size_t i = 0; i < n; i++) {
+        const double xi = half_to_float(x[i], precision);
+        total += xi * xi;
+    }
+    return total;
+}
+
+void adamw_update_half_cpu(float *params, const uint16_t *grads, float grad_scale, float *m,
+                           float *v, size_t n, int precision, float lr, float beta1, float beta2,
+                           float eps, float weight_decay, int t) {
+    float c1 = 1.0f - powf(beta1, (float)t);
+    float c2 = 1.0f - powf(beta2, (float)t);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        adamw_update_element(&params[i], &m[i], &v[i], half_to_float(grads[i], precision) * grad_scale,
+                             lr, beta1, beta2, eps, weight_decay, c1, c2);
+}
+
 /* ---- mixture of experts: one destination row per iteration, so no two
  * threads write one row and each row's sums run in a fixed order. */
 void gather_rows_cpu(float *dst, const float *src, const int *idx, const float *weight, int n,

@@ -804,6 +804,18 @@ void widen_from_half_cuda(float *dst, const uint16_t *src, size_t n, int precisi
     LAUNCH_CHECK();
 }
 
+static __global__ void add_half_kernel(uint16_t *x, const uint16_t *y, size_t n, int precision) {
+    GRID_STRIDE_LOOP(i, n)
+        x[i] = float_to_half(half_to_float(x[i], precision) + half_to_float(y[i], precision),
+                             precision);
+}
+
+void add_half_inplace_cuda(uint16_t *x, const uint16_t *y, size_t n, int precision) {
+    if (n == 0) return;
+    add_half_kernel<<<elem_blocks(n), ELEM_THREADS>>>(x, y, n, precision);
+    LAUNCH_CHECK();
+}
+
 void scale_half_inplace_cuda(uint16_t *x, float s, size_t n, int precision) {
     if (n == 0) return;
     scale_half_kernel<<<elem_blocks(n), ELEM_THREADS>>>(x, s, n, precision);
@@ -1069,6 +1081,28 @@ static __global__ void adamw_kernel(float *params, const float *grads, float *m,
                              c2);
 }
 
+static __global__ void adamw_half_kernel(float *params, const uint16_t *grads, float grad_scale,
+                                         float *m, float *v, size_t n, int precision, float lr,
+                                         float beta1, float beta2, float eps, float wd, float c1,
+                                         float c2) {
+    GRID_STRIDE_LOOP(i, n)
+        adamw_update_element(&params[i], &m[i], &v[i],
+                             half_to_float(grads[i], precision) * grad_scale, lr, beta1, beta2,
+                             eps, wd, c1, c2);
+}
+
+void adamw_update_half_cuda(float *params, const uint16_t *grads, float grad_scale, float *m,
+                            float *v, size_t n, int precision, float lr, float beta1, float beta2,
+                            float eps, float weight_decay, int t) {
+    if (n == 0) return;
+    float c1 = 1.0f - powf(beta1, (float)t);
+    float c2 = 1.0f - powf(beta2, (float)t);
+    adamw_half_kernel<<<elem_blocks(n), ELEM_THREADS>>>(params, grads, grad_scale, m, v, n,
+                                                        precision, lr, beta1, beta2, eps,
+                                                        weight_decay, c1, c2);
+    LAUNCH_CHECK();
+}
+
 void adamw_update_cuda(float *params, const float *grads, float *m, float *v, size_t n,
                        float lr, float beta1, float beta2, float eps, float weight_decay,
                        int t) {
@@ -1110,15 +1144,35 @@ static __global__ void sum_squares_final_kernel(void) {
     if (threadIdx.x == 0) g_sumsq_total = total;
 }
 
-double sum_squares_cuda(const float *x, size_t n) {
-    if (n == 0) return 0.0;
-    sum_squares_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS>>>(x, n);
+static __global__ void sum_squares_half_partial_kernel(const uint16_t *x, size_t n, int precision) {
+    double acc = 0.0;
+    GRID_STRIDE_LOOP(i, n) {
+        double xi = half_to_float(x[i], precision);
+        acc += xi * xi;
+    }
+    acc = block_allreduce(acc, SumOp(), 0.0);
+    if (threadIdx.x == 0) g_sumsq_partial[blockIdx.x] = acc;
+}
+
+static double sum_squares_total(void) {
     LAUNCH_CHECK();
     sum_squares_final_kernel<<<1, SUMSQ_BLOCKS>>>();
     LAUNCH_CHECK();
     double total = 0.0;
     CUDA_CHECK(cudaMemcpyFromSymbol(&total, g_sumsq_total, sizeof total));
     return total;
+}
+
+double sum_squares_half_cuda(const uint16_t *x, size_t n, int precision) {
+    if (n == 0) return 0.0;
+    sum_squares_half_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS>>>(x, n, precision);
+    return sum_squares_total();
+}
+
+double sum_squares_cuda(const float *x, size_t n) {
+    if (n == 0) return 0.0;
+    sum_squares_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS>>>(x, n);
+    return sum_squares_total();
 }
 
 /* ------------------------------------------------------------------------ */

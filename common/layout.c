@@ -10,6 +10,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "math_shared.h"
+#include "precision.h"
 #include "rng.h"
 
 static const char *const g_recompute_names[] = {"none", "selective", "full"};
@@ -467,7 +468,8 @@ void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole
 int layout_holds_whole_model(const GPTLayout *l) { return l->tp == 1 && l->pp == 1 && l->ep == 1; }
 
 double layout_counted_sum_squares(const GPTLayout *l, const TensorInfo *t, size_t first,
-                                  size_t n, const float *g) {
+                                  size_t n, const void *g, int precision) {
+    const size_t bytes = precision_bytes((Precision)precision);
     double sum = 0.0;
     for (int i = 0; i < gpt_num_tensors(l); i++) {
         if (!(t[i].split || l->tp_rank == 0) || !(t[i].expert_split || l->ep_rank == 0) ||
@@ -476,7 +478,8 @@ double layout_counted_sum_squares(const GPTLayout *l, const TensorInfo *t, size_
         const size_t lo = t[i].offset > first ? t[i].offset : first;
         const size_t hi = t[i].offset + t[i].count < first + n ? t[i].offset + t[i].count
                                                                : first + n;
-        if (lo < hi) sum += sum_squares(g + (lo - first), hi - lo);
+        if (lo < hi)
+            sum += sum_squares_as((const char *)g + (lo - first) * bytes, hi - lo, precision);
     }
     return sum;
 }
@@ -488,9 +491,11 @@ double layout_model_sum(const GPTLayout *l, double x) {
     return x;
 }
 
-double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const float *grads) {
-    if (layout_holds_whole_model(l)) return sum_squares(grads, l->num_params);
-    return layout_model_sum(l, layout_counted_sum_squares(l, t, 0, l->num_params, grads));
+double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const void *grads,
+                          int precision) {
+    if (layout_holds_whole_model(l)) return sum_squares_as(grads, l->num_params, precision);
+    return layout_model_sum(l, layout_counted_sum_squares(l, t, 0, l->num_params, grads,
+                                                          precision));
 }
 
 /* The layout of the rank at tp_rank r and ep_rank e of l's stage */

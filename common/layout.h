@@ -332,7 +332,8 @@ void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole
 /* ---- the whole model from a layout's pieces ----
  * The gradient norm counts each distinct parameter once:
  * layout_counted_sum_squares sums the squares of the elements [first,
- * first + n) of this rank's flat buffer (layout.h), which lie at g, of the
+ * first + n) of this rank's flat buffer (layout.h), which lie at g in
+ * precision's format (the gradients': gpt_grad_precision), of the
  * tensors this rank counts: a tensor split over TP or EP on every rank, one
  * whole on every TP (EP) rank, the same gradient, on TP (EP) rank 0 only,
  * the last stage's tied copy of wte never (the first stage's stands for
@@ -341,7 +342,7 @@ void gpt_layout_to_standard(const GPTLayout *l, const float *local, float *whole
  * pipeline and EP groups). Replicated states count their whole buffer;
  * ZeRO's owners count their shards, summed over the sharding group first. */
 double layout_counted_sum_squares(const GPTLayout *l, const TensorInfo *t, size_t first,
-                                  size_t n, const float *g);
+                                  size_t n, const void *g, int precision);
 double layout_model_sum(const GPTLayout *l, double x);
 
 /* Whether this rank's buffer is the whole model in the standard layout (no
@@ -353,7 +354,8 @@ int layout_holds_whole_model(const GPTLayout *l);
  * counted once (layout_counted_sum_squares, then layout_model_sum; t is
  * the layout's tensor table). On one rank of the whole model, the whole
  * buffer at once. */
-double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const float *grads);
+double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const void *grads,
+                          int precision);
 
 /* The whole model in the standard layout (host memory, gpt_num_params
  * floats; the caller frees it), assembled from the local buffers of every

@@ -32,6 +32,27 @@ static size_t widened_units(const GPTLayout *m) {
     return embed + gpt_largest_unit_but_embeddings(m);
 }
 
+/* ZeRO-2/3's gradients beside the shard during a backward pass
+ * (memplan.h): fp32 working buffers of N S_u, the embeddings' open from
+ * the LM head to the end; 2-byte gradients (G < F) are rounded into a
+ * second buffer of the unit before they travel, which then is the one in
+ * flight beside the next unit's (overlapped). padded[u] = N S_u. */
+static size_t zero_grads_working_set(const size_t *padded, int U, size_t F, size_t G,
+                                     int overlap) {
+    const size_t round = G < F ? G : 0;  /* the rounded copy, beside the fp32 one */
+    size_t most = (F + round) * padded[GPT_UNIT_EMBED];
+    for (int u = 1; u < U; u++) {
+        const size_t next = u + 1 < U ? padded[u + 1] : 0;
+        size_t at = (F + round) * padded[u];                          /* rounding u */
+        if (overlap) {
+            const size_t flying = F * padded[u] + (round ? G : F) * next;  /* u+1 in flight */
+            if (flying > at) at = flying;
+        }
+        if (F * padded[GPT_UNIT_EMBED] + at > most) most = F * padded[GPT_UNIT_EMBED] + at;
+    }
+    return most;
+}
+
 void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     CHECK(l->zero_stage >= 0 && l->zero_stage <= 3 && l->ranks >= 1, "bad layout: stage %d, %d ranks",
           l->zero_stage, l->ranks);
@@ -53,28 +74,22 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
         plan->padded_params += padded[u];
     }
     size_t *st = plan->states, *pk = plan->peak;
-    if (l->zero_stage == 0) {
-        plan->padded_params = phi;
-        st[MEM_PARAMS] = st[MEM_GRADS] = F * phi;
-        st[MEM_OPTIMIZER] = 2 * F * phi;
-    } else {
-        st[MEM_PARAMS] = F * (l->zero_stage == 3 ? shard : plan->padded_params);
-        st[MEM_GRADS] = F * (l->zero_stage == 1 ? plan->padded_params : shard);
-        st[MEM_OPTIMIZER] = 2 * F * shard;
-    }
+    if (l->zero_stage == 0) plan->padded_params = phi;
+    /* bytes of a parameter the passes read and of a gradient (fp32, or
+     * mixed precision's 2), and whether an fp32 master joins the moments */
+    const int mixed = cfg->precision != PRECISION_FP32, stage = l->zero_stage;
+    const size_t P = precision_bytes((Precision)cfg->precision);
+    const size_t G = precision_bytes((Precision)gpt_grad_precision(cfg));
+    const size_t owned = stage == 0 ? phi : shard, full = plan->padded_params;
+    st[MEM_PARAMS] = P * (stage == 3 ? shard : full);
+    st[MEM_GRADS] = G * (stage <= 1 ? full : shard);
+    st[MEM_OPTIMIZER] = (mixed ? 3 : 2) * F * owned;
     plan->padding = plan->padded_params - phi;
-    size_t mixed_units = 0;  /* mixed precision: the widened units */
-    if (cfg->precision != PRECISION_FP32) {
-        CHECK(l->zero_stage == 0, "mixed precision with ZeRO-%d is not built yet (the preflight "
-              "refuses it)", l->zero_stage);
-        const size_t half = precision_bytes((Precision)cfg->precision);
-        st[MEM_PARAMS] += half * phi;
-        mixed_units = F * widened_units(&m);
-        if (!cfg->fp32_grads) {
-            st[MEM_GRADS] = half * phi;
-            mixed_units *= 2;
-        }
-    }
+    /* mixed precision's widened units (widened.h): the weights', and the
+     * gradients' where 2-byte ones are accumulated whole (not ZeRO-2/3's
+     * working buffers) */
+    size_t mixed_units = mixed ? F * widened_units(&m) : 0;
+    if (G < F && stage <= 1) mixed_units *= 2;
     memcpy(pk, st, sizeof plan->states);
 
     /* the working set of ZeRO-2/3 (see memplan.h) */
@@ -85,11 +100,10 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
         if (pair > two_units) two_units = pair;
     }
     /* overlapped: the unit in flight beside the one computed (memplan.h) */
-    if (l->zero_stage >= 2)
-        pk[MEM_GRADS] += F * (padded[GPT_UNIT_EMBED] + (l->overlap_rs ? two_units : one_unit));
-    if (l->zero_stage == 3)
-        pk[MEM_PARAMS] += F * (padded[GPT_UNIT_EMBED] + (l->prefetch ? two_units : one_unit));
-    if (l->zero_stage >= 1) pk[MEM_COMM] = F * max_shard;
+    if (stage >= 2) pk[MEM_GRADS] += zero_grads_working_set(padded, U, F, G, l->overlap_rs);
+    if (stage == 3)
+        pk[MEM_PARAMS] += P * (padded[GPT_UNIT_EMBED] + (l->prefetch ? two_units : one_unit));
+    if (stage >= 1) pk[MEM_COMM] = G * max_shard;  /* the in-place reduce-scatter's scratch */
 
     /* context parallelism's transfers, inside each forward and backward */
     size_t cp_forward = 0, cp_backward = 0, cp_work = 0;
@@ -154,13 +168,16 @@ void memplan_cp_comm(const GPTConfig *cfg, const MemLayout *l, CpTraffic *forwar
     }
 }
 
-double memplan_states_bytes(double phi, int zero_stage, int ranks) {
-    double n = ranks;
+double memplan_states_bytes(double phi, int zero_stage, int ranks, int precision,
+                            int fp32_grads) {
+    const double n = ranks, P = precision_bytes((Precision)precision);
+    const double G = precision == PRECISION_FP32 || fp32_grads ? 4 : 2;
+    const double K = precision == PRECISION_FP32 ? 8 : 12;  /* moments, and a master */
     switch (zero_stage) {
-    case 0: return 16 * phi;
-    case 1: return 4 * phi + 4 * phi + 8 * phi / n;
-    case 2: return 4 * phi + 12 * phi / n;
-    default: return 16 * phi / n;
+    case 0: return (P + G + K) * phi;
+    case 1: return (P + G) * phi + K * phi / n;
+    case 2: return P * phi + (G + K) * phi / n;
+    default: return (P + G + K) * phi / n;
     }
 }
 

@@ -13,7 +13,23 @@
  *   ZeRO-1        4 Phi    4 Phi    8 Phi / N        8 Phi + 8 Phi / N
  *   ZeRO-2        4 Phi    4 Phi/N  8 Phi / N        4 Phi + 12 Phi / N
  *   ZeRO-3        4 Phi/N  4 Phi/N  8 Phi / N        16 Phi / N
- * with Phi counted with ZeRO's padding (unit_shard_size below).
+ * with Phi counted with ZeRO's padding (unit_shard_size below). Mixed
+ * precision (cfg->precision bf16 or fp16) holds the weights the passes
+ * read and the gradients in 2 bytes (fp32 gradients with fp32_grads) and
+ * an fp32 master beside the moments, the optimizer's 12 bytes (the ZeRO
+ * paper's K):
+ *                 params   grads    optimizer        total
+ *   replicated    2 Phi    2 Phi    12 Phi           16 Phi
+ *   ZeRO-1        2 Phi    2 Phi    12 Phi / N       4 Phi + 12 Phi / N
+ *   ZeRO-2        2 Phi    2 Phi/N  12 Phi / N       2 Phi + 14 Phi / N
+ *   ZeRO-3        2 Phi/N  2 Phi/N  12 Phi / N       16 Phi / N
+ * and widens units to fp32 for the passes (widened.h: P_0 + max_u P_u
+ * floats of MEM_WORKSPACE for the weights; as much again for the
+ * gradients where 2-byte ones are accumulated whole, replicated and
+ * ZeRO-1). ZeRO-2/3 round a unit's fp32 working gradient into a 2-byte
+ * buffer of its own before the reduce-scatter moves it, so that buffer
+ * joins the working set below (2 P_u beside 4 P_u, and it is the one in
+ * flight when overlapped); the collectives and the scratch move 2 bytes.
  *
  * On top of the states, what a step needs for a while (the working set):
  *   ZeRO-2/3 gradients: a unit's gradient is accumulated whole, then
@@ -193,8 +209,10 @@ void memplan_cp_comm(const GPTConfig *cfg, const MemLayout *layout, CpTraffic *f
 void memplan_print_check(const char *program, const GPTConfig *cfg, const MemLayout *layout,
                          int steps_run);
 
-/* Model-state bytes per rank for a model of phi parameters, from the table
- * above without padding: for back-of-the-envelope sizes (docs/PLANNER.md's 7B). */
-double memplan_states_bytes(double phi, int zero_stage, int ranks);
+/* Model-state bytes per rank for a model of phi parameters, from the tables
+ * above without padding (precision a Precision; fp32_grads as GPTConfig's):
+ * for back-of-the-envelope sizes (docs/PLANNER.md's 7B). */
+double memplan_states_bytes(double phi, int zero_stage, int ranks, int precision,
+                            int fp32_grads);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "checkpoint.h"
 #include "model.h"
+#include "widened.h"
 
 /* Clip to max_norm given the global norm: returns the factor applied
  * (min(1, max_norm / norm); 1 when max_norm <= 0 means no clipping). */
@@ -112,20 +113,19 @@ typedef struct {
 /* The replicated states: every rank holds all of its layout's buffer, 4
  * bytes each of params and grads and 8 of AdamW moments per element of the
  * layout's num_params (one device, DDP through sync, tensor parallelism).
- * Under mixed precision (the layout's cfg.precision bf16 or fp16) params
- * are the fp32 master weights, and the passes read compute, their 2-byte
- * copy (MEM_PARAMS: 4 + 2 bytes per element), made from the master after
- * each update (and a load): each unit widened to fp32 when the passes need
- * it (params_needed), the embeddings into embed_unit (both ends of the
- * forward pass read them), any other unit into one_unit (MEM_WORKSPACE).
- * The moments stay fp32. The gradients are 2 bytes too (4 + 2 + 2 + 8 =
- * 16 bytes per element, the ZeRO paper's 2 + 2 + 12), or fp32 with
- * fp32_grads (18). 2-byte gradients are accumulated a unit at a time in
- * fp32 (grads_begin widens the unit into grad_embed_unit or grad_one_unit,
- * grads_ready rounds it back: one rounding per unit and micro-batch, not
- * one per kernel), and the step reads them a unit at a time, widened,
- * with the micro-batch count and the loss scale divided out at the update
- * (one rounding fewer than dividing the stored gradients). */
+ * Under mixed precision (the layout's cfg.precision bf16 or fp16) the
+ * passes read compute, a 2-byte copy of the weights (MEM_PARAMS), made
+ * after each update (and a load) from params, the fp32 master weights,
+ * which like the moments are the optimizer's (MEM_OPTIMIZER: 12 bytes an
+ * element, the ZeRO paper's K); each unit is widened to fp32 when the
+ * passes need it (params_needed: widened.h's copies, MEM_WORKSPACE). The
+ * gradients are 2 bytes too (2 + 2 + 12 = 16 bytes per element), or fp32
+ * with fp32_grads (2 + 4 + 12). 2-byte gradients are accumulated a unit
+ * at a time in fp32 (grads_begin widens the unit, grads_ready rounds it
+ * back: one rounding per unit and micro-batch, not one per kernel); the
+ * step reads them widened (the *_as kernels), dividing the micro-batch
+ * count and the loss scale out at the update (one rounding fewer than
+ * dividing the stored gradients). */
 typedef struct {
     const GPTLayout *layout;
     TensorInfo *tensors;    /* the layout's table, for the gradient norm */
@@ -136,14 +136,11 @@ typedef struct {
     GPTParams p, g;
     ModelHooks hooks;
     CkptRun all;            /* the whole local buffer, for checkpoints */
-    /* mixed precision only (else NULL, -1) */
+    /* mixed precision only (else NULL / empty) */
     uint16_t *compute;
-    float *embed_unit, *one_unit;
-    int unit_widened;       /* the unit one_unit holds now, or -1 */
-    /* 2-byte gradients only (else NULL, -1, 0) */
-    float *grad_embed_unit, *grad_one_unit;
-    int grads_open;         /* the unit grad_one_unit accumulates now, or -1 */
-    int embed_grads_open;   /* grad_embed_unit accumulates the embeddings' */
+    WidenedUnits weights;   /* compute's units as the passes read them */
+    /* 2-byte gradients only */
+    WidenedUnits grad_units; /* the units a backward pass accumulates */
     GPTParams unit_only;    /* views of one unit, the others NULL */
     float unscale;          /* this step's: the loss scale x the micro-batches */
     LossScaler scaler;

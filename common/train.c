@@ -309,8 +309,8 @@ static void setup_model(const TrainOptions *o, const TrainParallel *par, Run *r)
                                &scaler, &r->own);
         r->st = &r->own;
     }
-    CHECK(r->st == &r->own || o->model.precision == PRECISION_FP32, "mixed precision on a "
-          "program's own states (the preflight refuses it)");
+    CHECK(r->st->scaler || o->model.precision != PRECISION_FP16, "fp16 on states without a "
+          "loss scaler (the preflight refuses it)");
     r->pipelined = par && par->schedule;
     r->trivial = r->pipelined ? NULL : pipe_schedule_trivial(o->grad_accum);
     r->schedule = r->pipelined ? par->schedule : r->trivial;

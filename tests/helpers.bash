@@ -132,9 +132,9 @@ csv_col() {
 # Build a lab's programs from another copy of one of its sources (a planted
 # bug): build_variant SRC.c LAB OUTDIR PROG...  ->  OUTDIR/PROG, each linked
 # as LAB's manifest says (labs/LAB/lab.mk, `make print-links`) with SRC's
-# object for the lab's own, beside the solutions' objects of the lab's
-# other files (the lab's headers come from labs/LAB; SRC may
-# live in a temporary directory). VARIANT_BUILD=DIR links DIR's objects and
+# object for the lab's own (SRC named as one of the lab's files: beside
+# the solutions' objects of its other files). The lab's headers come from
+# labs/LAB; SRC may live in a temporary directory. VARIANT_BUILD=DIR links DIR's objects and
 # library instead of build/'s, and VARIANT_FLAGS adds compile and link flags
 # (the sanitizers': sanitize.bats).
 build_variant() {
@@ -144,11 +144,14 @@ build_variant() {
     shift 3
     arch=$(gcc -print-multiarch)
     obj="$out/$(basename "${src%.c}").o"
-    # the lab's other files (lab 06: pipeline.c beside schedules.c), as built
+    # SRC named as one of the lab's files: the others as built (lab 06:
+    # pipeline.c beside schedules.c); any other name stands for the lab
     local others=() o
-    for o in "$build/solutions/$lab"/*.o; do
-        [ ! -e "$o" ] || [ "$(basename "$o")" = "$(basename "$obj")" ] || others+=("$o")
-    done
+    if [ -e "$build/solutions/$lab/$(basename "$obj")" ]; then
+        for o in "$build/solutions/$lab"/*.o; do
+            [ "$(basename "$o")" = "$(basename "$obj")" ] || others+=("$o")
+        done
+    fi
     mkdir -p "$out"
     mpicc -std=gnu11 -O2 -fopenmp "${extra[@]}" -I"$ROOT/common" -I"$ROOT/labs/$lab" \
         -I"/usr/include/$arch/openblas-openmp" -c "$src" -o "$obj"

@@ -27,7 +27,7 @@ gpt   |1|--val-fraction 0.000001                  |held-out part
 gpt   |1|--precision fp8                          |--precision expects
 gpt   |1|--fp32-grads                             |are fp32 already
 gpt   |1|--precision bf16 --fp32-grads --loss-scale 8|give --precision fp16
-zero  |1|--zero 1 --precision bf16                 |sharded states keep fp32
+zero  |1|--zero 1 --precision fp16                 |no loss scaler yet
 ddp   |3|                                         |must be a multiple of ranks
 ddp   |2|--data @D/none.tok                       |none.tok
 ddp   |2|--vocab 100                              |larger than the model
@@ -77,7 +77,7 @@ pp    |1|                                         |pipeline.csv is a directory|p
 pp    |1|                                         |pipeline_sim.csv is a directory|pipeline_sim.csv
 4d    |1|--zero 2                                 |--zero 2: ZeRO-2 and 3
 4d    |1|--zero x                                 |--zero expects 1
-4d    |1|--zero 1 --precision fp16                |sharded states keep fp32
+4d    |1|--zero 1 --precision bf16                |composed ZeRO-1 keeps fp32
 4d    |1|--schedule gpipe                         |need --pp 2 or more
 4d    |1|--pp 2 --schedule 1f1b-unbatched         |run by train_pp
 4d    |1|--sp                                     |--tp 2 or more

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Lab 03's benchmark (bench/zero.sh, `make bench-zero`) on the tiny config:
-# its memory table equals the planner, its per-step traffic equals the
-# formulas, and it draws both charts. Its timings are printed, not tested.
+# its memory table equals the planner, its model states and per-step
+# traffic equal the formulas, and it draws both charts. Its timings are
+# printed, not tested. (Its bf16 table: tests/precision.bats.)
 load helpers
 
 @test "bench-zero (tiny): measured memory equals the prediction, traffic equals 2 or 3 Phi (N-1)/N, charts drawn" {
@@ -14,13 +15,16 @@ load helpers
     [ "$(awk -F, 'NR > 1 && $1 != "" && $4 + $5 + $6 + $7 == $10 && $11 == $12' "$out/memory.csv" | wc -l)" -eq 12 ]
     [ "$(awk -F, 'NR > 1 && $5 == $6' "$out/comm.csv" | wc -l)" -eq 8 ]
     [ "$(grep -c ',zero3,[0-9]*,2.2500,2.2500$' "$out/comm.csv")" -eq 1 ]
+    # the model states at N = 4 in bytes per parameter: 16, 8 + 8/4, 4 + 12/4, 16/4
+    [ "$(cut -d, -f1,5,6 "$out/states.csv" | tail -n +2 | tr '\n' ' ')" = \
+      "ddp,16.0000,16.0000 zero1,10.0000,10.0000 zero2,7.0000,7.0000 zero3,4.0000,4.0000 " ]
     is_png "$out/memory.png"
     is_png "$out/comm.png"
     [ "$(awk -F, 'NR > 1' "$out/speed.csv" | wc -l)" -eq 10 ]
 }
 
 @test "bench-zero: bad settings are one clear error" {
-    for bad in "BENCH_STEPS=2" "BENCH_CONFIG=huge" "BENCH_TIMEOUT=0"; do
+    for bad in "BENCH_STEPS=2" "BENCH_CONFIG=huge" "BENCH_TIMEOUT=0" "BENCH_PRECISION=fp64"; do
         run t 30 env "$bad" bash "$ROOT/bench/zero.sh"
         echo "$bad: $output"
         assert_user_error

@@ -25,6 +25,20 @@
  *   ZeRO-1    full            full            shard
  *   ZeRO-2    full            shard (+ 1 unit while it is being computed)
  *   ZeRO-3    shard (+ the gathered units)    shard   shard
+ *
+ * Mixed precision (--precision bf16|fp16, lab 11): the parameters the
+ * passes read and the collectives move are a 2-byte compute copy (dtype),
+ * the gradients 2 bytes too (grad_dtype; fp32 with --fp32-grads), and the
+ * optimizer's shard holds fp32 master weights beside the moments (master:
+ * 12 bytes an owned element, the ZeRO paper's K). Buffers of elements are
+ * void *: element i of a buffer of dtype t is comm_at(buf, t, i), and the
+ * _as kernels (kernels.h) compute on any format. In fp32 dtype and
+ * grad_dtype are COMM_FLOAT and master is NULL: the owned parameters are
+ * the master. Bytes per parameter:
+ *             fp32                  mixed precision
+ *   ZeRO-1    4 + 4 + 8/N           2 + 2 + 12/N
+ *   ZeRO-2    4 + 4/N + 8/N         2 + 2/N + 12/N
+ *   ZeRO-3    (4 + 4 + 8)/N         (2 + 2 + 12)/N
  */
 #ifndef ZERO_H
 #define ZERO_H
@@ -34,6 +48,7 @@
 #include "comm.h"
 #include "model.h"
 #include "train.h"
+#include "widened.h"
 
 typedef struct {
     size_t offset, count;   /* the unit's range in the flat buffer (layout.h) */
@@ -60,19 +75,26 @@ typedef struct {
     ZeroUnit *units;
     size_t shard_total;     /* sum of S_u: what this rank owns */
     size_t padded_total;    /* sum of N S_u */
+    CommDtype dtype;        /* the parameters' elements (params_full, params_shard) */
+    CommDtype grad_dtype;   /* the gradients' (grads_full, grads_shard) */
 
-    float *params_full;     /* ZeRO-1/2: every unit, padded */
-    float *grads_full;      /* ZeRO-1: every unit, padded */
-    float *params_shard;    /* ZeRO-3 */
-    float *grads_shard;     /* ZeRO-2/3 */
+    void *params_full;      /* ZeRO-1/2: every unit, padded */
+    void *grads_full;       /* ZeRO-1: every unit, padded */
+    void *params_shard;     /* ZeRO-3 */
+    void *grads_shard;      /* ZeRO-2/3 */
+    float *master;          /* mixed precision: the owned fp32 weights, in shard layout */
     float *adam_m, *adam_v; /* the moments of this rank's shard */
-    GPTParams p, g;         /* the views the passes read */
+    GPTParams p, g;         /* the views the passes read (fp32) */
+    /* mixed precision: the units the passes read and write, widened to
+     * fp32 (zero_view_params, zero_view_grads) */
+    WidenedUnits weights, grad_units;
 
-    /* ZeRO-2/3 during a backward pass: a unit's whole (padded) gradient */
+    /* ZeRO-2/3 during a backward pass: a unit's whole (padded) gradient,
+     * fp32 (the passes accumulate in fp32) */
     float **grad_work;      /* per unit, NULL when not being computed */
     /* ZeRO-3: per unit, the gathered (padded) parameters or NULL; a gather
      * in flight has its request active */
-    float **gathered;
+    void **gathered;
     CommRequest *gathering;
 
     /* The extension (--overlap-rs, ZeRO-2/3): zero_grads_ready starts a
@@ -83,7 +105,7 @@ typedef struct {
      * buffers freed. Set by the trainer after zero_init. */
     int overlap_rs;
     CommRequest *reducing;
-    float **reduced;
+    void **reduced;
 
     /* for checkpoints (zero_held): per unit, the run of this rank's shard
      * and the run of the whole unit */
@@ -101,19 +123,25 @@ void zero_free(Zero *z);
 void zero_begin_step(Zero *z);
 
 /* ---- gradients ----
- * reduce-scatter unit u's padded gradient `unit_grads` (N S_u elements,
- * this rank's micro-batch gradient): sum over the ranks into this rank's
- * shard. ZeRO-1: in place in grads_full (the sum lands on the owned slice);
- * ZeRO-2/3: in place in the working buffer, then added to grads_shard (the
- * shard accumulates over micro-batches). */
-void zero_reduce_scatter_grads(Zero *z, int u, float *unit_grads);
+ * reduce-scatter unit u's padded gradient `unit_grads` (N S_u elements of
+ * grad_dtype, this rank's micro-batch gradient): sum over the ranks into
+ * this rank's shard. ZeRO-1: in place in grads_full (the sum lands on the
+ * owned slice); ZeRO-2/3: in place in the working buffer, then added to
+ * grads_shard (the shard accumulates over micro-batches). */
+void zero_reduce_scatter_grads(Zero *z, int u, void *unit_grads);
 
 /* ZeRO-2/3, the backward pass's hooks: unit u's gradient is about to be
  * computed (give it a zeroed working buffer of N S_u floats, MEM_GRADS, and
- * point the gradient views at it) / is final (reduce-scatter it, free the
- * working buffer). */
+ * point the gradient views at it) / is final (take it in the gradients'
+ * format, zero_take_unit_grads; reduce-scatter it; free it). */
 void zero_grads_begin(Zero *z, int u);
 void zero_grads_ready(Zero *z, int u);
+
+/* Given: unit u's finished working gradient in the format it travels in:
+ * in fp32 grad_work[u] itself; in 2 bytes a new buffer (MEM_GRADS) with
+ * the fp32 one rounded into it and freed. grad_work[u] is NULL after; the
+ * caller frees what it gets (mem_free). */
+void *zero_take_unit_grads(Zero *z, int u);
 
 /* ---- the extension: the reduce-scatter behind the backward pass ----
  * With z->overlap_rs set, the hooks above call these (ZeRO-2/3):
@@ -142,17 +170,40 @@ void zero_rs_finish(Zero *z);
 double zero_finish_grads(Zero *z, int micro_batches);
 
 /* ---- the step ----
- * Clip and AdamW on this rank's shard of every unit, then, for ZeRO-1/2,
- * all-gather the updated shards so every rank has all parameters again. */
+ * Clip and AdamW on this rank's shard of every unit (zero_owned_master: the
+ * fp32 weights AdamW updates), make the owned parameters the master's
+ * (zero_copy_down), then, for ZeRO-1/2, all-gather the updated shards so
+ * every rank has all parameters again. */
 void zero_update(Zero *z, const AdamWStep *step);
+
+/* Given: this rank's fp32 weights of unit u (S_u floats): the master in
+ * mixed precision, else the owned parameters themselves; and, after they
+ * were updated, the owned parameters made theirs (mixed precision: rounded
+ * into the compute copy's owned slices; fp32: nothing to do). */
+float *zero_owned_master(const Zero *z, int u);
+void zero_copy_down(Zero *z);
 
 /* ---- ZeRO-3 parameters ----
  * needed: make unit u's parameters whole (wait for its prefetch, or gather
- * now) in a buffer of N S_u floats, MEM_PARAMS; point the views at them,
- * and with prefetch start gathering the unit the pass reads next. done:
- * free them. */
+ * now) in a buffer of N S_u elements of dtype, MEM_PARAMS; point the views
+ * at them (zero_view_params), and with prefetch start gathering the unit
+ * the pass reads next. done: free them. */
 void zero3_params_needed(Zero *z, int u, int backward);
 void zero3_params_done(Zero *z, int u);
+
+/* Given: point unit u's parameter views at `unit` (its N S_u elements of
+ * dtype): the buffer itself in fp32, a widened copy in mixed precision
+ * (z->weights, closed again by zero_unview_params); and the same for the
+ * gradient views of ZeRO-1's grads_full (z->grad_units: widened at begin,
+ * rounded back at ready). The hooks of train_zero call them. */
+void zero_view_params(Zero *z, int u, const void *unit);
+void zero_unview_params(Zero *z, int u);
+void zero_view_grads(Zero *z, int u);
+void zero_unview_grads(Zero *z, int u);
+
+/* Given: after a checkpoint was loaded into what zero_held describes (the
+ * master in mixed precision), make the parameters the passes read again */
+void zero_loaded(Zero *z);
 
 /* All parameters in the standard layout on dp rank 0 (out may be NULL on
  * the others): for --dump-params. */
@@ -162,7 +213,9 @@ void zero_gather_params(Zero *z, float *out);
  * ModelStates.held): the moments (and ZeRO-3's parameters) are its shard
  * of each unit, dp_rank S_u .. (dp_rank + 1) S_u of the unit's range, the
  * real elements of it (padding is not saved); ZeRO-1/2's parameters are
- * every unit whole, as on every rank of dp. */
+ * every unit whole, as on every rank of dp, in fp32; in mixed precision
+ * the fp32 master's shards stand for the parameters at every stage
+ * (zero_loaded makes the compute copy after a load). */
 void zero_held(Zero *z, CkptHeld *out);
 
 /* The unit a pass reads after u (model.h's order), or -1: forward 0, 1,

@@ -11,17 +11,22 @@
 #include "kernels.h"
 #include "memplan.h"
 
-/* This rank's slice of unit u in a full padded buffer, and its shards. */
-static float *owned_in_full(const Zero *z, float *full, int u) {
-    return full + z->units[u].padded_offset + (size_t)z->dp->rank * z->units[u].shard;
+/* The formats (precision.h) of the parameters and of the gradients */
+static int format(const Zero *z) { return comm_dtype_precision(z->dtype); }
+static int grad_format(const Zero *z) { return comm_dtype_precision(z->grad_dtype); }
+
+/* This rank's slice of unit u in a full padded buffer of dtype t, and its
+ * shards. */
+static void *owned_in_full(const Zero *z, void *full, CommDtype t, int u) {
+    return comm_at(full, t, z->units[u].padded_offset + (size_t)z->dp->rank * z->units[u].shard);
 }
-static float *owned_params(const Zero *z, int u) {
-    return z->stage == 3 ? z->params_shard + z->units[u].shard_offset
-                         : owned_in_full(z, z->params_full, u);
+static void *owned_params(const Zero *z, int u) {
+    return z->stage == 3 ? comm_at(z->params_shard, z->dtype, z->units[u].shard_offset)
+                         : owned_in_full(z, z->params_full, z->dtype, u);
 }
-static float *owned_grads(const Zero *z, int u) {
-    return z->stage == 1 ? owned_in_full(z, z->grads_full, u)
-                         : z->grads_shard + z->units[u].shard_offset;
+static void *owned_grads(const Zero *z, int u) {
+    return z->stage == 1 ? owned_in_full(z, z->grads_full, z->grad_dtype, u)
+                         : comm_at(z->grads_shard, z->grad_dtype, z->units[u].shard_offset);
 }
 
 void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const GPTLayout *layout,
@@ -55,38 +60,54 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
         z->shard_total += x->shard;
     }
     const size_t F = sizeof(float);
+    const int mixed = layout->cfg.precision != PRECISION_FP32;
+    z->dtype = comm_dtype_of(layout->cfg.precision);
+    z->grad_dtype = comm_dtype_of(gpt_grad_precision(&layout->cfg));
+    const size_t P = comm_dtype_size(z->dtype), G = comm_dtype_size(z->grad_dtype);
     gpt_params_view(layout, NULL, &z->p);
     gpt_params_view(layout, NULL, &z->g);
+    if (mixed) widened_init(&z->weights, layout, layout->cfg.precision, MEM_WORKSPACE);
     if (stage <= 2) {
-        z->params_full = mem_alloc(MEM_PARAMS, z->padded_total * F);
+        z->params_full = mem_alloc(MEM_PARAMS, z->padded_total * P);
         for (int u = 0; u < z->nunits; u++) {
             const ZeroUnit *x = &z->units[u];
-            gpt_init_params(layout, seed, x->offset, x->count, z->params_full + x->padded_offset);
+            void *unit = comm_at(z->params_full, z->dtype, x->padded_offset);
+            if (mixed) {  /* made whole in fp32 (a widened copy's room), then rounded */
+                float *whole = u == GPT_UNIT_EMBED ? z->weights.embed : z->weights.other;
+                gpt_init_params(layout, seed, x->offset, x->count, whole);
+                narrow_to_half(unit, whole, x->count, layout->cfg.precision);
+                continue;
+            }
+            gpt_init_params(layout, seed, x->offset, x->count, unit);
             /* a unit another pipeline stage holds keeps NULL views */
-            if (x->count) gpt_unit_view(layout, u, z->params_full + x->padded_offset, &z->p);
+            if (x->count) gpt_unit_view(layout, u, unit, &z->p);
         }
     } else {
-        /* each rank makes exactly its shard: the real elements among
-         * [r S, (r+1) S) of the unit; the padding stays zero */
-        z->params_shard = mem_alloc(MEM_PARAMS, z->shard_total * F);
-        for (int u = 0; u < z->nunits; u++) {
-            const ZeroUnit *x = &z->units[u];
-            size_t first = (size_t)r * x->shard;
-            size_t real = first >= x->count ? 0
-                        : (x->count - first < x->shard ? x->count - first : x->shard);
-            gpt_init_params(layout, seed, x->offset + first, real, z->params_shard + x->shard_offset);
-        }
+        z->params_shard = mem_alloc(MEM_PARAMS, z->shard_total * P);
+    }
+    /* the fp32 weights AdamW updates: each rank makes exactly its shard,
+     * the real elements among [r S, (r+1) S) of each unit; the padding
+     * stays zero (ZeRO-1/2 in fp32 made them whole above) */
+    if (mixed) z->master = mem_alloc(MEM_OPTIMIZER, z->shard_total * F);
+    for (int u = 0; u < z->nunits && (mixed || stage == 3); u++) {
+        const ZeroUnit *x = &z->units[u];
+        const size_t lo = zero_slice_start(x, (size_t)r), hi = zero_slice_start(x, (size_t)r + 1);
+        gpt_init_params(layout, seed, x->offset + lo, hi - lo, zero_owned_master(z, u));
     }
     if (stage == 1) {
-        z->grads_full = mem_alloc(MEM_GRADS, z->padded_total * F);
-        for (int u = 0; u < z->nunits; u++)
+        z->grads_full = mem_alloc(MEM_GRADS, z->padded_total * G);
+        for (int u = 0; u < z->nunits && z->grad_dtype == COMM_FLOAT; u++)
             if (z->units[u].count)
-                gpt_unit_view(layout, u, z->grads_full + z->units[u].padded_offset, &z->g);
+                gpt_unit_view(layout, u, comm_at(z->grads_full, COMM_FLOAT,
+                                                 z->units[u].padded_offset), &z->g);
     } else {
-        z->grads_shard = mem_alloc(MEM_GRADS, z->shard_total * F);
+        z->grads_shard = mem_alloc(MEM_GRADS, z->shard_total * G);
     }
     z->adam_m = mem_alloc(MEM_OPTIMIZER, z->shard_total * F);
     z->adam_v = mem_alloc(MEM_OPTIMIZER, z->shard_total * F);
+    if (stage == 1 && z->grad_dtype != COMM_FLOAT)
+        widened_init(&z->grad_units, layout, gpt_grad_precision(&layout->cfg), MEM_WORKSPACE);
+    if (stage == 3) zero_copy_down(z);  /* the compute shards from the master */
 }
 
 void zero_free(Zero *z) {
@@ -99,6 +120,9 @@ void zero_free(Zero *z) {
     mem_free(z->grads_full);
     mem_free(z->params_shard);
     mem_free(z->grads_shard);
+    mem_free(z->master);
+    widened_free(&z->weights);
+    widened_free(&z->grad_units);
     mem_free(z->adam_m);
     mem_free(z->adam_v);
     gpt_params_view_free(&z->p);
@@ -115,14 +139,14 @@ void zero_free(Zero *z) {
 
 /* ---- gradients ------------------------------------------------------------ */
 
-void zero_reduce_scatter_grads(Zero *z, int u, float *unit_grads) {
+void zero_reduce_scatter_grads(Zero *z, int u, void *unit_grads) {
     /* BEGIN SOLUTION */
     const ZeroUnit *x = &z->units[u];
     /* in place: rank r's sum lands on its own slice [r S, (r+1) S) */
-    float *mine = unit_grads + (size_t)z->dp->rank * x->shard;
-    comm_reduce_scatter(z->dp, unit_grads, mine, (size_t)z->dp->size * x->shard, COMM_FLOAT,
+    void *mine = comm_at(unit_grads, z->grad_dtype, (size_t)z->dp->rank * x->shard);
+    comm_reduce_scatter(z->dp, unit_grads, mine, (size_t)z->dp->size * x->shard, z->grad_dtype,
                         COMM_SUM);
-    if (z->stage >= 2) add_inplace(z->grads_shard + x->shard_offset, mine, x->shard);
+    if (z->stage >= 2) add_inplace_as(owned_grads(z, u), mine, x->shard, grad_format(z));
     /* END SOLUTION */
 }
 
@@ -142,10 +166,21 @@ void zero_grads_ready(Zero *z, int u) {
         return;
     }
     /* BEGIN SOLUTION */
-    zero_reduce_scatter_grads(z, u, z->grad_work[u]);
-    mem_free(z->grad_work[u]);
-    z->grad_work[u] = NULL;
+    void *unit = zero_take_unit_grads(z, u);
+    zero_reduce_scatter_grads(z, u, unit);
+    mem_free(unit);
     /* END SOLUTION */
+}
+
+void *zero_take_unit_grads(Zero *z, int u) {
+    float *work = z->grad_work[u];
+    z->grad_work[u] = NULL;
+    if (z->grad_dtype == COMM_FLOAT) return work;
+    const size_t n = (size_t)z->dp->size * z->units[u].shard;
+    uint16_t *unit = mem_alloc(MEM_GRADS, n * sizeof(uint16_t));
+    narrow_to_half(unit, work, n, grad_format(z));
+    mem_free(work);
+    return unit;
 }
 
 double zero_finish_grads(Zero *z, int micro_batches) {
@@ -153,14 +188,16 @@ double zero_finish_grads(Zero *z, int micro_batches) {
     /* BEGIN SOLUTION */
     if (z->stage == 1)
         for (int u = 0; u < z->nunits; u++)
-            zero_reduce_scatter_grads(z, u, z->grads_full + z->units[u].padded_offset);
+            zero_reduce_scatter_grads(z, u, comm_at(z->grads_full, z->grad_dtype,
+                                                    z->units[u].padded_offset));
     /* the same two divisions, in the same order, as DDP and the loop */
     double sumsq = 0.0;
+    const int gf = grad_format(z);
     for (int u = 0; u < z->nunits; u++) {
-        float *g = owned_grads(z, u);
-        scale_inplace(g, 1.0f / (float)z->dp->size, z->units[u].shard);
-        if (micro_batches > 1) scale_inplace(g, 1.0f / micro_batches, z->units[u].shard);
-        sumsq += sum_squares(g, z->units[u].shard);
+        void *g = owned_grads(z, u);
+        scale_inplace_as(g, 1.0f / (float)z->dp->size, z->units[u].shard, gf);
+        if (micro_batches > 1) scale_inplace_as(g, 1.0f / micro_batches, z->units[u].shard, gf);
+        sumsq += sum_squares_as(g, z->units[u].shard, gf);
     }
     /* each rank has the squares of its shard only */
     comm_allreduce(z->metrics, &sumsq, &sumsq, 1, COMM_DOUBLE, COMM_SUM);
@@ -198,11 +235,11 @@ void zero_rs_start(Zero *z, int u) {
      * blocking version: the comm category does not grow. */
     zero_rs_finish(z);  /* the previous unit's: it travelled during u's backward */
     const ZeroUnit *x = &z->units[u];
-    float *unit = z->grad_work[u];
-    z->grad_work[u] = NULL;  /* the transfer owns it now */
+    void *unit = zero_take_unit_grads(z, u);  /* the transfer owns it now */
     z->reduced[u] = unit;
-    comm_ireduce_scatter(z->dp, unit, unit + (size_t)z->dp->rank * x->shard,
-                         (size_t)z->dp->size * x->shard, COMM_FLOAT, COMM_SUM, &z->reducing[u]);
+    comm_ireduce_scatter(z->dp, unit, comm_at(unit, z->grad_dtype, (size_t)z->dp->rank * x->shard),
+                         (size_t)z->dp->size * x->shard, z->grad_dtype, COMM_SUM,
+                         &z->reducing[u]);
     /* END SOLUTION */
 }
 
@@ -225,8 +262,8 @@ void zero_rs_finish(Zero *z) {
         if (!z->reduced[v]) continue;
         const ZeroUnit *x = &z->units[v];
         comm_wait(&z->reducing[v]);
-        const float *mine = z->reduced[v] + (size_t)z->dp->rank * x->shard;
-        add_inplace(z->grads_shard + x->shard_offset, mine, x->shard);
+        const void *mine = comm_at(z->reduced[v], z->grad_dtype, (size_t)z->dp->rank * x->shard);
+        add_inplace_as(owned_grads(z, v), mine, x->shard, grad_format(z));
         mem_free(z->reduced[v]);
         z->reduced[v] = NULL;
     }
@@ -239,17 +276,16 @@ void zero_update(Zero *z, const AdamWStep *s) {
     /* BEGIN SOLUTION */
     for (int u = 0; u < z->nunits; u++) {
         const ZeroUnit *x = &z->units[u];
-        float *g = owned_grads(z, u);
-        if (s->clip < 1.0f) scale_inplace(g, s->clip, x->shard);
-        adamw_update(owned_params(z, u), g, z->adam_m + x->shard_offset,
-                     z->adam_v + x->shard_offset, x->shard, s->lr, s->beta1, s->beta2, s->eps,
-                     s->weight_decay, s->t);
+        adamw_update_as(zero_owned_master(z, u), owned_grads(z, u), s->clip,
+                        z->adam_m + x->shard_offset, z->adam_v + x->shard_offset, x->shard,
+                        grad_format(z), s->lr, s->beta1, s->beta2, s->eps, s->weight_decay, s->t);
     }
+    zero_copy_down(z);
     if (z->stage == 3) return;  /* parameters stay sharded until a pass needs them */
     for (int u = 0; u < z->nunits; u++) {
-        float *unit = z->params_full + z->units[u].padded_offset;
+        void *unit = comm_at(z->params_full, z->dtype, z->units[u].padded_offset);
         comm_allgather(z->dp, owned_params(z, u), unit, (size_t)z->dp->size * z->units[u].shard,
-                       COMM_FLOAT);
+                       z->dtype);
     }
     /* END SOLUTION */
 }
@@ -267,9 +303,9 @@ int zero3_next_unit(const Zero *z, int u, int backward) {
 static void start_gather(Zero *z, int u) {
     /* BEGIN SOLUTION */
     const ZeroUnit *x = &z->units[u];
-    z->gathered[u] = mem_alloc(MEM_PARAMS, (size_t)z->dp->size * x->shard * sizeof(float));
-    comm_iallgather(z->dp, z->params_shard + x->shard_offset, z->gathered[u],
-                    (size_t)z->dp->size * x->shard, COMM_FLOAT, &z->gathering[u]);
+    const size_t n = (size_t)z->dp->size * x->shard;
+    z->gathered[u] = mem_alloc(MEM_PARAMS, n * comm_dtype_size(z->dtype));
+    comm_iallgather(z->dp, owned_params(z, u), z->gathered[u], n, z->dtype, &z->gathering[u]);
     /* END SOLUTION */
 }
 
@@ -277,7 +313,7 @@ void zero3_params_needed(Zero *z, int u, int backward) {
     /* BEGIN SOLUTION */
     if (!z->gathered[u]) start_gather(z, u);  /* not prefetched: gather now */
     comm_wait(&z->gathering[u]);
-    gpt_unit_view(z->layout, u, z->gathered[u], &z->p);
+    zero_view_params(z, u, z->gathered[u]);
     int next = z->prefetch ? zero3_next_unit(z, u, backward) : -1;
     if (next >= 0 && !z->gathered[next]) start_gather(z, next);
     /* END SOLUTION */
@@ -296,26 +332,64 @@ void zero3_params_done(Zero *z, int u) {
 /* Given: for --dump-params, after training and after memory.csv (so the
  * staging buffer is plain malloc, outside the training's accounting). */
 void zero_gather_params(Zero *z, float *out) {
-    const int is_root = z->dp->rank == 0;
+    const int is_root = z->dp->rank == 0, whole = z->stage <= 2 && !z->master;
     for (int u = 0; u < z->nunits; u++) {
         const ZeroUnit *x = &z->units[u];
-        float *unit = z->stage <= 2 ? z->params_full + x->padded_offset : NULL;
-        if (z->stage == 3) {
+        float *unit = whole ? comm_at(z->params_full, COMM_FLOAT, x->padded_offset) : NULL;
+        if (!whole) {  /* the fp32 shards (ZeRO-3's, or the master) */
             unit = malloc((size_t)z->dp->size * x->shard * sizeof(float));
             CHECK(unit != NULL, "out of memory");
-            comm_allgather(z->dp, z->params_shard + x->shard_offset, unit,
-                           (size_t)z->dp->size * x->shard, COMM_FLOAT);
+            comm_allgather(z->dp, zero_owned_master(z, u), unit, (size_t)z->dp->size * x->shard,
+                           COMM_FLOAT);
         }
         if (is_root) device_copy(out + x->offset, unit, x->count * sizeof(float));
-        if (z->stage == 3) free(unit);
+        if (!whole) free(unit);
     }
 }
 
 /* Given (zero.h); set_zero is a kernel: with --device cuda the gradients
  * are GPU memory */
 void zero_begin_step(Zero *z) {
-    if (z->stage == 1) set_zero(z->grads_full, z->padded_total);
-    else set_zero(z->grads_shard, z->shard_total);
+    const size_t G = comm_dtype_size(z->grad_dtype);  /* +0 is all zero bits in every format */
+    if (z->stage == 1) device_zero(z->grads_full, z->padded_total * G);
+    else device_zero(z->grads_shard, z->shard_total * G);
+}
+
+/* ---- mixed precision (given) ----------------------------------------------- */
+
+float *zero_owned_master(const Zero *z, int u) {
+    return z->master ? z->master + z->units[u].shard_offset : owned_params(z, u);
+}
+
+void zero_copy_down(Zero *z) {
+    if (z->master)
+        for (int u = 0; u < z->nunits; u++)
+            narrow_to_half(owned_params(z, u), zero_owned_master(z, u), z->units[u].shard,
+                           format(z));
+}
+
+void zero_view_params(Zero *z, int u, const void *unit) {
+    if (z->master) widened_open(&z->weights, u, unit, &z->p);
+    else gpt_unit_view(z->layout, u, (float *)unit, &z->p);
+}
+
+void zero_unview_params(Zero *z, int u) {
+    if (z->master) widened_close(&z->weights, u, NULL);
+}
+
+static uint16_t *full_grads_unit(Zero *z, int u) {
+    return comm_at(z->grads_full, z->grad_dtype, z->units[u].padded_offset);
+}
+void zero_view_grads(Zero *z, int u) { widened_open(&z->grad_units, u, full_grads_unit(z, u), &z->g); }
+void zero_unview_grads(Zero *z, int u) { widened_close(&z->grad_units, u, full_grads_unit(z, u)); }
+
+void zero_loaded(Zero *z) {
+    if (!z->master) return;  /* fp32: what was loaded is what the passes read */
+    zero_copy_down(z);
+    for (int u = 0; u < z->nunits && z->stage <= 2; u++)
+        comm_allgather(z->dp, owned_params(z, u),
+                                comm_at(z->params_full, z->dtype, z->units[u].padded_offset),
+                                (size_t)z->dp->size * z->units[u].shard, z->dtype);
 }
 
 /* Given: the checkpoint's view of the states (zero.h) */
@@ -327,10 +401,13 @@ void zero_held(Zero *z, CkptHeld *h) {
         z->shard_runs[u] = (CkptRun){x->offset + lo, hi - lo, x->shard_offset};
         z->whole_runs[u] = (CkptRun){x->offset, x->count, x->padded_offset};
     }
-    const int s3 = z->stage == 3;
-    *h = (CkptHeld){{s3 ? z->params_shard : z->params_full, z->adam_m, z->adam_v},
-                    {s3 ? z->shard_runs : z->whole_runs, z->shard_runs, z->shard_runs},
+    /* fp32 weights: ZeRO-1/2's whole in fp32; ZeRO-3's, and the master in
+     * mixed precision, this rank's shards */
+    const int sharded = z->stage == 3 || z->master;
+    float *weights = z->master ? z->master : z->stage == 3 ? z->params_shard : z->params_full;
+    *h = (CkptHeld){{weights, z->adam_m, z->adam_v},
+                    {sharded ? z->shard_runs : z->whole_runs, z->shard_runs, z->shard_runs},
                     {z->nunits, z->nunits, z->nunits},
-                    {!s3, 0, 0},
-                    s3 ? "ZeRO-3 shards" : z->stage == 2 ? "ZeRO-2 shards" : "ZeRO-1 shards"};
+                    {!sharded, 0, 0},
+                    z->stage == 3 ? "ZeRO-3 shards" : z->stage == 2 ? "ZeRO-2 shards" : "ZeRO-1 shards"};
 }

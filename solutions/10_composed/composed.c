@@ -50,18 +50,19 @@ double composed_zero1_finish_grads(ComposedZero1 *c, int micro_batches) {
     if (l->pp > 1) l->sum_tied_embedding(l, z->grads_full);
     double sumsq = 0.0;
     const size_t r = (size_t)z->dp->rank;
+    const int format = comm_dtype_precision(z->grad_dtype);
     for (int u = 0; u < z->nunits; u++) {
         const ZeroUnit *x = &z->units[u];
         if (x->count == 0) continue;  /* another stage's unit */
         /* 2. this rank's slice, summed over the ranks that hold the unit */
-        zero_reduce_scatter_grads(z, u, z->grads_full + x->padded_offset);
+        zero_reduce_scatter_grads(z, u, comm_at(z->grads_full, z->grad_dtype, x->padded_offset));
         /* 3. the mean: the same two divisions as DDP and the loop */
-        float *mine = z->grads_full + x->padded_offset + r * x->shard;
-        scale_inplace(mine, 1.0f / (float)z->dp->size, x->shard);
-        if (micro_batches > 1) scale_inplace(mine, 1.0f / micro_batches, x->shard);
+        void *mine = comm_at(z->grads_full, z->grad_dtype, x->padded_offset + r * x->shard);
+        scale_inplace_as(mine, 1.0f / (float)z->dp->size, x->shard, format);
+        if (micro_batches > 1) scale_inplace_as(mine, 1.0f / micro_batches, x->shard, format);
         /* 4. the squares of the slice's real elements (the padding is 0) */
         const size_t lo = zero_slice_start(x, r), hi = zero_slice_start(x, r + 1);
-        sumsq += layout_counted_sum_squares(l, c->tensors, x->offset + lo, hi - lo, mine);
+        sumsq += layout_counted_sum_squares(l, c->tensors, x->offset + lo, hi - lo, mine, format);
     }
     /* the slices of one copy, then the copy's parts (tp, pp) */
     comm_allreduce(c->norm, &sumsq, &sumsq, 1, COMM_DOUBLE, COMM_SUM);
