@@ -33,7 +33,6 @@
 #include "act_layers.h"
 #include "backward_kernels.h"
 #include "check.h"
-#include "checkpoints.h"
 #include "cli.h"
 #include "comm.h"
 #include "composed_zero1.h"
@@ -45,6 +44,7 @@
 #include "mesh.h"
 #include "pipe_exec.h"
 #include "pipeline.h"
+#include "plugins.h"
 #include "preflight.h"
 #include "schedules.h"
 #include "tp_layers.h"
@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
                 "program, laid out by one mesh.",
         .parallel = PAR_DP | PAR_TP | PAR_SP | PAR_RECOMPUTE | PAR_PP | PAR_CP | PAR_EP,
         .extra = g_options, .n_extra = N_OPTIONS, .on_extra = on_option, .ctx = &x,
-        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+        PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
     check_options(&o, &x);
     const ParallelFlags *p = &o.parallel;

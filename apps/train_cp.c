@@ -19,7 +19,6 @@
 #include "alloc.h"
 #include "backward_kernels.h"
 #include "check.h"
-#include "checkpoints.h"
 #include "comm.h"
 #include "cp_layers.h"
 #include "ddp_sync.h"
@@ -27,6 +26,7 @@
 #include "kernels.h"
 #include "memplan.h"
 #include "mesh.h"
+#include "plugins.h"
 #include "preflight.h"
 #include "ring_attention.h"
 #include "runlog.h"
@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
                 "attention or Ulysses; tensor parallelism inside, data parallelism "
                 "over the rest.",
         .parallel = PAR_CP | PAR_TP,
-        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+        PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
     const ParallelFlags *f = &o.parallel;
     const int cp = f->cp, tp = f->tp;

@@ -7,11 +7,11 @@
 #include "alloc.h"
 #include "backward_kernels.h"
 #include "check.h"
-#include "checkpoints.h"
 #include "cli.h"
 #include "comm.h"
 #include "ddp_sync.h"
 #include "mesh.h"
+#include "plugins.h"
 #include "preflight.h"
 #include "train.h"
 
@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
         .what = "Data-parallel GPT training: every rank trains on its slice of the "
                 "batch, gradients are averaged (lab 02).",
         .extra = g_ddp_options, .n_extra = N_DDP_OPTIONS, .on_extra = on_ddp_option, .ctx = &dopt,
-        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+        PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
     if (dopt.first_bucket_mb > 0 && dopt.mode == DDP_NAIVE)
         USER_ERROR("--first-bucket-mb sizes a bucket: it needs --ddp bucketed or overlapped, "

@@ -1,7 +1,7 @@
 /* train_gpt: the single-device GPT trainer (lab 00). See common/train.c. */
 #include "backward_kernels.h"
 #include "check.h"
-#include "checkpoints.h"
+#include "plugins.h"
 #include "preflight.h"
 #include "train.h"
 
@@ -12,7 +12,7 @@ int main(int argc, char **argv) {
     const TrainProgram program = {
         .lab = "00_single_device",
         .what = "Train a GPT on one device (lab 00's reference trainer).",
-        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+        PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
     MemLayout layout = {.ranks = 1, .rows = train_micro_batch_rows(&o, 1), .seq = o.seq};
     preflight_run(&o, &layout, NULL);

@@ -19,12 +19,12 @@
 
 #include "backward_kernels.h"
 #include "check.h"
-#include "checkpoints.h"
 #include "comm.h"
 #include "ep_sync.h"
 #include "expert_parallel.h"
 #include "memplan.h"
 #include "mesh.h"
+#include "plugins.h"
 #include "preflight.h"
 #include "tp_layers.h"
 #include "train.h"
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
                 "the dense parts (--tp), data parallelism over the rest.",
         .parallel = PAR_EP | PAR_TP,
         .extra = g_moe_options, .n_extra = N_MOE_OPTIONS, .on_extra = on_moe_option, .ctx = &overlap,
-        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+        PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
     const ParallelFlags *f = &o.parallel;
     const int ep = f->ep, tp = f->tp;

@@ -13,13 +13,13 @@
 
 #include "backward_kernels.h"
 #include "check.h"
-#include "checkpoints.h"
 #include "comm.h"
 #include "ddp_sync.h"
 #include "memplan.h"
 #include "mesh.h"
 #include "pipe_exec.h"
 #include "pipeline.h"
+#include "plugins.h"
 #include "preflight.h"
 #include "schedules.h"
 #include "tp_layers.h"
@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
                 "stages over --pp ranks, each step a schedule of micro-batches; "
                 "tensor parallelism inside a stage, data parallelism over the rest.",
         .parallel = PAR_PP | PAR_TP,
-        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+        PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
     check_options(&o);
     const ParallelFlags *f = &o.parallel;

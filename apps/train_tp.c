@@ -13,11 +13,11 @@
 #include "alloc.h"
 #include "backward_kernels.h"
 #include "check.h"
-#include "checkpoints.h"
 #include "comm.h"
 #include "ddp_sync.h"
 #include "memplan.h"
 #include "mesh.h"
+#include "plugins.h"
 #include "preflight.h"
 #include "tensor_parallel.h"
 #include "tp_layers.h"
@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
         .what = what,
         .parallel = dims,
         .extra = g_tp_options, .n_extra = N_TP_OPTIONS, .on_extra = on_tp_option, .ctx = &topt,
-        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+        PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
     ParallelFlags *f = &o.parallel;
     if (topt.sp_regather) f->sp = 1;

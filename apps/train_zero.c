@@ -10,11 +10,11 @@
 #include "alloc.h"
 #include "backward_kernels.h"
 #include "check.h"
-#include "checkpoints.h"
 #include "comm.h"
 #include "device.h"
 #include "memplan.h"
 #include "mesh.h"
+#include "plugins.h"
 #include "preflight.h"
 #include "train.h"
 #include "zero.h"
@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
         .what = what,
         .parallel = dims,
         .extra = g_zero_options, .n_extra = N_ZERO_OPTIONS, .on_extra = on_zero_option, .ctx = &zo,
-        .checkpoints = program_checkpoints(), .no_checkpoints = PROGRAM_NO_CHECKPOINTS};
+        PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
     if (zo.overlap_rs && zo.stage < 2)
         USER_ERROR("--overlap-rs needs --zero 2 or 3 (ZeRO-%d reduce-scatters after the backward "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# help: mixed precision: tokens/s and memory of fp32, bf16 and fp16 (small, medium; the GPU too when built), and their loss curves
+# help: lab 11: mixed precision: tokens/s and memory of fp32, bf16 and fp16 (small, medium; the GPU too when built), and their loss curves
 # bench/precision.sh: what --precision buys on this machine. `make
 # bench-precision` builds, then runs this. Lab 00's train_gpt on one device,
 # in fp32, bf16 and fp16 (2-byte gradients, the default), on small and

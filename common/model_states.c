@@ -1,6 +1,5 @@
 #include "model_states.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,12 +94,15 @@ static void half_sum_layernorm_grads(ReplicatedStates *r) {
     }
 }
 
-static void mixed_init(ReplicatedStates *r, const LossScaler *scaler) {
+static void mixed_init(ReplicatedStates *r, const ReplicatedMixed *mp) {
     const int format = r->layout->cfg.precision;
+    CHECK(mp && mp->ops, "--precision %s without mixed precision's ops (lab 11)",
+          precision_name((Precision)format));
+    r->mixed = *mp;
     r->compute = mem_alloc(MEM_PARAMS, r->n * sizeof(uint16_t));
     widened_init(&r->weights, r->layout, format, MEM_WORKSPACE);
     copy_down(r);
-    r->scaler = scaler ? *scaler : (LossScaler){.scale = 1.0f};
+    r->scaler = mp->scaler;
     r->hooks.params_needed = mixed_params_needed;
     r->hooks.params_done = mixed_params_done;
     r->hooks.loss_scale = &r->scaler.scale;
@@ -109,19 +111,6 @@ static void mixed_init(ReplicatedStates *r, const LossScaler *scaler) {
     gpt_params_view(r->layout, NULL, &r->unit_only);
     r->hooks.grads_begin = half_grads_begin;
     r->hooks.grads_ready = half_grads_ready;
-}
-
-/* The step after an overflow is skipped (model_states.h's LossScaler) */
-static void scaler_after_step(LossScaler *s) {
-    s->skipped += s->overflowed;
-    if (s->interval == 0) return;  /* a fixed scale */
-    if (s->overflowed) {
-        s->scale *= 0.5f;
-        s->clean = 0;
-    } else if (++s->clean == s->interval) {
-        s->scale *= 2.0f;
-        s->clean = 0;
-    }
 }
 
 static double replicated_finish_grads(void *ctx, int micro_batches) {
@@ -137,29 +126,36 @@ static double replicated_finish_grads(void *ctx, int micro_batches) {
     if (r->layout->pp > 1) r->layout->sum_tied_embedding(r->layout, r->grads);
     /* each micro-batch's backward gave the gradient of its own mean loss:
      * divided now in fp32, at the update in 2 bytes (with the loss scale) */
+    /* lab 11's extension: what fp16 storage would have lost of them */
+    if (r->mixed.count_flushed)
+        r->scaler.flushed = (long long)r->mixed.ops->count_flushed(r->grads, r->n,
+                                                                   PRECISION_FP16);
     r->unscale = r->scaler.scale;
     if (micro_batches > 1 && half) r->unscale *= (float)micro_batches;
     else if (micro_batches > 1) scale_inplace(r->grads, 1.0f / micro_batches, r->n);
     /* the unscaling's square out of the sum (1 but under fp16 or 2-byte
-     * accumulation); only fp16 skips a step whose gradients overflowed:
-     * elsewhere a non-finite gradient is a divergence, which the loop
-     * reports */
+     * accumulation); only fp16 skips a step whose gradients overflowed (on
+     * every rank, if on any: lab 11's check): elsewhere a non-finite
+     * gradient is a divergence, which the loop reports */
     const double ss = layout_sum_squares(r->layout, r->tensors, r->grads, grad_precision(r));
-    r->scaler.overflowed = r->layout->cfg.precision == PRECISION_FP16 && !isfinite(ss);
+    r->scaler.overflowed = r->layout->cfg.precision == PRECISION_FP16 &&
+                           r->mixed.ops->found_overflow(r->grads, r->n, grad_precision(r),
+                                                        r->mixed.group);
     return ss / ((double)r->unscale * r->unscale);
 }
 
-/* clip, and under fp16 the loss scale divided out, in one scaling */
+/* fp32: clip and AdamW; mixed precision: lab 11's master-weight step */
 static void replicated_update(void *ctx, const AdamWStep *s) {
     ReplicatedStates *r = ctx;
-    if (r->scaler.overflowed) {  /* skipped: the master weights and moments stay */
-        scaler_after_step(&r->scaler);
+    if (!mixed(r)) {
+        adamw_update_as(r->params, r->grads, s->clip / r->unscale, r->adam_m, r->adam_v, r->n,
+                        grad_precision(r), s->lr, s->beta1, s->beta2, s->eps, s->weight_decay,
+                        s->t);
         return;
     }
-    adamw_update_as(r->params, r->grads, s->clip / r->unscale, r->adam_m, r->adam_v, r->n,
-                    grad_precision(r), s->lr, s->beta1, s->beta2, s->eps, s->weight_decay, s->t);
-    if (mixed(r)) copy_down(r);
-    scaler_after_step(&r->scaler);
+    const MasterStep m = {r->params, r->grads, grad_precision(r), r->adam_m, r->adam_v,
+                          r->compute, r->layout->cfg.precision, r->n, r->unscale, &r->scaler};
+    r->mixed.ops->master_step(&m, s);
 }
 
 static void replicated_gather_params(void *ctx, float *out) {
@@ -193,7 +189,7 @@ static void replicated_held(void *ctx, CkptHeld *h) {
 }
 
 void replicated_states_init(ReplicatedStates *r, const GPTLayout *layout, unsigned long long seed,
-                            const GradSync *sync, const LossScaler *scaler, ModelStates *st) {
+                            const GradSync *sync, const ReplicatedMixed *mp, ModelStates *st) {
     memset(r, 0, sizeof *r);
     r->layout = layout;
     r->sync = sync;
@@ -215,7 +211,7 @@ void replicated_states_init(ReplicatedStates *r, const GPTLayout *layout, unsign
     r->unscale = 1.0f;
     /* 2-byte gradients: views of one unit at a time (NULL until begun) */
     gpt_params_view(layout, half_grads(r) ? NULL : r->grads, &r->g);
-    if (layout->cfg.precision != PRECISION_FP32) mixed_init(r, scaler);
+    if (layout->cfg.precision != PRECISION_FP32) mixed_init(r, mp);
     *st = (ModelStates){r, &r->p, &r->g, &r->hooks, replicated_begin_step,
                         replicated_begin_backward, replicated_finish_grads, replicated_update,
                         replicated_gather_params, replicated_local_params, replicated_held,

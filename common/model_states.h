@@ -55,6 +55,8 @@ typedef struct {
     int clean;           /* clean steps since the scale last changed */
     int overflowed;      /* this step's gradients: not finite, so skipped */
     long long skipped;   /* steps skipped so far in this run */
+    long long flushed;   /* --count-flushed: this step's nonzero fp32 gradients fp16
+                          * would round to zero (lab 11's extension), else -1 */
 } LossScaler;
 
 /* One AdamW step as the loop hands it to whoever holds the moments. */
@@ -63,6 +65,32 @@ typedef struct {
     float clip;  /* scale the gradients by this first (grad_clip_factor) */
     int t;       /* 1-based step, for the bias corrections */
 } AdamWStep;
+
+/* Mixed precision's master-weight step on the n elements this rank
+ * updates: the gradients hold the loss's gradient times unscale (fp16's
+ * loss scale, and the micro-batches when they are summed in 2 bytes), the
+ * scaler says whether they overflowed (and keeps the scale's rule). */
+typedef struct {
+    float *master;              /* the fp32 weights AdamW updates */
+    void *grads;                /* grad_format (precision.h's Precision) */
+    int grad_format;
+    float *adam_m, *adam_v;
+    uint16_t *compute;          /* the 2-byte copy the passes read, format */
+    int format;
+    size_t n;
+    float unscale;
+    LossScaler *scaler;
+} MasterStep;
+
+/* Mixed precision's seam (lab 11's mixed_precision.h): the overflow
+ * check every rank agrees on, and the master-weight step. A program hands them over (TrainProgram.mixed);
+ * without them it trains fp32 only. */
+struct Comm;
+typedef struct {
+    int (*found_overflow)(const void *grads, size_t n, int format, struct Comm *group);
+    void (*master_step)(const MasterStep *m, const AdamWStep *s);
+    size_t (*count_flushed)(const float *x, size_t n, int format);  /* the extension's */
+} MixedPrecisionOps;
 
 /* Model states: who holds the parameters, gradients and AdamW moments. The
  * replicated implementation below keeps them whole on every rank (one
@@ -110,6 +138,17 @@ typedef struct {
     LossScaler *scaler;
 } ModelStates;
 
+/* What mixed precision adds to the replicated states: lab 11's ops, fp16's
+ * loss scale to start from, the group of every rank of the run (the
+ * overflow check's; NULL on one device), and whether to count the
+ * gradients fp16 would flush (--count-flushed: fp16 with fp32 gradients) */
+typedef struct {
+    const MixedPrecisionOps *ops;
+    LossScaler scaler;
+    struct Comm *group;
+    int count_flushed;
+} ReplicatedMixed;
+
 /* The replicated states: every rank holds all of its layout's buffer, 4
  * bytes each of params and grads and 8 of AdamW moments per element of the
  * layout's num_params (one device, DDP through sync, tensor parallelism).
@@ -142,14 +181,15 @@ typedef struct {
     /* 2-byte gradients only */
     WidenedUnits grad_units; /* the units a backward pass accumulates */
     GPTParams unit_only;    /* views of one unit, the others NULL */
+    ReplicatedMixed mixed;  /* its ops, and the overflow check's group */
     float unscale;          /* this step's: the loss scale x the micro-batches */
     LossScaler scaler;
 } ReplicatedStates;
 
 /* Allocate and initialize (seed) r's states on layout, st its ModelStates;
- * scaler: fp16's loss scale to start from (NULL: none) */
+ * mp: under mixed precision, what ReplicatedMixed says (else NULL) */
 void replicated_states_init(ReplicatedStates *r, const GPTLayout *layout, unsigned long long seed,
-                            const GradSync *sync, const LossScaler *scaler, ModelStates *st);
+                            const GradSync *sync, const ReplicatedMixed *mp, ModelStates *st);
 void replicated_states_free(ReplicatedStates *r);
 
 #endif

@@ -50,8 +50,9 @@ void runlog_open(RunLog *r, const TrainOptions *o) {
     r->metrics = fopen(r->path, "w");
     IO_CHECK(r->metrics != NULL, "cannot create %s", r->path);
     r->scaled = o->model.precision == PRECISION_FP16;
-    fprintf(r->metrics, "step,loss,val_loss,lr,grad_norm,tokens_per_s,step_ms%s\n",
-            r->scaled ? ",loss_scale,skipped" : "");
+    r->flush_counted = o->count_flushed;
+    fprintf(r->metrics, "step,loss,val_loss,lr,grad_norm,tokens_per_s,step_ms%s%s\n",
+            r->scaled ? ",loss_scale,skipped" : "", r->flush_counted ? ",flushed" : "");
     r->moe = NULL;
     r->experts = o->model.n_experts;
     if (r->experts > 0) {
@@ -98,10 +99,14 @@ static void print_progress(RunLog *r, int step, float loss, float val_loss, floa
 }
 
 void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, float grad_norm,
-                 double tokens_per_s, double step_ms, float loss_scale, int skipped) {
-    char val[32] = "", scaling[48] = "";
+                 double tokens_per_s, double step_ms, const LossScaler *scaler) {
+    char val[32] = "", scaling[80] = "";
     if (val_loss >= 0) snprintf(val, sizeof val, "%.9g", val_loss);
-    if (r->scaled) snprintf(scaling, sizeof scaling, ",%.9g,%d", loss_scale, skipped);
+    if (r->scaled && r->flush_counted)
+        snprintf(scaling, sizeof scaling, ",%.9g,%d,%lld", scaler->scale, scaler->overflowed,
+                 scaler->flushed);
+    else if (r->scaled)
+        snprintf(scaling, sizeof scaling, ",%.9g,%d", scaler->scale, scaler->overflowed);
     IO_CHECK(fprintf(r->metrics, "%d,%.9g,%s,%.9g,%.9g,%.1f,%.3f%s\n", step, loss, val, lr,
                      grad_norm, tokens_per_s, step_ms, scaling) > 0 && fflush(r->metrics) == 0,
              "cannot write %s", r->path);

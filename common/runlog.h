@@ -5,7 +5,10 @@
  *                so two runs can be compared bit for bit); under
  *                --precision fp16 also loss_scale,skipped: the scale this
  *                step's backward used, and 1 when its gradients overflowed
- *                and the step was skipped (model_states.h's LossScaler)
+ *                and the step was skipped (model_states.h's LossScaler);
+ *                with --count-flushed also flushed: how many of rank 0's
+ *                nonzero fp32 gradients (times the scale) fp16 would have
+ *                rounded to zero (lab 11's extension)
  *   memory.csv   rank,category,current_bytes,peak_bytes   (alloc.h)
  *   moe.csv      a mixture of experts' (config.h) per step, over its MoE
  *                blocks, micro-batches and data-parallel ranks:
@@ -41,6 +44,7 @@ typedef struct {
     char moe_path[1100];
     int experts;
     int scaled;        /* fp16: metrics.csv has the loss scale's columns */
+    int flush_counted; /* --count-flushed: and the flushed column */
     int bar;           /* --progress bar, or auto resolved to it */
     int log_every, total_steps;
     int first_step;    /* of this run (a resumed one starts later), -1 before it */
@@ -55,10 +59,11 @@ ProgressMode runlog_progress_by_name(const char *name);
 void runlog_open(RunLog *r, const TrainOptions *o);
 /* a row of moe.csv (load: the config's n_experts counts) */
 void runlog_moe_step(RunLog *r, int step, double aux_loss, double dropped, const double *load);
-/* val_loss < 0 means "not evaluated this step"; loss_scale and skipped
+/* val_loss < 0 means "not evaluated this step"; scaler (NULL outside fp16:
+ * its scale, overflowed and flushed as the step's backward left them)
  * are written under fp16 only */
 void runlog_step(RunLog *r, int step, float loss, float val_loss, float lr, float grad_norm,
-                 double tokens_per_s, double step_ms, float loss_scale, int skipped);
+                 double tokens_per_s, double step_ms, const LossScaler *scaler);
 void runlog_close(RunLog *r);
 
 /* run.json; world_size ranks, dp of them data-parallel, and the layout's

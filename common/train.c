@@ -263,6 +263,7 @@ typedef struct {
     const GPTLayout *layout;      /* the program's, or whole */
     ReplicatedStates replicated;  /* own's, when the program brings no states */
     ModelStates own;
+    Comm *overflow;               /* fp16 on several ranks: the overflow check's group */
     const ModelStates *st;
     /* a pipeline's schedule and stage ops, or the loop's own: the trivial
      * schedule of K micro-batches, F0 B0 F1 B1 ... (pipe_exec.h) */
@@ -303,10 +304,17 @@ static void setup_model(const TrainOptions *o, const TrainParallel *par, Run *r)
     r->whole = gpt_layout_whole(&o->model);
     r->layout = par && par->layout ? par->layout : &r->whole;
     r->st = par ? par->states : NULL;
-    const LossScaler scaler = {(float)o->loss_scale, o->loss_scale_interval, 0, 0, 0};
+    /* every rank of the run agrees on fp16's overflows (lab 11): a group
+     * of its own, so that comm.csv shows what the agreement moves */
+    r->overflow = NULL;
+    if (par && o->model.precision == PRECISION_FP16)
+        r->overflow = comm_split(par->world, 0, par->world->rank, "overflow");
+    const ReplicatedMixed mixed = {o->mixed,
+                                   {(float)o->loss_scale, o->loss_scale_interval, 0, 0, 0, -1},
+                                   r->overflow, o->count_flushed};
     if (!r->st) {
         replicated_states_init(&r->replicated, r->layout, o->seed, par ? par->sync : NULL,
-                               &scaler, &r->own);
+                               &mixed, &r->own);
         r->st = &r->own;
     }
     CHECK(r->st->scaler || o->model.precision != PRECISION_FP16, "fp16 on states without a "
@@ -383,8 +391,8 @@ static void train_step(const TrainOptions *o, const TrainParallel *par, Run *r, 
     double loss_mean = sum_over_ranks(par, loss_sum) / ((double)r->ranks * o->grad_accum);
     AdamWStep adamw = {lr, (float)o->beta1, (float)o->beta2, (float)o->eps,
                        (float)o->weight_decay, grad_clip_factor(norm, o->grad_clip), step + 1};
-    const float loss_scale = st->scaler ? st->scaler->scale : 1.0f;  /* before update moves it */
-    const int skipped = st->scaler && st->scaler->overflowed;
+    /* the scale the backward used, before update moves it */
+    const LossScaler seen = st->scaler ? *st->scaler : (LossScaler){.scale = 1.0f};
     double to = trace_now();
     st->update(st->ctx, &adamw);
     trace_event("compute", "optimizer", NULL, to, trace_now(), 0);
@@ -398,7 +406,7 @@ static void train_step(const TrainOptions *o, const TrainParallel *par, Run *r, 
     const double tokens_per_step = (double)o->batch * o->seq;
     if (r->is_root)
         runlog_step(&r->log, step, (float)loss_mean, val_loss, lr, (float)norm,
-                    tokens_per_step / dt, dt * 1e3, loss_scale, skipped);
+                    tokens_per_step / dt, dt * 1e3, &seen);
     if (o->model.n_experts > 0)
         log_moe_step(par, &r->log, step, o->grad_accum, o->model.n_experts, r->is_root);
     if (o->save[0] && ((o->save_every && (step + 1) % o->save_every == 0) || step + 1 == o->steps))
@@ -470,6 +478,7 @@ static void free_run(Run *r) {
     schedule_free(r->trivial);
     schedule_free(r->forward_only);
     if (r->st == &r->own) replicated_states_free(&r->replicated);
+    if (r->overflow) comm_free(r->overflow);
     tokens_free(&r->tf);
 }
 

@@ -62,6 +62,8 @@ static const char *const g_usage =
     "  --loss-scale-interval N  fp16: double the scale after N steps without an\n"
     "                       overflow, halve it on one (and skip the step); 0 keeps\n"
     "                       S fixed (with S 1: no loss scaling)        (default 2000)\n"
+    "  --count-flushed      fp16 with --fp32-grads: metrics.csv's flushed column, the\n"
+    "                       nonzero gradients fp16 would round to 0 (lab 11's extension)\n"
     COMM_TIMEOUT_HELP
     "  --n-layer L --n-head H --n-embd C --ctx T --vocab V   override the named config\n"
     "  --experts E          a mixture of experts (lab 08): E expert MLPs in every\n"
@@ -79,7 +81,7 @@ enum {
     OPT_MOE_EVERY, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_SAVE, OPT_SAVE_EVERY, OPT_KEEP,
     OPT_SAVE_ASYNC, OPT_PROGRESS,
     OPT_RESUME, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_PRECISION, OPT_FP32_GRADS, OPT_LOSS_SCALE,
-    OPT_LOSS_SCALE_INTERVAL,
+    OPT_LOSS_SCALE_INTERVAL, OPT_COUNT_FLUSHED,
     OPT_PARALLEL, OPT_EXTRA  /* a parallel flag, a program's own option: by name */
 };
 
@@ -122,6 +124,7 @@ static const struct option g_common_options[] = {
     {"fp32-grads", no_argument, 0, OPT_FP32_GRADS},
     {"loss-scale", required_argument, 0, OPT_LOSS_SCALE},
     {"loss-scale-interval", required_argument, 0, OPT_LOSS_SCALE_INTERVAL},
+    {"count-flushed", no_argument, 0, OPT_COUNT_FLUSHED},
     {"help", no_argument, 0, 'h'}};
 
 /* The model flags, unset (0, or -1 where 0 is a value) until given: they
@@ -219,6 +222,7 @@ static int parse_common_option(int c, const char *optarg, TrainOptions *o, Model
     case OPT_LOSS_SCALE_INTERVAL:
         o->loss_scale_interval = cli_int("--loss-scale-interval", optarg, 0, 1 << 30);
         break;
+    case OPT_COUNT_FLUSHED: o->count_flushed = 1; break;
     default: return 0;
     }
     return 1;
@@ -258,15 +262,23 @@ static void resolve_model(TrainOptions *o, const ModelFlags *f) {
 }
 
 /* --precision's companions: fp32 gradient buffers only under mixed
- * precision, the loss scale only under fp16 */
-static void resolve_precision(TrainOptions *o) {
+ * precision, the loss scale only under fp16; mixed precision only in a
+ * build with its ops */
+static void resolve_precision(TrainOptions *o, const TrainProgram *program) {
     const Precision p = (Precision)o->model.precision;
+    if (p != PRECISION_FP32 && !program->mixed)
+        USER_ERROR("--precision %s: this build has no mixed precision: %s", precision_name(p),
+                   program->no_mixed);
+    o->mixed = p != PRECISION_FP32 ? program->mixed : NULL;
     if (p == PRECISION_FP32 && o->model.fp32_grads)
         USER_ERROR("--fp32-grads keeps fp32 gradients under --precision bf16 or fp16; "
                    "fp32's are fp32 already");
     if (p != PRECISION_FP16 && (o->loss_scale >= 0 || o->loss_scale_interval >= 0))
         USER_ERROR("--loss-scale and --loss-scale-interval scale fp16's gradients: give "
                    "--precision fp16 (%s needs none)", precision_name(p));
+    if (o->count_flushed && (p != PRECISION_FP16 || !o->model.fp32_grads))
+        USER_ERROR("--count-flushed counts the fp32 gradients fp16 would round to zero: give "
+                   "--precision fp16 --fp32-grads (2-byte gradients have lost them already)");
     if (o->loss_scale < 0) o->loss_scale = p == PRECISION_FP16 ? 65536.0 : 1.0;
     if (o->loss_scale_interval < 0) o->loss_scale_interval = p == PRECISION_FP16 ? 2000 : 0;
 }
@@ -364,7 +376,7 @@ void train_options_parse(int argc, char **argv, TrainOptions *o, const TrainProg
     if (strcmp(o->device, "cpu") != 0 && strcmp(o->device, "cuda") != 0)
         USER_ERROR("--device expects cpu or cuda, got '%s'", o->device);
     resolve_model(o, &model);
-    resolve_precision(o);
+    resolve_precision(o, p);
     kernels_set_precision(o->model.precision);
     resolve_run(o);
     device_select(o->device);

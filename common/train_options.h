@@ -13,6 +13,7 @@
 
 #include "checkpoint.h"
 #include "model.h"
+#include "model_states.h"
 #include "parallel_flags.h"
 
 /* --progress: how rank 0 shows the run on the console (runlog.h) */
@@ -31,6 +32,7 @@ typedef struct {
     char save[512], resume[512];
     int save_every, keep, save_async;
     const CkptOps *checkpoints;  /* the program's (TrainProgram): not NULL when saving or resuming */
+    const MixedPrecisionOps *mixed; /* the program's (TrainProgram): not NULL under --precision bf16|fp16 */
     /* the steps --resume's checkpoint had done, where the run starts:
      * train_run_parallel sets it when it loads the checkpoint (0 before,
      * and for a fresh run) */
@@ -48,6 +50,7 @@ typedef struct {
      * (0: fixed); 1 and 0 outside fp16 */
     double loss_scale;
     int loss_scale_interval;
+    int count_flushed;          /* --count-flushed (lab 11's extension; runlog.h) */
     double lr, min_lr_frac;     /* cosine decays lr to lr * min_lr_frac */
     double weight_decay, beta1, beta2, eps, grad_clip, val_fraction;
     unsigned long long seed;
@@ -82,6 +85,10 @@ typedef struct {
      * checkpoints are to be had) */
     const CkptOps *checkpoints;
     const char *no_checkpoints;
+    /* mixed precision's ops (model_states.h), or NULL: then --precision
+     * bf16|fp16 is one error, which adds no_mixed (where they are) */
+    const MixedPrecisionOps *mixed;
+    const char *no_mixed;
 } TrainProgram;
 
 /* Parse and validate argv for program p; prints --help and exits 0, or

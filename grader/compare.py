@@ -161,6 +161,8 @@ def check_losses(run, ref):
                 continue
             want = number(r[col], f"reference {col}")
             have = number(g[col], f"{col} at step {step}")
+            if col == "grad_norm" and not math.isfinite(want) and not math.isfinite(have):
+                continue  # an fp16 step both runs skipped on an overflow (lab 11)
             if not math.isfinite(have):
                 return f"{col} diverged at step {step} ({have})"
             tol = GRAD_NORM_REL * abs(want) if col == "grad_norm" else LOSS_ABS + LOSS_REL * abs(want)
@@ -233,6 +235,37 @@ def check_consistency(run, ref):
         if r["checksum"] != first["checksum"]:
             return (f"rank {r['rank']} holds other parameters than rank {first['rank']} at the end "
                     f"(checksum {r['checksum']} vs {first['checksum']}): the ranks drifted apart")
+    return None
+
+
+def check_scaler(run, ref):
+    """fp16's dynamic loss scale (lab 11): the scale every step's backward
+    pass used and whether the step was skipped, exactly as the reference's
+    (metrics.csv's loss_scale and skipped): powers of two and counts, which
+    no summation order changes."""
+    cols = ["step", "loss_scale", "skipped"]
+    got = read_csv(as_outputs(run), cols, "metrics.csv")
+    ref = read_csv(as_outputs(ref), cols, "metrics.csv")
+    if len(got) != len(ref):
+        return f"metrics.csv has {len(got)} steps, the reference {len(ref)}"
+    for g, r in zip(got, ref):
+        if (g["loss_scale"], g["skipped"]) != (r["loss_scale"], r["skipped"]):
+            return (f"step {g['step']}: loss scale {g['loss_scale']}, skipped {g['skipped']}; "
+                    f"the reference's {r['loss_scale']}, skipped {r['skipped']}")
+    return None
+
+
+def check_flushed(run, ref):
+    """Lab 11's extension: the gradients fp16 would flush to zero, counted
+    every step (metrics.csv's flushed column), exactly as the reference."""
+    cols = ["step", "flushed"]
+    got = read_csv(as_outputs(run), cols, "metrics.csv")
+    ref = read_csv(as_outputs(ref), cols, "metrics.csv")
+    if len(got) != len(ref):
+        return f"metrics.csv has {len(got)} steps, the reference {len(ref)}"
+    for g, r in zip(got, ref):
+        if g["flushed"] != r["flushed"]:
+            return f"step {g['step']}: {g['flushed']} gradients flushed, the reference {r['flushed']}"
     return None
 
 
@@ -437,12 +470,13 @@ def check_schedule(run, ref):
 CHECKS = {"loss": check_losses, "memory": check_memory, "comm": check_comm,
           "consistency": check_consistency, "overlap": check_overlap,
           "placement": check_placement, "schedule": check_schedule,
-          "ring_overlap": check_ring_overlap}
+          "ring_overlap": check_ring_overlap, "scaler": check_scaler, "flushed": check_flushed}
 # the file each check reads from a run, and the summary a reference keeps
 # instead where the file is large
 FILES = {"loss": "metrics.csv", "memory": "memory.csv", "comm": "comm.csv",
          "consistency": "params_checksum.csv", "overlap": "trace.csv", "placement": "mesh.csv",
-         "schedule": "pipeline.csv", "ring_overlap": "trace.csv"}
+         "schedule": "pipeline.csv", "ring_overlap": "trace.csv", "scaler": "metrics.csv",
+         "flushed": "metrics.csv"}
 SUMMARIES = {"overlap": ("overlap.csv", overlap_summary),
              "schedule": ("schedule.csv", schedule_summary),
              "ring_overlap": ("ring_overlap.csv", ring_overlap_summary)}

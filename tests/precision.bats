@@ -16,7 +16,7 @@ MIXED=(--precision bf16)
 setup_file() {
     export BF16="$BATS_FILE_TMPDIR/bf16" FP32="$BATS_FILE_TMPDIR/fp32"
     export MAIN_GRAD="$BATS_FILE_TMPDIR/main-grad"
-    have_solution 00 || return 0
+    have_solution 00 11 || return 0
     t 60 "$GPT" "${COMMON[@]}" "${MIXED[@]}" --out "$BF16" > /dev/null
     t 60 "$GPT" "${COMMON[@]}" "${MIXED[@]}" --fp32-grads --out "$MAIN_GRAD" > /dev/null
     t 60 "$GPT" "${COMMON[@]}" --out "$FP32" > /dev/null
@@ -38,7 +38,7 @@ PY
 bytes_of() { awk -F, -v c="$2" '$1 == 0 && $2 == c { print $4 }' "$1/memory.csv"; }
 
 @test "precision: bf16 on one device keeps a 2-byte compute copy, 2-byte gradients (fp32 with --fp32-grads) and 12 bytes of optimizer, and trains near fp32, not on its bits" {
-    require_solution 00
+    require_solution 00 11
     grep -q '"precision": "bf16", "fp32_grads": false' "$BF16/run.json"
     grep -q '"precision": "bf16", "fp32_grads": true' "$MAIN_GRAD/run.json"
     # params: the 2-byte compute copy; grads 2 (main_grad 4); optimizer:
@@ -85,7 +85,7 @@ TOLERANCE=5e-4
 NORM_TOLERANCE=1.5e-3
 
 @test "precision: every replicated layout in bf16 follows one device in bf16 within $TOLERANCE in loss (fp32 does not), memory as the planner's" {
-    require_solution 00 02 04 05 06 07 08 10
+    require_solution 00 02 04 05 06 07 08 10 11
     cd "$ROOT"
     local s="$BUILD/solutions" d="$BATS_TEST_TMPDIR" failed=0 gap prog np flags out
     # a mixture of experts against its own one-device run
@@ -140,7 +140,7 @@ NORM_TOLERANCE=1.5e-3
 # no working buffer is left; tiny has no padding at N = 4) are the ZeRO
 # paper's table, and the runs follow one device like DDP's do.
 @test "precision: DDP and ZeRO 1, 2, 3 in bf16 on 4 ranks hold 16, 4 + 12/N, 2 + 14/N and 16/N bytes a parameter, memory as planned, within the tolerance" {
-    require_solution 00 02 03
+    require_solution 00 02 03 11
     local s="$BUILD/solutions" d="$BATS_TEST_TMPDIR" failed=0 phi stage want got gap name
     local -a prog
     phi=$(($(bytes_of "$FP32" params) / 4))
@@ -168,7 +168,7 @@ NORM_TOLERANCE=1.5e-3
 }
 
 @test "precision: bf16 on pretend GPUs over the pretend NCCL (tp 2 x pp 2) gives the CPU's bits" {
-    require_solution 10
+    require_solution 10 11
     [ -x "$BUILD/fake_gpu/10_composed/train_4d" ] || skip "no pretend-GPU build (make fake-gpu)"
     local d="$BATS_TEST_TMPDIR" flags=(--tp 2 --pp 2)
     run mpirun_t 120 4 "$BUILD/solutions/10_composed/train_4d" "${COMMON[@]}" "${flags[@]}" \
@@ -192,7 +192,7 @@ NORM_TOLERANCE=1.5e-3
 
 @test "precision: planted bugs of labs 02, 04, 05, 06 and 08 in bf16 fall outside the tolerance, the solutions inside" {
     require_instructor "grader/planted/ is not in a handout"
-    require_solution 00 02 04 05 06 08
+    require_solution 00 02 04 05 06 08 11
     cd "$ROOT"
     local d="$BATS_TEST_TMPDIR" failed=0 name lab file prog np flags base src out g
     t 60 "$BUILD/solutions/08_moe/train_moe" --config tiny-moe "${COMMON[@]:2}" "${MIXED[@]}" \
@@ -229,7 +229,7 @@ sys.exit(out != (sys.argv[5] == 'planted'))" $g "$TOLERANCE" "$NORM_TOLERANCE" "
 }
 
 @test "precision: fp16's loss scale skips every overflowing step on every rank together, halves on overflow and doubles after clean steps" {
-    require_solution 02
+    require_solution 02 11
     local out="$BATS_TEST_TMPDIR/fp16"
     # 2^24 overflows fp16's activation gradients on tiny's first step, 2^25 does
     # not, 2^26 does again later: skips, halvings and doublings all happen
@@ -261,7 +261,7 @@ PY
 }
 
 @test "precision: bf16 and fp16 runs resume bit for bit, ZeRO-3's too, bf16 at tp 2 and ZeRO-3's on one device within the tolerance, and an fp32 checkpoint loads in bf16" {
-    require_solution 09
+    require_solution 09 11
     local b="$BUILD/solutions/09_checkpoint/train_gpt" d="$BATS_TEST_TMPDIR"
     run t 60 "$b" "${COMMON[@]}" "${MIXED[@]}" --save "$d/ck" --save-every 5 --out "$d/whole"
     [ "$status" -eq 0 ]
@@ -311,7 +311,7 @@ PY
 }
 
 @test "bench-precision (tiny, 10 curve steps): one row per precision with its GEMM and memory, four curves drawn; bad settings are one clear error" {
-    require_solution 00
+    require_solution 00 11
     cd "$ROOT"
     local out="$BATS_TEST_TMPDIR/bench"
     # one thread a run: the suite's other lanes share the cores

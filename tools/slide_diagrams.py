@@ -39,9 +39,11 @@ class Svg:
             f.write(head + "\n".join(self.items) + "</svg>\n")
 
 
-def zero_stages(path, n=4):
+def zero_stages(path, n=4, split=(4, 4, 8), optimizer="AdamW m, v"):
     """Per rank, the bytes of model states each layout keeps: params 4 Phi,
-    grads 4 Phi, AdamW moments 8 Phi, each whole or 1/N (ZeRO's stages)."""
+    grads 4 Phi, AdamW moments 8 Phi (mixed precision: 2, 2, and 12 with
+    the fp32 master), each whole or 1/N (ZeRO's stages)."""
+    sp, sg, so = split
     layouts = [("DDP", 1, 1, 1), ("ZeRO-1", 1, 1, n), ("ZeRO-2", 1, n, n), ("ZeRO-3", n, n, n)]
     s = Svg(1100, 440)
     u = 200 / 16.0   # pixels per Phi: a rank's 16 Phi of states is 200 px wide
@@ -52,19 +54,49 @@ def zero_stages(path, n=4):
             x = 150 + r * 230
             if row == 0:
                 s.text(x + 100, 24, f"rank {r}", 17)
-            for offset, size, share, color in ((0, 4, dp, BLUE), (4, 4, dg, ORANGE),
-                                               (8, 8, dm, GREEN)):
+            for offset, size, share, color in ((0, sp, dp, BLUE), (sp, sg, dg, ORANGE),
+                                               (sp + sg, so, dm, GREEN)):
                 # the whole state in grey; what rank r keeps in colour (slice r of N)
                 w = size * u
                 s.rect(x + offset * u, y + 10, w, 44, GREY)
                 s.rect(x + offset * u + (w * r / share if share > 1 else 0), y + 10, w / share, 44,
                        color)
-        total = 4 / dp + 4 / dg + 8 / dm
+        total = sp / dp + sg / dg + so / dm
         s.text(1085, y + 40, f"{total:g} Φ", 18, "end")
-    for k, (label, color) in enumerate((("params 4Φ", BLUE), ("grads 4Φ", ORANGE),
-                                        ("AdamW m, v 8Φ", GREEN), ("held by another rank", GREY))):
+    for k, (label, color) in enumerate(((f"params {sp}Φ", BLUE), (f"grads {sg}Φ", ORANGE),
+                                        (f"{optimizer} {so}Φ", GREEN),
+                                        ("held by another rank", GREY))):
         s.rect(150 + k * 230, 415, 18, 18, color)
         s.text(175 + k * 230, 430, label, 16, "start")
+    s.save(path)
+
+
+def zero_stages_mixed(path):
+    """zero_stages in mixed precision: 2 + 2 + 12 (fp32 master and moments)"""
+    zero_stages(path, split=(2, 2, 12), optimizer="master, m, v")
+
+
+def float_formats(path):
+    """The bits of fp32, bf16 and fp16: sign, exponent, mantissa, one cell
+    a bit, with each format's range and unit roundoff."""
+    formats = [("fp32", 8, 23, "3.4e38", "2^-24"), ("bf16", 8, 7, "3.4e38", "2^-8"),
+               ("fp16", 5, 10, "65504", "2^-11")]
+    cell = 28
+    s = Svg(1100, 330)
+    for row, (name, e, m, top, u) in enumerate(formats):
+        y = 30 + row * 95
+        s.text(20, y + 26, name, 20, "start", weight="bold")
+        x = 110
+        for k, (count, color) in enumerate(((1, ORANGE), (e, BLUE), (m, GREEN))):
+            for _ in range(count):
+                s.rect(x, y + 5, cell - 2, 30, color)
+                x += cell
+        s.text(110, y + 58, f"1 sign, {e} exponent, {m} mantissa bits: largest {top}, "
+               f"unit roundoff {u}", 15, "start")
+    for k, (label, color) in enumerate((("sign", ORANGE), ("exponent: the range", BLUE),
+                                        ("mantissa: the precision", GREEN))):
+        s.rect(110 + k * 260, 305, 18, 18, color)
+        s.text(135 + k * 260, 320, label, 16, "start")
     s.save(path)
 
 
@@ -631,7 +663,8 @@ def mesh_summit(path):
     s.save(path)
 
 
-DIAGRAMS = {"zero-stages": zero_stages, "ring-allreduce": ring_allreduce, "ddp-overlap": ddp_overlap,
+DIAGRAMS = {"zero-stages": zero_stages, "zero-stages-mixed": zero_stages_mixed,
+            "float-formats": float_formats, "ring-allreduce": ring_allreduce, "ddp-overlap": ddp_overlap,
             "tp-block": tp_block, "sp-block": sp_block, "recompute-kept": recompute_kept,
             "pp-stages": pp_stages, "cp-balance": cp_balance, "cp-ring": cp_ring,
             "cp-ulysses": cp_ulysses, "ep-dispatch": ep_dispatch,
