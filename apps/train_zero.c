@@ -47,11 +47,50 @@ static void on_zero_option(void *ctx, const char *name, const char *arg) {
     }
 }
 
+/* The lab's states, and fp16's loss scale around them (lab 11's ops): the
+ * scale the backward pass starts from, the overflow check every rank
+ * agrees on, the skipped step; ZeRO's own update runs with the scale
+ * divided out. z comes first: the callbacks below take the run as the
+ * Zero it starts with. */
+typedef struct {
+    Zero z;
+    LossScaler scaler;
+    const MixedPrecisionOps *mixed;  /* NULL but under fp16 */
+    Comm *overflow;
+    int count_flushed;
+} ZeroRun;
+
+/* what this rank accumulates of the gradients, and how many elements */
+static void *grads_held(const Zero *z, size_t *n) {
+    *n = z->stage == 1 ? z->padded_total : z->shard_total;
+    return z->stage == 1 ? z->grads_full : z->grads_shard;
+}
+
 /* ModelStates and ModelHooks (train.h, model.h) on top of the lab's functions */
 static void begin_step(void *ctx) { zero_begin_step(ctx); }
 static void begin_backward(void *ctx, int last) { (void)ctx; (void)last; }
-static double finish_grads(void *ctx, int micro) { return zero_finish_grads(ctx, micro); }
-static void update(void *ctx, const AdamWStep *s) { zero_update(ctx, s); }
+static double finish_grads(void *ctx, int micro) {
+    ZeroRun *r = ctx;
+    const double ss = zero_finish_grads(&r->z, micro);
+    if (!r->mixed) return ss;
+    size_t n;
+    void *g = grads_held(&r->z, &n);
+    const int format = comm_dtype_precision(r->z.grad_dtype);
+    if (r->count_flushed) r->scaler.flushed = (long long)r->mixed->count_flushed(g, n, PRECISION_FP16);
+    r->scaler.overflowed = r->mixed->found_overflow(g, n, format, r->overflow);
+    return ss / ((double)r->scaler.scale * r->scaler.scale);
+}
+static void update(void *ctx, const AdamWStep *s) {
+    ZeroRun *r = ctx;
+    if (!r->mixed) {
+        zero_update(&r->z, s);
+        return;
+    }
+    AdamWStep unscaled = *s;
+    unscaled.clip = s->clip / r->scaler.scale;
+    if (!r->scaler.overflowed) zero_update(&r->z, &unscaled);
+    r->mixed->scaler_after_step(&r->scaler);
+}
 static void gather_params(void *ctx, float *out) { zero_gather_params(ctx, out); }
 /* ZeRO-3 gathers each unit (the lab's); ZeRO-1/2 read the whole copy, in
  * mixed precision widened a unit at a time (zero_view_params) */
@@ -139,41 +178,48 @@ int main(int argc, char **argv) {
                         .overlap_rs = zo.overlap_rs, .recompute = o.parallel.recompute};
     preflight_run(&o, &layout, world);
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
-    Zero z;
+    ZeroRun run = {.scaler = {(float)o.loss_scale, o.loss_scale_interval, 0, 0, 0, -1}};
+    Zero *z = &run.z;
+    if (o.model.precision == PRECISION_FP16) {
+        run.mixed = o.mixed;
+        run.overflow = comm_split(world, 0, world->rank, "overflow");
+        run.count_flushed = o.count_flushed;
+    }
     GPTLayout model = gpt_layout_whole(&o.model);
 #ifdef WITH_LAB05
     /* lab 05's recomputations, as the model calls them (act_layers.h) */
     model.recompute = o.parallel.recompute;
     model.recompute_ops = &recompute_layers;
 #endif
-    zero_init(&z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &model, o.seed);
-    z.overlap_rs = zo.overlap_rs;
-    ModelHooks hooks = {.ctx = &z};
-    if (zo.stage >= 2 || z.grad_dtype != COMM_FLOAT) {
+    zero_init(z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &model, o.seed);
+    z->overlap_rs = zo.overlap_rs;
+    ModelHooks hooks = {.ctx = z, .loss_scale = run.mixed ? &run.scaler.scale : NULL};
+    if (zo.stage >= 2 || z->grad_dtype != COMM_FLOAT) {
         hooks.grads_begin = grads_begin;
         hooks.grads_ready = grads_ready;
     }
-    if (zo.stage == 3 || z.master) {
+    if (zo.stage == 3 || z->master) {
         hooks.params_needed = params_needed;
         hooks.params_done = params_done;
     }
-    ModelStates states = {&z, &z.p, &z.g, &hooks, begin_step, begin_backward, finish_grads,
-                          update, gather_params, local_params, held, z.master ? loaded : NULL,
-                          NULL};
+    ModelStates states = {&run, &z->p, &z->g, &hooks, begin_step, begin_backward, finish_grads,
+                          update, gather_params, local_params, held, z->master ? loaded : NULL,
+                          run.mixed ? &run.scaler : NULL};
     size_t phi = gpt_num_params(&o.model);
     if (world->rank == 0)
         printf("train_zero: ZeRO-%d%s%s over %d rank%s, %d units, %zu parameters padded to %zu "
                "(%zu padding), %zu per rank\n",
-               zo.stage, zo.stage == 3 ? (z.prefetch ? " with prefetch" : " without prefetch") : "",
-               z.overlap_rs ? " (reduce-scatter behind the backward pass)" : "", dp->size,
-               dp->size == 1 ? "" : "s", z.nunits, phi, z.padded_total, z.padded_total - phi,
-               z.shard_total);
+               zo.stage, zo.stage == 3 ? (z->prefetch ? " with prefetch" : " without prefetch") : "",
+               z->overlap_rs ? " (reduce-scatter behind the backward pass)" : "", dp->size,
+               dp->size == 1 ? "" : "s", z->nunits, phi, z->padded_total, z->padded_total - phi,
+               z->shard_total);
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .states = &states,
                          .layout = &model};
     train_run_parallel(&o, &par);
     if (world->rank == 0)
         memplan_print_check("train_zero", &o.model, &layout, train_steps_run(&o));
-    zero_free(&z);
+    zero_free(z);
+    if (run.overflow) comm_free(run.overflow);
     mesh_free(mesh);
     comm_finalize();
     return 0;

@@ -89,6 +89,7 @@ struct Comm;
 typedef struct {
     int (*found_overflow)(const void *grads, size_t n, int format, struct Comm *group);
     void (*master_step)(const MasterStep *m, const AdamWStep *s);
+    void (*scaler_after_step)(LossScaler *s);  /* states with their own step (ZeRO) */
     size_t (*count_flushed)(const float *x, size_t n, int format);  /* the extension's */
 } MixedPrecisionOps;
 

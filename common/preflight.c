@@ -180,10 +180,6 @@ static int device_color(void) {
 }
 
 void preflight_run(const TrainOptions *o, const MemLayout *layout, Comm *world) {
-    if (o->model.precision == PRECISION_FP16 && layout->zero_stage > 0)
-        USER_ERROR("--precision fp16: ZeRO's sharded states have no loss scaler yet; train "
-                   "ZeRO in bf16, or fp16 on replicated states (one device, DDP, TP, SP, PP, "
-                   "CP, EP)");
     /* 2-byte gradients are accumulated a unit at a time around the hooks
      * (model_states.h), which the split backward's weight part runs without */
     if (gpt_grad_precision(&o->model) != PRECISION_FP32 && schedule_splits_backward(layout->schedule))

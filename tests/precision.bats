@@ -228,8 +228,8 @@ sys.exit(out != (sys.argv[5] == 'planted'))" $g "$TOLERANCE" "$NORM_TOLERANCE" "
     [ "$failed" -eq 0 ]
 }
 
-@test "precision: fp16's loss scale skips every overflowing step on every rank together, halves on overflow and doubles after clean steps" {
-    require_solution 02 11
+@test "precision: fp16's loss scale skips every overflowing step on every rank together, halves on overflow and doubles after clean steps, under ZeRO-2 as under DDP" {
+    require_solution 02 03 11
     local out="$BATS_TEST_TMPDIR/fp16"
     # 2^24 overflows fp16's activation gradients on tiny's first step, 2^25 does
     # not, 2^26 does again later: skips, halvings and doublings all happen
@@ -258,6 +258,12 @@ assert all(not math.isfinite(float(r["grad_norm"])) for r, s in zip(rows, skippe
 print(f"{k} skipped steps, scale {scale[0]:g} -> {scale[-1]:g}")
 PY
     [ "$(tail -n +2 "$out/params_checksum.csv" | cut -d, -f2 | sort -u | wc -l)" -eq 1 ]
+    # ZeRO-2's states scale, skip and step as DDP's (lab 11's ops around lab 03's update)
+    run mpirun_t 120 2 "$BUILD/solutions/03_zero/train_zero" --zero 2 "${COMMON[@]}" --steps 16 \
+        --precision fp16 --loss-scale 16777216 --loss-scale-interval 3 --out "$out-zero"
+    [ "$status" -eq 0 ]
+    [[ "$output" != *DIFFERENT* ]]
+    diff <(cut -d, -f1,2,8,9 "$out/metrics.csv") <(cut -d, -f1,2,8,9 "$out-zero/metrics.csv")
 }
 
 @test "precision: bf16 and fp16 runs resume bit for bit, ZeRO-3's too, bf16 at tp 2 and ZeRO-3's on one device within the tolerance, and an fp32 checkpoint loads in bf16" {

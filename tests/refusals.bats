@@ -28,7 +28,6 @@ gpt   |1|--precision fp8                          |--precision expects
 gpt   |1|--fp32-grads                             |are fp32 already
 gpt   |1|--precision bf16 --fp32-grads --loss-scale 8|give --precision fp16
 gpt   |1|--precision fp16 --count-flushed         |--count-flushed counts
-zero  |1|--zero 1 --precision fp16                 |no loss scaler yet
 ddp   |3|                                         |must be a multiple of ranks
 ddp   |2|--data @D/none.tok                       |none.tok
 ddp   |2|--vocab 100                              |larger than the model

@@ -42,10 +42,10 @@ all_tensors() {
     echo lnfw lnfb
 }
 
-# dump FILE (it runs lab 00's backward passes: skips without its solution)
+# dump [--bf16] FILE (it runs lab 00's backward passes: skips without its solution)
 dump() {
     require_solution 00
-    timeout 60 "$DUMP_BIN" "$1" > /dev/null
+    timeout 60 "$DUMP_BIN" "$@" > /dev/null
 }
 
 # Multiply the largest-magnitude gradient of tensor $2 in dump file $1 by $3.
@@ -91,8 +91,8 @@ EOF
     dump "$T/a.bin"
     dump "$T/b.bin"
     cmp "$T/a.bin" "$T/b.bin"
-    # header 64 bytes + params + 2 x 64 tokens + loss + grads + 10 losses
-    [ "$(stat -c %s "$T/a.bin")" -eq $((64 + 4 * 34176 * 2 + 4 * 128 + 4 + 40)) ]
+    # header 68 bytes + params + 2 x 64 tokens + loss + grads + 10 losses
+    [ "$(stat -c %s "$T/a.bin")" -eq $((68 + 4 * 34176 * 2 + 4 * 128 + 4 + 40)) ]
 }
 
 @test "torch_check: loss, every gradient and 10 AdamW steps match PyTorch" {
@@ -116,6 +116,29 @@ EOF
     [[ "$output" == *"gradients: 28 tensors"* ]]
     # ten AdamW rows, all ok
     [ "$(grep -Ec '^ +[0-9] +[0-9.]+ +[0-9.]+ +[0-9.e+-]+  ok$' <<< "$output")" -eq 10 ]
+}
+
+@test "torch_check: bf16 over an fp32 master (torch_dump --bf16) matches PyTorch's bf16 training within bf16's unit roundoff" {
+    need_torch
+    dump --bf16 "$T/bf16.bin"
+    run timeout 300 /usr/bin/python3 "$CHECK_PY" "$T/bf16.bin"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"bf16 over an fp32 master"* ]]
+    [[ "$output" == *"gradients: 28 tensors"* ]]
+    [ "$(grep -Ec '^ +[0-9] +[0-9.]+ +[0-9.]+ +[0-9.e+-]+  ok$' <<< "$output")" -eq 10 ]
+    # the step tolerance (u/4) separates: the C model's own fp32 losses are
+    # further from its bf16 ones
+    dump "$T/fp32.bin"
+    /usr/bin/python3 -B - "$T/fp32.bin" "$T/bf16.bin" "$ROOT/tests" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[3])
+from torch_check import read_dump
+a, b = read_dump(sys.argv[1]), read_dump(sys.argv[2])
+gap = max(abs(x - y) / abs(y) for x, y in zip(a["losses"], b["losses"]))
+print(f"fp32 against bf16, C: {gap:.2e} relative")
+assert gap > 2.0 ** -8 / 4, gap
+EOF
 }
 
 @test "torch_check: a 1% error in one gradient element fails, naming its tensor" {

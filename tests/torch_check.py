@@ -11,6 +11,19 @@ batch, and compare:
   2. every parameter's gradient:   max|g_c - g_t| / max|g_t| < 1e-3
   3. 10 steps of torch.optim.AdamW (one param group, decay on everything, as
      the C trainer does) on that batch: each loss within 1e-4 relative.
+A dump of torch_dump --bf16 (mixed precision) is compared with PyTorch
+training in bf16 the same way: a bf16 copy of the fp32 master weights runs
+forward and backward in bf16 (the loss in fp32), its gradients, widened,
+go to AdamW on the master. The two round at other places (PyTorch every
+op's output, the C model its stored activations; their GEMMs and softmax
+sum in other orders), so each value differs by up to bf16's unit roundoff
+u = 2^-8 = 3.9e-3. A loss is a mean over B T tokens, where those errors
+average out: the loss at step 0 within u/8 (as 1e-5 above, times
+max(1, |loss|); measured 8e-6), each AdamW step's loss within u/4 = 9.8e-4
+relative (measured up to 6.7e-4 as the steps amplify the differences,
+where bf16 against fp32 is 3.2e-3 apart by step 9); a gradient is a sum of
+many rounded terms, largest for the layernorms' small vectors: each
+tensor within 16u = 6.3e-2 of its largest (measured up to 2.3e-2).
 
 Exit status: 0 everything matches, 1 a mismatch (named on the last line),
 2 the file is missing or malformed.
@@ -27,15 +40,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_gpt_model import GPT  # noqa: E402  (after the path is set)
 
 MAGIC = 0x54524348
-VERSION = 1
+VERSION = 2
 HEADER_INTS = ("magic", "version", "vocab_size", "ctx_len", "n_layer", "n_head", "n_embd",
-               "B", "T", "nsteps", "nparams")
+               "B", "T", "nsteps", "nparams", "precision")
 HEADER_FLOATS = ("lr", "beta1", "beta2", "eps", "weight_decay")
 HEADER_BYTES = 4 * (len(HEADER_INTS) + len(HEADER_FLOATS))
 
 TOL_LOSS0 = 1e-5    # absolute, times max(1, |loss|)
 TOL_GRAD = 1e-3     # per tensor, max abs diff over max abs torch gradient
 TOL_STEPS = 1e-4    # relative, each AdamW step's loss
+U_BF16 = 2.0 ** -8  # bf16's unit roundoff: the --bf16 tolerances (above)
+TOLERANCES = {0: (TOL_LOSS0, TOL_GRAD, TOL_STEPS), 1: (U_BF16 / 8, 16 * U_BF16, U_BF16 / 4)}
 
 
 class BadDump(Exception):
@@ -61,8 +76,8 @@ def read_dump(path):
     floats = struct.unpack_from(f"<{len(HEADER_FLOATS)}f", data, 4 * len(HEADER_INTS))
     d.update(zip(HEADER_FLOATS, floats))
     n, bt, ns = d["nparams"], d["B"] * d["T"], d["nsteps"]
-    if min(n, bt, ns) <= 0 or d["T"] > d["ctx_len"]:
-        raise BadDump(f"{path}: impossible sizes in the header {ints}")
+    if min(n, bt, ns) <= 0 or d["T"] > d["ctx_len"] or d["precision"] not in TOLERANCES:
+        raise BadDump(f"{path}: impossible sizes or precision in the header {ints}")
     sections = [("params", "<f4", n), ("inputs", "<i4", bt), ("targets", "<i4", bt),
                 ("loss0", "<f4", 1), ("grads", "<f4", n), ("losses", "<f4", ns)]
     want = HEADER_BYTES + 4 * sum(count for _, _, count in sections)
@@ -89,21 +104,56 @@ def make_model(d):
     return model
 
 
+class Trainer:
+    """The PyTorch side: the fp32 model, or in bf16 a bf16 copy of an fp32
+    master (PyTorch rounds copy_ to nearest even, as the C model's compute
+    copy), its gradients widened into the master's for AdamW."""
+
+    def __init__(self, d, adamw):
+        self.master = make_model(d)
+        self.work = make_model(d).to(torch.bfloat16) if d["precision"] else self.master
+        self.opt = torch.optim.AdamW(self.master.parameters(), lr=d["lr"],
+                                     betas=(d["beta1"], d["beta2"]), eps=d["eps"],
+                                     weight_decay=d["weight_decay"]) if adamw else None
+
+    def loss_and_grads(self, inputs, targets):
+        if self.work is not self.master:
+            with torch.no_grad():
+                for (_, w), (_, m) in zip(self.work.ordered_parameters(),
+                                          self.master.ordered_parameters()):
+                    w.copy_(m)
+        self.work.zero_grad(set_to_none=True)
+        loss = self.work(inputs, targets)
+        loss.backward()
+        if self.work is not self.master:
+            for (_, w), (_, m) in zip(self.work.ordered_parameters(),
+                                      self.master.ordered_parameters()):
+                m.grad = w.grad.float()
+        return loss.item()
+
+    def step(self, inputs, targets):
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_and_grads(inputs, targets)
+        self.opt.step()
+        return loss
+
+
 def check(d):
     """Run the comparisons, print the report; returns the list of failures."""
     failures = []
+    TOL_LOSS0, TOL_GRAD, TOL_STEPS = TOLERANCES[d["precision"]]
     B, T = d["B"], d["T"]
     inputs = torch.from_numpy(d["inputs"].astype(np.int64)).view(B, T)
     targets = torch.from_numpy(d["targets"].astype(np.int64)).view(B, T)
-    model = make_model(d)
+    trainer = Trainer(d, adamw=False)
+    model = trainer.master
     print(f"torch_check: torch {torch.__version__}, V {d['vocab_size']} ctx {d['ctx_len']} "
           f"L {d['n_layer']} NH {d['n_head']} C {d['n_embd']}, B {B} T {T}, "
-          f"{d['nparams']} parameters")
+          f"{d['nparams']} parameters, {'bf16 over an fp32 master' if d['precision'] else 'fp32'}")
 
     # 1. loss at step 0
-    loss = model(inputs, targets)
-    loss.backward()
-    lt, lc = loss.item(), d["loss0"]
+    lt = trainer.loss_and_grads(inputs, targets)
+    lc = d["loss0"]
     diff = abs(lc - lt)
     tol = TOL_LOSS0 * max(1.0, abs(lt))
     ok = diff < tol
@@ -140,19 +190,13 @@ def check(d):
           f"({worst[1]}), tol {TOL_GRAD:.0e}")
 
     # 3. AdamW steps on the same batch, from the initial parameters again
-    model = make_model(d)
-    opt = torch.optim.AdamW(model.parameters(), lr=d["lr"], betas=(d["beta1"], d["beta2"]),
-                            eps=d["eps"], weight_decay=d["weight_decay"])
+    trainer = Trainer(d, adamw=True)
     print(f"\nAdamW lr {d['lr']:g} betas ({d['beta1']:g}, {d['beta2']:g}) eps {d['eps']:g} "
           f"weight_decay {d['weight_decay']:g}, {d['nsteps']} steps on the same batch")
     print(f"{'step':>4} {'loss C':>11} {'loss torch':>11} {'rel diff':>9}")
     worst_step = (-1.0, 0)
     for step in range(d["nsteps"]):
-        opt.zero_grad(set_to_none=True)
-        loss = model(inputs, targets)
-        loss.backward()
-        opt.step()
-        lt, lc = loss.item(), float(d["losses"][step])
+        lt, lc = trainer.step(inputs, targets), float(d["losses"][step])
         rel = abs(lc - lt) / max(abs(lt), 1e-30)
         if not np.isfinite(lc):
             rel = float("inf")

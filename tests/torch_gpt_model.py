@@ -127,7 +127,9 @@ class GPT(nn.Module):
             x = block(x, self.causal_mask)
         x = F.layer_norm(x, (self.n_embd,), self.lnfw, self.lnfb, LN_EPS)
         logits = x @ self.wte.t()                            # tied LM head
-        return F.cross_entropy(logits.reshape(B * T, self.vocab_size), targets.reshape(B * T))
+        # the loss in fp32 whatever the weights' type (as the C trainer's)
+        return F.cross_entropy(logits.reshape(B * T, self.vocab_size).float(),
+                               targets.reshape(B * T))
 
     def ordered_parameters(self):
         """[(name, parameter)] in the order of the C flat buffer. (Not

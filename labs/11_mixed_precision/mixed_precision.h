@@ -13,8 +13,9 @@
  *   master step      unscale, clip and AdamW on the fp32 master weights,
  *                    then the 2-byte copy the passes read made from them
  *
- * The library calls the last two (and the extension's count) through
- * MixedPrecisionOps (model_states.h)
+ * The library calls the last three (ZeRO's states run the scaler's rule
+ * around lab 03's update; the replicated ones through the master step) and
+ * the extension's count through MixedPrecisionOps (model_states.h)
  * for every trainer's --precision bf16|fp16 (apps/mixed_precision_ops.c
  * hands them over); check_precision grades the conversions on all 2^32
  * fp32 bit patterns. Course order: after lab 03 (README.md).

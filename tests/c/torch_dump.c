@@ -1,6 +1,6 @@
 /* torch_dump: the C model's numbers for a PyTorch cross-check.
  *
- * Usage: torch_dump OUT_FILE
+ * Usage: torch_dump [--bf16] OUT_FILE
  *
  * Builds a small GPT (V 256, ctx 16, L 2, NH 2, C 32), initializes it with
  * gpt_init_params(seed 1), makes one batch (B 4, T 16) of random tokens from
@@ -8,10 +8,15 @@
  * 0, then the losses of NSTEPS AdamW steps on that same batch (constant lr, no
  * clipping; each loss measured before its update). tests/torch_check.py
  * rebuilds the same model in PyTorch from this file and compares.
+ * --bf16: the same in mixed precision, as the trainers' --precision bf16
+ * --fp32-grads run it: the passes read the weights rounded to bf16 (the
+ * compute copy, made from the fp32 master before each step), store their
+ * activations and activation gradients rounded, and AdamW updates the fp32
+ * master from the fp32 gradients (header version 2: a precision field).
  *
  * File format, little-endian, no padding:
- *   int32   magic 0x54524348 ("TRCH"), version 1, V, ctx, L, NH, C, B, T,
- *           nsteps, nparams
+ *   int32   magic 0x54524348 ("TRCH"), version 2, V, ctx, L, NH, C, B, T,
+ *           nsteps, nparams, precision (precision.h: 0 fp32, 1 bf16)
  *   float32 lr, beta1, beta2, eps, weight_decay
  *   float32 params[nparams]   initial flat buffer, gpt_tensor_table layout
  *   int32   inputs[B*T], targets[B*T]
@@ -29,6 +34,7 @@
 #include "fileio.h"
 #include "kernels.h"
 #include "model.h"
+#include "precision.h"
 #include "rng.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -36,7 +42,7 @@
 #endif
 
 #define DUMP_MAGIC 0x54524348
-#define DUMP_VERSION 1
+#define DUMP_VERSION 2
 #define NSTEPS 10
 #define SEED 1ULL
 #define BATCH 4  /* B sequences */
@@ -50,19 +56,23 @@ static void write_all(FILE *f, const void *data, size_t size, size_t n, const ch
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
-    if (argc != 2 || argv[1][0] == '-') {
+    const int bf16 = argc == 3 && strcmp(argv[1], "--bf16") == 0;
+    if (argc != 2 + bf16 || argv[argc - 1][0] == '-') {
         if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-            printf("usage: %s OUT_FILE\n"
+            printf("usage: %s [--bf16] OUT_FILE\n"
                    "Write the C model's initial params, one batch, its loss and gradients,\n"
-                   "and %d AdamW losses, for tests/torch_check.py.\n", g_program_name, NSTEPS);
+                   "and %d AdamW losses, for tests/torch_check.py; --bf16: in mixed\n"
+                   "precision (bf16 compute, fp32 master).\n", g_program_name, NSTEPS);
             return 0;
         }
-        USER_ERROR("usage: %s OUT_FILE", g_program_name);
+        USER_ERROR("usage: %s [--bf16] OUT_FILE", g_program_name);
     }
-    const char *path = argv[1];
+    const char *path = argv[argc - 1];
 
     const GPTConfig cfg = {.vocab_size = 256, .ctx_len = 16, .n_layer = 2, .n_head = 2,
-                           .n_embd = 32};
+                           .n_embd = 32, .precision = bf16 ? PRECISION_BF16 : PRECISION_FP32,
+                           .fp32_grads = bf16};
+    kernels_set_precision(cfg.precision);
     const int B = BATCH, T = SEQ;
     const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
     CHECK(gpt_config_problem(&cfg) == NULL, "bad built-in config");
@@ -71,6 +81,7 @@ int main(int argc, char **argv) {
     const size_t nparams = gpt_num_params(&cfg);
     float *params = mem_alloc(MEM_PARAMS, nparams * sizeof(float));
     float *params0 = mem_alloc(MEM_PARAMS, nparams * sizeof(float));
+    float *compute = mem_alloc(MEM_PARAMS, nparams * sizeof(float));  /* what the passes read */
     float *grads = mem_alloc(MEM_GRADS, nparams * sizeof(float));
     float *grads0 = mem_alloc(MEM_GRADS, nparams * sizeof(float));
     float *adam_m = mem_alloc(MEM_OPTIMIZER, nparams * sizeof(float));
@@ -79,7 +90,7 @@ int main(int argc, char **argv) {
     memcpy(params0, params, nparams * sizeof(float));
 
     GPTParams p, g;
-    gpt_params_view(&m, params, &p);
+    gpt_params_view(&m, compute, &p);
     gpt_params_view(&m, grads, &g);
     GPTActs acts;
     BackwardScratch scratch;
@@ -100,6 +111,8 @@ int main(int argc, char **argv) {
     float losses[NSTEPS];
     for (int step = 0; step < NSTEPS; step++) {
         memset(grads, 0, nparams * sizeof(float));
+        memcpy(compute, params, nparams * sizeof(float));
+        round_inplace(compute, nparams, cfg.precision);  /* the compute copy (fp32: as is) */
         losses[step] = gpt_forward(&m, &p, &acts, NULL);
         gpt_backward(&m, &p, &g, &acts, &scratch, NULL);
         if (step == 0) memcpy(grads0, grads, nparams * sizeof(float));
@@ -108,13 +121,13 @@ int main(int argc, char **argv) {
     }
 
     CHECK(nparams <= INT32_MAX, "too many parameters for the dump format");
-    const int32_t header[11] = {DUMP_MAGIC, DUMP_VERSION, cfg.vocab_size, cfg.ctx_len,
+    const int32_t header[12] = {DUMP_MAGIC, DUMP_VERSION, cfg.vocab_size, cfg.ctx_len,
                                 cfg.n_layer, cfg.n_head, cfg.n_embd, B, T, NSTEPS,
-                                (int32_t)nparams};
+                                (int32_t)nparams, cfg.precision};
     const float hyper[5] = {lr, beta1, beta2, eps, weight_decay};
     AtomicFile af;
     FILE *f = atomic_open(&af, path);
-    write_all(f, header, sizeof header[0], 11, path);
+    write_all(f, header, sizeof header[0], 12, path);
     write_all(f, hyper, sizeof hyper[0], 5, path);
     write_all(f, params0, sizeof(float), nparams, path);
     write_all(f, inputs, sizeof inputs[0], (size_t)B * T, path);
@@ -132,6 +145,7 @@ int main(int argc, char **argv) {
     gpt_params_view_free(&g);
     mem_free(params);
     mem_free(params0);
+    mem_free(compute);
     mem_free(grads);
     mem_free(grads0);
     mem_free(adam_m);
