@@ -15,7 +15,6 @@ float grad_clip_factor(double norm, double max_norm) {
     return (float)(max_norm / norm);
 }
 
-
 static int grad_precision(const ReplicatedStates *r) {
     return gpt_grad_precision(&r->layout->cfg);
 }

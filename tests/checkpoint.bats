@@ -385,10 +385,13 @@ same_files() {
     local d="$BATS_TEST_TMPDIR" flags cc
     flags=$(make -s --no-print-directory -C "$ROOT" print-flags)
     cc=$(sed -n 's/^CC=//p' <<< "$flags")
-    # the library and the programs link without lab 09's object
+    # the library and the programs link without lab 09's object (and lab 11's)
     (cd "$ROOT" && $cc $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") $(sed -n 's/^CFLAGS=//p' <<< "$flags") \
         -c apps/no_checkpoints.c -o "$d/no_checkpoints.o" &&
-        $cc build/apps/train_gpt.o "$d/no_checkpoints.o" build/apps/backward_kernels.o \
+        $cc $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") $(sed -n 's/^CFLAGS=//p' <<< "$flags") \
+        -c apps/no_mixed_precision.c -o "$d/no_mixed_precision.o" &&
+        $cc build/apps/train_gpt.o "$d/no_checkpoints.o" "$d/no_mixed_precision.o" \
+            build/apps/backward_kernels.o \
             build/earlier/00_single_device/backprop.o build/libcommon.a \
             $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/train_gpt" &&
         $cc build/apps/ckpt_tool.o "$d/no_checkpoints.o" build/libcommon.a \

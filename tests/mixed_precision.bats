@@ -1,19 +1,17 @@
 #!/usr/bin/env bats
-# Lab 11 (labs/11_mixed_precision): check_precision holds the conversions to
-# the rules on all 2^32 fp32 patterns and the extension's count to the
-# flush thresholds; --count-flushed counts what fp16 without a loss scale
-# loses; the untouched skeleton stops at its first TODO. (Mixed precision
+# Lab 11 (labs/11_mixed_precision): check_precision holds the extension's
+# count to the flush thresholds; --count-flushed counts what fp16 without a
+# loss scale loses; the untouched skeleton stops at its first TODO. (Mixed precision
 # through every layout, with the solution's ops: tests/precision.bats.)
 load helpers
 
 LAB="$BUILD/solutions/11_mixed_precision"
 
-@test "lab 11: check_precision passes the solution on all 2^32 fp32 patterns and its flush count; a bad option is one clear error" {
+# (check_precision's sweep of all 2^32 patterns passes the solution in
+# tests/grader.bats, the grader's full marks, and fails the planted
+# conversions in tests/grader_planted.bats: not run a third time here.)
+@test "lab 11: check_precision passes the solution's flush count; a bad option is one clear error" {
     require_solution 11
-    run t 120 "$LAB/check_precision"
-    echo "$output"
-    [ "$status" -eq 0 ]
-    [[ "$output" == *"all 2^32 fp32 patterns round as the rules say, to bf16 and to fp16"* ]]
     run t 60 "$LAB/check_precision" --flushed
     [ "$status" -eq 0 ]
     [[ "$output" == *"mp_count_flushed counts what fp16 and bf16 round to zero"* ]]
