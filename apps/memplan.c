@@ -481,9 +481,6 @@ static const char *layout_rule(const GPTConfig *cfg, const Candidate *c, int Tg,
         (l->sp || l->recompute == RECOMPUTE_FULL))
         p = "zb-h1 keeps each layer's input until its weight gradient: not with SP or full "
             "recomputation";
-    if (!p && pp > 1 && strcmp(c->schedule, "zb-h1") == 0 && gpt_grad_precision(cfg) != 0)
-        p = "zb-h1's weight gradients accumulate in fp32 only, for now (the trainers' "
-            "--fp32-grads)";
     return p;
 }
 

@@ -906,6 +906,7 @@ static void stage_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g,
         a->weight_grads = mem_alloc(MEM_ACTIVATIONS, gpt_stage_weight_grad_floats(l, st, B, T) *
                                                          sizeof(float));
         keep = a->weight_grads;
+        a->split_hooks = h;
     }
     /* d(objective)/d(output) of the stage: from the loss, or received */
     const float *dout = dout_in;
@@ -1000,10 +1001,17 @@ void gpt_stage_backward_weight(const GPTLayout *l, GPTParams *g, GPTActs *a) {
     const int N = a->B * a->T, C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
     const int R = (int)seq_rows(l, (size_t)N);
     const size_t NC = (size_t)N * C;
-    if (st->head)  /* the LM head: a->probs holds d(logits) */
+    /* the input part's hooks around each unit again (model.h's order: the
+     * LM head's unit 0 left open as there, the blocks from the last) */
+    const ModelHooks *h = a->split_hooks;
+    if (st->head) {  /* the LM head: a->probs holds d(logits) */
+        grads_begin(h, GPT_UNIT_EMBED);
         matmul_backward(NULL, g->wte, NULL, a->probs, a->lnf, NULL, N, C, l->vocab_rows);
+    }
     for (int i = st->n_blocks - 1; i >= 0; i--) {
-        BlockParams *gb = &g->blocks[st->first_block + i];
+        const int u = 1 + st->first_block + i;
+        grads_begin(h, u);  /* may repoint the views: read them after */
+        BlockParams *gb = &g->blocks[u - 1];
         const BlockActs *b = &a->blocks[i];
         if (packed_blocks(l)) unpack_block(l, a, i);
         const float *kb = a->weight_grads + (size_t)i * N * (2 * C + 3 * aw + mw);
@@ -1013,12 +1021,17 @@ void gpt_stage_backward_weight(const GPTLayout *l, GPTParams *g, GPTActs *a) {
                         N, aw, C);
         matmul_backward(NULL, gb->qkvw, gb->qkvb, kb + 2 * NC + (size_t)N * mw, b->ln1, NULL, N,
                         C, 3 * aw);
+        grads_ready(h, u);
     }
-    if (st->embedding)
+    if (st->embedding) {
+        if (!st->head) grads_begin(h, GPT_UNIT_EMBED);
         embedding_backward(l, g, a, a->weight_grads + gpt_stage_weight_grad_floats(l, st, a->B, a->T) -
                                         (size_t)R * C);
+        grads_ready(h, GPT_UNIT_EMBED);
+    }
     mem_free(a->weight_grads);
     a->weight_grads = NULL;
+    a->split_hooks = NULL;
 }
 
 void gpt_backward(const GPTLayout *l, const GPTParams *p, GPTParams *g, GPTActs *a,

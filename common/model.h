@@ -243,6 +243,8 @@ typedef struct {
     float *seq_full, *seq_full2;            /* the blocks' seq_full, seq_full2 */
     float *weight_grads;                    /* between gpt_stage_backward_input and
                                                _weight: what the latter reads */
+    const struct ModelHooks *split_hooks;   /* and the hooks the former ran, which the
+                                               latter runs again (may be NULL) */
     float *wpe_local, *dwpe_local;          /* the scratch's, under context parallelism */
     uint16_t *kept;                         /* mixed precision: the blocks' stores */
 } GPTActs;
@@ -366,7 +368,7 @@ void block_backward(const GPTLayout *l, const BlockParams *p, BlockParams *g,
  * loss_scale (may be NULL: 1): the backward pass starts from the loss's
  * gradient times *loss_scale, read at each backward (fp16's loss scaling:
  * the states that own the scale divide it out of the gradients). */
-typedef struct {
+typedef struct ModelHooks {
     void *ctx;
     void (*params_needed)(void *ctx, int unit, int backward);
     void (*params_done)(void *ctx, int unit, int backward);

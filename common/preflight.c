@@ -8,8 +8,6 @@
 #include "checkpoint.h"
 #include "device.h"
 #include "fileio.h"
-#include "precision.h"
-#include "schedule.h"
 
 static int g_passed;
 
@@ -180,12 +178,6 @@ static int device_color(void) {
 }
 
 void preflight_run(const TrainOptions *o, const MemLayout *layout, Comm *world) {
-    /* 2-byte gradients are accumulated a unit at a time around the hooks
-     * (model_states.h), which the split backward's weight part runs without */
-    if (gpt_grad_precision(&o->model) != PRECISION_FP32 && schedule_splits_backward(layout->schedule))
-        USER_ERROR("--precision %s with a split backward (zb-h1): its weight gradients are "
-                   "accumulated in fp32 only, for now: add --fp32-grads",
-                   precision_name((Precision)o->model.precision));
     const int on_gpu = device_current() == DEVICE_CUDA;
     MemoryShare mine = {(double)(on_gpu ? device_free_bytes() : preflight_host_available_bytes()), 1};
     enum { MSG = 2048 };

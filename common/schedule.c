@@ -7,13 +7,6 @@
 #include "check.h"
 #include "fileio.h"
 
-int schedule_splits_backward(const Schedule *s) {
-    for (int r = 0; s && r < s->ranks; r++)
-        for (int i = 0; i < s->rank[r].n; i++)
-            if (s->rank[r].ops[i].kind == PIPE_BACKWARD_WEIGHT) return 1;
-    return 0;
-}
-
 Schedule *schedule_create(int ranks, int micro_batches, int chunks) {
     if (ranks < 1 || micro_batches < 1 || chunks < 1)
         USER_ERROR(

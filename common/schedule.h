@@ -180,9 +180,6 @@ typedef struct Schedule {
     PipeOpList *rank;   /* rank[r]: rank r's list */
 } Schedule;
 
-/* Whether s (may be NULL) splits the backward pass (ZB-H1's W ops) */
-int schedule_splits_backward(const Schedule *s);
-
 /* An empty schedule; p, m, v >= 1, else a user error. */
 Schedule *schedule_create(int ranks, int micro_batches, int chunks);
 void schedule_free(Schedule *s);

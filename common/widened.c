@@ -1,7 +1,5 @@
 #include "widened.h"
 
-#include <string.h>
-
 #include "check.h"
 #include "kernels.h"
 

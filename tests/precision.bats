@@ -93,6 +93,7 @@ NORM_TOLERANCE=1.5e-3
     local cases=("02_ddp/train_ddp|2|" "04_tensor_parallel/train_tp|2|--tp 2"
                  "05_activation_memory/train_tp|2|--tp 2 --sp --recompute selective"
                  "06_pipeline/train_pp|2|--pp 2 --micro-batches 2"
+                 "06_pipeline/train_pp|2|--pp 2 --micro-batches 4 --schedule zb-h1"
                  "07_context_parallel/train_cp|2|--cp 2 --cp-algo zigzag"
                  "08_moe/train_moe|2|--config tiny-moe --ep 2"
                  "10_composed/train_4d|4|--tp 2 --pp 2")

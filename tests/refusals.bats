@@ -71,7 +71,6 @@ pp    |1|--pp 2 --n-layer 3                       |n_layer 3 is not a multiple o
 pp    |1|--pp 2 --config tiny-moe                 |not cut into pipeline stages
 pp    |1|--pp 2 --tp 3                            |does not divide n_head 4
 pp    |3|--pp 2                                   |does not divide the world size 3
-pp    |2|--pp 2 --schedule zb-h1 --precision bf16  |add --fp32-grads
 pp    |1|--out /dev/null                          |--out
 pp    |1|                                         |pipeline.csv is a directory|pipeline.csv
 pp    |1|                                         |pipeline_sim.csv is a directory|pipeline_sim.csv
