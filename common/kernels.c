@@ -47,15 +47,19 @@ static const CpuBackwardKernels *cpu_backward(void) {
 #define HANDED_BACKEND(name) cpu_backward()->name
 #endif
 
-#define RUN_KERNEL(fn, name, flops, bytes, ...)                  \
+#define TIMED(name, flops, bytes, call)                          \
     do {                                                         \
         double t0_ = profile_begin();                            \
         device_kernel_begin();                                   \
-        (fn)(__VA_ARGS__);                                       \
+        call;                                                    \
         device_kernel_end();                                     \
         if (t0_ > 0.0) profile_end(name, t0_, (flops), (bytes)); \
     } while (0)
+#define RUN_KERNEL(fn, name, flops, bytes, ...) TIMED(name, flops, bytes, (fn)(__VA_ARGS__))
 #define KERNEL(name, flops, bytes, ...) RUN_KERNEL(BACKEND(name), #name, flops, bytes, __VA_ARGS__)
+/* the kernels that return a value: out = it */
+#define VALUE_KERNEL(out, name, flops, bytes, ...) \
+    TIMED(#name, flops, bytes, (out) = BACKEND(name)(__VA_ARGS__))
 #define HANDED_KERNEL(name, flops, bytes, ...) \
     RUN_KERNEL(HANDED_BACKEND(name), #name, flops, bytes, __VA_ARGS__)
 
@@ -211,12 +215,9 @@ void residual_backward(float *dinp, const float *dout, size_t n) {
 
 float crossentropy_forward(float *losses, float *probs, const float *logits,
                            const int *targets, int N, int V) {
-    double t0 = profile_begin();
-    device_kernel_begin();
-    float loss = BACKEND(crossentropy_forward)(losses, probs, logits, targets, N, V);
-    device_kernel_end();
-    if (t0 > 0.0)
-        profile_end("crossentropy_forward", t0, (double)N * V * (EXP_OPS + 4), F(2.0 * N * V + 2.0 * N));
+    float loss;
+    VALUE_KERNEL(loss, crossentropy_forward, (double)N * V * (EXP_OPS + 4),
+                 F(2.0 * N * V + 2.0 * N), losses, probs, logits, targets, N, V);
     return loss;
 }
 
@@ -263,11 +264,9 @@ void vocab_softmax_exp(float *probs, float *sums, const float *logits, const flo
 
 float vocab_crossentropy_finish(float *losses, float *probs, const float *sums,
                                 const float *maxes, const float *target_logits, int N, int V) {
-    double t0 = profile_begin();
-    device_kernel_begin();
-    float loss = BACKEND(vocab_crossentropy_finish)(losses, probs, sums, maxes, target_logits, N, V);
-    device_kernel_end();
-    if (t0 > 0.0) profile_end("vocab_crossentropy_finish", t0, (double)N * V, F(2.0 * N * V + 4.0 * N));
+    float loss;
+    VALUE_KERNEL(loss, vocab_crossentropy_finish, (double)N * V, F(2.0 * N * V + 4.0 * N), losses,
+                 probs, sums, maxes, target_logits, N, V);
     return loss;
 }
 
@@ -282,11 +281,8 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
 }
 
 double sum_squares(const float *x, size_t n) {
-    double t0 = profile_begin();
-    device_kernel_begin();
-    double sum = BACKEND(sum_squares)(x, n);
-    device_kernel_end();
-    if (t0 > 0.0) profile_end("sum_squares", t0, 2.0 * n, F(n));
+    double sum;
+    VALUE_KERNEL(sum, sum_squares, 2.0 * n, F(n), x, n);
     return sum;
 }
 void round_inplace(float *x, size_t n, int precision) {
@@ -309,11 +305,8 @@ void add_inplace_as(void *x, const void *y, size_t n, int precision) {
 }
 double sum_squares_as(const void *x, size_t n, int precision) {
     if (precision == PRECISION_FP32) return sum_squares(x, n);
-    double t0 = profile_begin();
-    device_kernel_begin();
-    double sum = BACKEND(sum_squares_half)(x, n, precision);
-    device_kernel_end();
-    if (t0 > 0.0) profile_end("sum_squares_half", t0, 2.0 * n, 2.0 * n);
+    double sum;
+    VALUE_KERNEL(sum, sum_squares_half, 2.0 * n, 2.0 * n, x, n, precision);
     return sum;
 }
 void adamw_update_as(float *params, void *grads, float grad_scale, float *m, float *v, size_t n,
