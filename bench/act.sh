@@ -50,9 +50,8 @@ LONG=gpt2-124m
 SEQ_DEGREES="1 4"
 TIMED="tp1 tp2-sp"  # the step-time figure's layouts (with -selective, -full)
 
-[[ "$STEPS" =~ ^[0-9]{1,6}$ ]] && [ "$STEPS" -ge $((SKIP + 2)) ] \
-    || die "BENCH_STEPS must be an integer of at least $((SKIP + 2)), got '$STEPS'"
-[[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+check_steps "$STEPS" $((SKIP + 2))
+check_timeout "$LIMIT"
 [[ "$CONFIG" =~ ^(tiny|small)$ ]] || die "BENCH_CONFIG must be tiny or small, got '$CONFIG'"
 for f in "$TP" "$PLAN"; do [ -x "$f" ] || die "$f is missing: run 'make bench-act'"; done
 [ -f "$DATA" ] || die "$DATA is missing: run 'make data' (or 'make bench-act')"

@@ -53,7 +53,7 @@ OUT=runs/01_collectives-cluster
 NAME=dtbench
 
 [ "$(id -u)" = 0 ] || die "needs root: the cluster is made of network namespaces (scripts/cluster.sh); run it as root, as CI does"
-[[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+check_timeout "$LIMIT"
 BENCH=$(bench_program 01_collectives bench_collectives)
 [ -x "$BENCH" ] || die "$BENCH is missing: run 'make all' (or 'make bench-cluster')"
 export OMP_NUM_THREADS=1

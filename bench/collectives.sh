@@ -30,7 +30,7 @@ BENCH=$(bench_program 01_collectives bench_collectives)
 for np in $RANKS; do
     [[ "$np" =~ ^[1-9][0-9]?$ ]] && [ "$np" -ge 2 ] || die "BENCH_RANKS must list rank counts from 2 to 99, got '$np'"
 done
-[[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+check_timeout "$LIMIT"
 
 # Open MPI refuses root without these; CI containers run as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -7,6 +7,17 @@ die() {
     exit 2
 }
 
+# The settings every benchmark reads, each one error when wrong:
+# check_timeout LIMIT: BENCH_TIMEOUT, seconds a run may take;
+# check_steps STEPS MIN [WHY]: BENCH_STEPS, at least MIN (WHY: the reason, said)
+check_timeout() {
+    [[ "$1" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$1'"
+}
+check_steps() {
+    [[ "$1" =~ ^[0-9]{1,6}$ ]] && [ "$1" -ge "$2" ] \
+        || die "BENCH_STEPS must be an integer of at least $2${3:+ ($3)}, got '$1'"
+}
+
 # Which copy of a lab a benchmark runs: BENCH_COPY=solutions (the default in
 # the instructor's tree) or labs (the student's own program, build/labs/: the
 # default in a handout, which `make handout` marks with .handout). Run from

@@ -56,9 +56,8 @@ MEMPLAN=build/bin/memplan
 DATA=build/data/synth.tok
 OUT=${BENCH_OUT:-runs/07_context_parallel-bench}
 
-[[ "$STEPS" =~ ^[0-9]{1,6}$ ]] && [ "$STEPS" -ge 3 ] \
-    || die "BENCH_STEPS must be an integer of at least 3, got '$STEPS'"
-[[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+check_steps "$STEPS" 3
+check_timeout "$LIMIT"
 [[ "$CONFIG" =~ ^(tiny|small)$ ]] || die "BENCH_CONFIG must be tiny or small, got '$CONFIG'"
 [[ "$SEQ" =~ ^[1-9][0-9]*$ ]] && [ $((SEQ % 8)) -eq 0 ] \
     || die "BENCH_SEQ must be a positive multiple of 8 (zigzag on 4 ranks), got '$SEQ'"

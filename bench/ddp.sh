@@ -44,9 +44,8 @@ DATA=build/data/synth.tok
 OUT=runs/02_ddp-bench
 CSV=$OUT/bucket_sweep.csv
 
-[[ "$STEPS" =~ ^[0-9]{1,6}$ ]] && [ "$STEPS" -ge $((SKIP + 2)) ] \
-    || die "BENCH_STEPS must be an integer of at least $((SKIP + 2)) (the first $SKIP steps are not timed), got '$STEPS'"
-[[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+check_steps "$STEPS" $((SKIP + 2)) "the first $SKIP steps are not timed"
+check_timeout "$LIMIT"
 for mb in $SIZES; do
     [[ "$mb" =~ ^[0-9]*[.]?[0-9]+$ ]] && awk -v x="$mb" 'BEGIN { exit !(x > 0) }' \
         || die "BENCH_SIZES must list positive bucket sizes in MB, got '$mb'"

@@ -40,9 +40,8 @@ OUT=${BENCH_OUT:-runs/06_pipeline-bench}
 SCHEDULES="gpipe 1f1b interleaved zb-h1"
 MICRO="2 4 8 16"
 
-[[ "$STEPS" =~ ^[0-9]{1,6}$ ]] && [ "$STEPS" -ge 2 ] \
-    || die "BENCH_STEPS must be an integer of at least 2, got '$STEPS'"
-[[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+check_steps "$STEPS" 2
+check_timeout "$LIMIT"
 [[ "$CONFIG" =~ ^(tiny|small)$ ]] || die "BENCH_CONFIG must be tiny or small, got '$CONFIG'"
 [ -x "$PP" ] || die "$PP is missing: run 'make bench-pp'"
 [ -f "$DATA" ] || die "$DATA is missing: run 'make data' (or 'make bench-pp')"

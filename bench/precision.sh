@@ -39,9 +39,8 @@ DATA=build/data/synth.tok
 PRECISIONS="fp32 bf16 fp16"
 CURVE_STEPS=${BENCH_CURVE_STEPS:-300}
 
-[[ "$STEPS" =~ ^[0-9]{1,6}$ ]] && [ "$STEPS" -ge $((SKIP + 2)) ] \
-    || die "BENCH_STEPS must be an integer of at least $((SKIP + 2)), got '$STEPS'"
-[[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+check_steps "$STEPS" $((SKIP + 2))
+check_timeout "$LIMIT"
 [[ "$CURVE_STEPS" =~ ^[0-9]{1,6}$ ]] && { [ "$CURVE_STEPS" -eq 0 ] || [ "$CURVE_STEPS" -ge 10 ]; } \
     || die "BENCH_CURVE_STEPS must be 0 or an integer of at least 10, got '$CURVE_STEPS'"
 [ "$CURVE_STEPS" -eq 0 ] || command -v gnuplot > /dev/null \

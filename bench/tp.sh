@@ -39,9 +39,8 @@ PLAN=build/bin/memplan
 DATA=build/data/synth.tok
 OUT=${BENCH_OUT:-runs/04_tensor_parallel-bench}
 
-[[ "$STEPS" =~ ^[0-9]{1,6}$ ]] && [ "$STEPS" -ge $((SKIP + 2)) ] \
-    || die "BENCH_STEPS must be an integer of at least $((SKIP + 2)), got '$STEPS'"
-[[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+check_steps "$STEPS" $((SKIP + 2))
+check_timeout "$LIMIT"
 [ -n "${CONFIGS// /}" ] || die "BENCH_CONFIGS is empty"
 for c in $CONFIGS; do
     [[ "$c" =~ ^(tiny|small)$ ]] || die "BENCH_CONFIGS holds tiny and/or small, got '$CONFIGS'"

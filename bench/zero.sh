@@ -47,9 +47,8 @@ PLAN=build/bin/memplan
 DATA=build/data/synth.tok
 OUT=${BENCH_OUT:-runs/03_zero-bench}
 
-[[ "$STEPS" =~ ^[0-9]{1,6}$ ]] && [ "$STEPS" -ge $((SKIP + 2)) ] \
-    || die "BENCH_STEPS must be an integer of at least $((SKIP + 2)), got '$STEPS'"
-[[ "$LIMIT" =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT must be a positive integer, got '$LIMIT'"
+check_steps "$STEPS" $((SKIP + 2))
+check_timeout "$LIMIT"
 [[ "$CONFIG" =~ ^(tiny|small)$ ]] || die "BENCH_CONFIG must be tiny or small, got '$CONFIG'"
 [[ "$PRECISION" =~ ^(fp32|bf16)$ ]] || die "BENCH_PRECISION must be fp32 or bf16, got '$PRECISION'"
 ELEM=$([ "$PRECISION" = fp32 ] && echo 4 || echo 2)  # bytes of what the collectives move
