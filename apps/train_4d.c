@@ -244,6 +244,7 @@ int main(int argc, char **argv) {
     ml.seq = o.seq / cp;
     ml.pp_rank = mesh->pp_rank;
     ml.schedule = schedule;
+    comm_wire_reserve(mesh->ep_group, gpt_ep_wire_elements(&layout, rows, ml.seq, 0));
     preflight_run(&o, &ml, world);
 
     /* gradients: averaged over the ranks that hold the same parameters

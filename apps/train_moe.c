@@ -44,7 +44,8 @@ static void on_moe_option(void *ctx, const char *name, const char *arg) {
  * block, a forward pass makes one all-to-all of the E / ep counts per peer
  * (E ints sent) and two all-to-all-v's of rows (dispatch: its A kept rows;
  * return: the R rows its experts received), a backward pass two more (d eo
- * out, d xd back): 4 C (A + R) bytes per pass. A and R depend on the
+ * out, d xd back): b C (A + R) bytes per pass, b the rows' bytes per
+ * element (comm_act_dtype: 4, or 2 in mixed precision). A and R depend on the
  * routing; they are at most A_max and R_max (moe.h). Overlapped, the
  * forward's two all-to-all-v's are 2 (ep - 1) sends and as many receives
  * (expert_parallel.h), the same rows less the own block's. */
@@ -65,8 +66,8 @@ static void print_traffic(const TrainOptions *o, const GPTLayout *l, const Comm 
     moe_shape_set_ep(&s, l->ep);
     const CommOpStats counts = comm_op_stats(ep, OP_ALLTOALL), moved = comm_op_stats(ep, OP_ALLTOALLV);
     const size_t count_calls = blocks * passes, count_bytes = count_calls * c->n_experts * 4;
-    const size_t row_bound = blocks * (passes + backwards) * 4 * (size_t)c->n_embd *
-                             (s.A_max + s.R_max);
+    const size_t row_bound = blocks * (passes + backwards) * (size_t)c->n_embd *
+                             comm_wire_size(comm_act_dtype(c->precision)) * (s.A_max + s.R_max);
     printf("train_moe: EP counts all-to-alls on rank 0, predicted vs measured: %zu calls %zu "
            "bytes vs %llu calls %llu bytes  %s\n", count_calls, count_bytes,
            (unsigned long long)counts.calls, (unsigned long long)counts.bytes,
@@ -134,6 +135,8 @@ int main(int argc, char **argv) {
     ml.ranks = dp->size;
     ml.rows = rows;
     ml.seq = o.seq;
+    ml.ep_overlap = overlap;
+    comm_wire_reserve(mesh->ep_group, gpt_ep_wire_elements(&layout, rows, o.seq, overlap));
     preflight_run(&o, &ml, world);
     /* a separate communicator for the losses, so that comm.csv's dp traffic
      * is the gradients' alone */

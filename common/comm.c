@@ -7,6 +7,7 @@
 #include "alloc.h"
 #include "device.h"
 #include "fileio.h"
+#include "kernels.h"
 #include "precision.h"
 #include "trace.h"
 #include "watchdog.h"
@@ -25,6 +26,12 @@ typedef struct CommBook {
     CommOpStats stats[OP_NUM];
     int untraced;
     int gpus_attached;  /* comm_attach_gpus has decided: NCCL or host staging */
+    /* comm_wire_reserve's buffer, and how much of it the ops in flight
+     * hold (wire_live of them; carved from the start, all given back
+     * together) */
+    char *wire;
+    size_t wire_bytes, wire_used;
+    int wire_live;
     struct CommBook *next;
 } CommBook;
 static CommBook *g_books;
@@ -49,13 +56,17 @@ static const char *const g_op_names[OP_NUM] = {
 const char *comm_op_name(CommOp op) { return g_op_names[op]; }
 
 size_t comm_dtype_size(CommDtype dtype) {
-    static const size_t sizes[COMM_NUM_DTYPES] = {4, 8, 4, 2, 2};
+    static const size_t sizes[COMM_NUM_DTYPES] = {4, 8, 4, 2, 2, 4, 4};
     return sizes[dtype];
+}
+
+size_t comm_wire_size(CommDtype dtype) {
+    return dtype == COMM_FLOAT_AS_BF16 || dtype == COMM_FLOAT_AS_FP16 ? 2 : comm_dtype_size(dtype);
 }
 
 static MPI_Datatype mpi_type(CommDtype dtype) {
     switch (dtype) {
-    case COMM_FLOAT: return MPI_FLOAT;
+    case COMM_FLOAT: case COMM_FLOAT_AS_BF16: case COMM_FLOAT_AS_FP16: return MPI_FLOAT;
     case COMM_DOUBLE: return MPI_DOUBLE;
     case COMM_INT32: return MPI_INT32_T;
     default: return MPI_UINT16_T; /* bf16, fp16: MPI has no such types, */
@@ -233,6 +244,7 @@ void comm_free(Comm *c) {
         if ((*p)->comm == c) {
             CommBook *b = *p;
             *p = b->next;
+            if (b->wire) mem_free(b->wire);
             free(b);
             break;
         }
@@ -296,6 +308,111 @@ static void check_disjoint(const void *a, size_t na, const void *b, size_t nb, c
     const char *pa = a, *pb = b;
     CHECK(!a || !b || na == 0 || nb == 0 || pa + na <= pb || pb + nb <= pa,
           "%s: send and receive buffers overlap (and are not the in-place layout)", op);
+}
+
+/* ---- floats on a 2-byte wire (COMM_FLOAT_AS_BF16, COMM_FLOAT_AS_FP16) ----
+ * An op on such floats is the same op in the 2-byte type on wire buffers:
+ * wire_open narrows the ns send floats into one, the op runs, and at
+ * completion (finish) the nr received values widen into recv. When one
+ * buffer lies inside the other (the in-place layouts) the wire is one
+ * buffer with the same overlap, so the op stays in place. */
+typedef struct {
+    void *send, *recv;
+    void *owned[2];
+    CommDtype dtype;     /* the 2-byte type the op runs in */
+    int precision;
+} Wire;
+
+/* A group of one has no wire: its floats stay floats (bit for bit what one
+ * device computes) */
+static int on_wire(const Comm *c, CommDtype dtype) {
+    return (dtype == COMM_FLOAT_AS_BF16 || dtype == COMM_FLOAT_AS_FP16) && c->size > 1;
+}
+
+void comm_wire_reserve(Comm *c, size_t n) {
+    if (n == 0) return;
+    CommBook *b = book_of(c);
+    if (2 * n <= b->wire_bytes) return;
+    CHECK(!b->wire_live, "group %s: comm_wire_reserve while an op holds its wire buffer", c->name);
+    if (b->wire) mem_free(b->wire);
+    b->wire = mem_alloc(MEM_COMM, 2 * n);
+    b->wire_bytes = 2 * n;
+}
+
+/* n 2-byte elements: from the group's reserved buffer when it has one,
+ * else allocated */
+static void *wire_alloc(Comm *c, size_t n) {
+    CommBook *b = book_of(c);
+    if (!n) return NULL;
+    if (!b->wire) return mem_alloc(MEM_COMM, 2 * n);
+    const size_t bytes = 2 * n;
+    CHECK(b->wire_used + bytes <= b->wire_bytes, "group %s: its ops in flight need more than the "
+          "%zu bytes of wire buffer reserved (comm_wire_reserve)", c->name, b->wire_bytes);
+    void *p = b->wire + b->wire_used;
+    b->wire_used += bytes;
+    b->wire_live++;
+    return p;
+}
+
+static void wire_free(Comm *c, void *p) {
+    CommBook *b = book_of(c);
+    if (!p) return;
+    if (!b->wire || (char *)p < b->wire || (char *)p >= b->wire + b->wire_bytes) {
+        mem_free(p);
+        return;
+    }
+    if (--b->wire_live == 0) b->wire_used = 0;
+}
+
+/* [a, a + na floats) inside [b, b + nb floats) */
+static int inside(const void *a, size_t na, const void *b, size_t nb) {
+    const char *pa = a, *pb = b;
+    return a && b && pa >= pb && pa + 4 * na <= pb + 4 * nb;
+}
+
+static Wire wire_open(Comm *c, CommDtype dtype, const void *send, size_t ns, const void *recv,
+                      size_t nr) {
+    Wire w = {0};
+    w.precision = dtype == COMM_FLOAT_AS_BF16 ? PRECISION_BF16 : PRECISION_FP16;
+    w.dtype = comm_dtype_of(w.precision);
+    if (inside(send, ns, recv, nr)) {
+        w.recv = w.owned[0] = wire_alloc(c, nr);
+        w.send = (char *)w.recv + ((const char *)send - (const char *)recv) / 2;
+    } else if (inside(recv, nr, send, ns)) {
+        w.send = w.owned[0] = wire_alloc(c, ns);
+        w.recv = (char *)w.send + ((const char *)recv - (const char *)send) / 2;
+    } else {
+        w.send = w.owned[0] = send ? wire_alloc(c, ns) : NULL;
+        w.recv = w.owned[1] = recv ? wire_alloc(c, nr) : NULL;
+    }
+    if (send && ns) narrow_to_half(w.send, send, ns, w.precision);
+    return w;
+}
+
+/* The request finishes the wire: the nr values at wire recv widen into
+ * recv (all of recv, or the part at recv's offset) */
+static void wire_attach(CommRequest *req, const Wire *w, void *recv, size_t nr) {
+    memcpy(req->wire_owned, w->owned, sizeof w->owned);
+    req->wire_recv = w->recv;
+    req->wire_dst = recv;
+    req->wire_n = recv ? nr : 0;
+    req->wire_precision = w->precision;
+}
+
+static void wire_finish(CommRequest *req) {
+    if (req->wire_n) widen_from_half(req->wire_dst, req->wire_recv, req->wire_n,
+                                     req->wire_precision);
+    for (int i = 0; i < 2; i++) wire_free(req->comm, req->wire_owned[i]);
+    req->wire_owned[0] = req->wire_owned[1] = NULL;
+    req->wire_n = 0;
+}
+
+/* A blocking call's wire, once its op returned */
+static void wire_close(Comm *c, const Wire *w, void *recv, size_t nr) {
+    CommRequest req = {0};
+    req.comm = c;
+    wire_attach(&req, w, recv, nr);
+    wire_finish(&req);
 }
 
 /* ---- the calls; each blocking call = its non-blocking form + wait ---- */
@@ -456,6 +573,7 @@ static void finish(CommRequest *req) {
     if (req->staged_recv) device_host_free(req->staged_recv);
     if (req->copy_bytes) device_copy(req->copy_dst, req->copy_src, req->copy_bytes);
     if (req->holds_scratch) req->comm->scratch_busy = 0;
+    wire_finish(req);
     if (!req->on_nccl) comm_record(req->comm, req->op, req->bytes, req->t_start, trace_now());
     req->active = 0;
 }
@@ -481,6 +599,12 @@ void comm_waitall(CommRequest *reqs, int count) {
 
 void comm_iallreduce(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
                      CommRedop redop, CommRequest *req) {
+    if (on_wire(c, dtype)) {
+        Wire w = wire_open(c, dtype, send, n, recv, n);
+        comm_iallreduce(c, w.send, w.recv, n, w.dtype, redop, req);
+        wire_attach(req, &w, recv, n);
+        return;
+    }
     size_t bytes = n * comm_dtype_size(dtype);
     if (send != recv) check_disjoint(send, bytes, recv, bytes, "allreduce");
     start(req, c, OP_ALLREDUCE, bytes);
@@ -493,6 +617,13 @@ void comm_iallreduce(Comm *c, const void *send, void *recv, size_t n, CommDtype 
 
 void comm_ireduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
                           CommRedop redop, CommRequest *req) {
+    if (on_wire(c, dtype)) {
+        const size_t mine = shard_count(n, c->size, c->rank);
+        Wire w = wire_open(c, dtype, send, n, recv, mine);
+        comm_ireduce_scatter(c, w.send, w.recv, n, w.dtype, redop, req);
+        wire_attach(req, &w, recv, mine);
+        return;
+    }
     size_t es = comm_dtype_size(dtype);
     size_t mine = shard_count(n, c->size, c->rank) * es;
     const char *own = (const char *)send + shard_offset(n, c->size, c->rank) * es;
@@ -521,6 +652,12 @@ void comm_ireduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommD
 
 void comm_iallgather(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype,
                      CommRequest *req) {
+    if (on_wire(c, dtype)) {
+        Wire w = wire_open(c, dtype, send, shard_count(n, c->size, c->rank), recv, n);
+        comm_iallgather(c, w.send, w.recv, n, w.dtype, req);
+        wire_attach(req, &w, recv, n);
+        return;
+    }
     size_t es = comm_dtype_size(dtype);
     size_t mine = shard_count(n, c->size, c->rank) * es;
     int in_place = send == (const char *)recv + shard_offset(n, c->size, c->rank) * es;
@@ -539,6 +676,12 @@ void comm_iallgather(Comm *c, const void *send, void *recv, size_t n, CommDtype 
 void comm_ibroadcast(Comm *c, void *buf, size_t n, CommDtype dtype, int root, CommRequest *req) {
     CHECK(root >= 0 && root < c->size, "broadcast: root %d outside group %s of %d", root, c->name,
           c->size);
+    if (on_wire(c, dtype)) {  /* the root narrows, every rank widens */
+        Wire w = wire_open(c, dtype, c->rank == root ? buf : NULL, n, buf, n);
+        comm_ibroadcast(c, w.recv, n, w.dtype, root, req);
+        wire_attach(req, &w, buf, n);
+        return;
+    }
     size_t bytes = n * comm_dtype_size(dtype);
     start(req, c, OP_BROADCAST, bytes);
     if (nccl_start(req, NULL, buf, n, dtype, COMM_SUM, root)) return;
@@ -548,6 +691,12 @@ void comm_ibroadcast(Comm *c, void *buf, size_t n, CommDtype dtype, int root, Co
 
 void comm_isend(Comm *c, const void *buf, size_t n, CommDtype dtype, int dst, int tag,
                 CommRequest *req) {
+    if (on_wire(c, dtype)) {
+        Wire w = wire_open(c, dtype, buf, n, NULL, 0);
+        comm_isend(c, w.send, n, w.dtype, dst, tag, req);
+        wire_attach(req, &w, NULL, 0);
+        return;
+    }
     size_t bytes = n * comm_dtype_size(dtype);
     start(req, c, OP_SEND, bytes);
     req->peer = dst;
@@ -558,6 +707,12 @@ void comm_isend(Comm *c, const void *buf, size_t n, CommDtype dtype, int dst, in
 
 void comm_irecv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag,
                 CommRequest *req) {
+    if (on_wire(c, dtype)) {
+        Wire w = wire_open(c, dtype, NULL, 0, buf, n);
+        comm_irecv(c, w.recv, n, w.dtype, src, tag, req);
+        wire_attach(req, &w, buf, n);
+        return;
+    }
     size_t bytes = n * comm_dtype_size(dtype);
     start(req, c, OP_RECV, bytes);
     req->peer = src;
@@ -630,6 +785,12 @@ void comm_recv(Comm *c, void *buf, size_t n, CommDtype dtype, int src, int tag) 
 
 void comm_sendrecv(Comm *c, const void *send, size_t send_n, int dst, void *recv, size_t recv_n,
                    int src, CommDtype dtype, int tag) {
+    if (on_wire(c, dtype)) {
+        Wire w = wire_open(c, dtype, send, send_n, recv, recv_n);
+        comm_sendrecv(c, w.send, send_n, dst, w.recv, recv_n, src, w.dtype, tag);
+        wire_close(c, &w, recv, recv_n);
+        return;
+    }
 #ifdef KIT_NCCL
     if (nccl_serves(c, send_n ? send : NULL, recv_n ? recv : NULL)) {
         device_comm_after_compute();
@@ -660,6 +821,13 @@ void comm_reduce(Comm *c, const void *send, void *recv, size_t n, CommDtype dtyp
     CHECK(root >= 0 && root < c->size, "reduce: root %d outside group %s of %d", root, c->name,
           c->size);
     require_host(send, recv, "reduce");
+    if (on_wire(c, dtype)) {
+        const int root_recv = c->rank == root;
+        Wire w = wire_open(c, dtype, send, n, root_recv ? recv : NULL, n);
+        comm_reduce(c, w.send, w.recv, n, w.dtype, redop, root);
+        wire_close(c, &w, root_recv ? recv : NULL, n);
+        return;
+    }
     size_t bytes = n * comm_dtype_size(dtype);
     int in_place = c->rank == root && send == recv;
     if (c->rank == root && !in_place) check_disjoint(send, bytes, recv, bytes, "reduce");
@@ -673,6 +841,13 @@ void comm_reduce(Comm *c, const void *send, void *recv, size_t n, CommDtype dtyp
 /* GPU buffers (Ulysses' all-to-alls, lab 07): NCCL's grouped sends and
  * receives when the group has it (not in place), else host copies */
 void comm_alltoall(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype) {
+    if (on_wire(c, dtype)) {
+        const size_t all = n * (size_t)c->size;
+        Wire w = wire_open(c, dtype, send, all, recv, all);
+        comm_alltoall(c, w.send, w.recv, n, w.dtype);
+        wire_close(c, &w, recv, all);
+        return;
+    }
     size_t bytes = n * (size_t)c->size * comm_dtype_size(dtype);
     if (send != recv) check_disjoint(send, bytes, recv, bytes, "alltoall");
 #ifdef KIT_NCCL
@@ -711,6 +886,18 @@ void comm_alltoallv(Comm *c, const void *send, const size_t *send_counts,
     }
     size_t es = comm_dtype_size(dtype);
     check_disjoint(send, send_extent * es, recv, recv_extent * es, "alltoallv");
+    if (on_wire(c, dtype)) {  /* only the blocks received widen: recv's gaps stay */
+        Wire w = wire_open(c, dtype, send, send_extent, recv, recv_extent);
+        comm_alltoallv(c, w.send, send_counts, send_offsets, w.recv, recv_counts, recv_offsets,
+                       w.dtype);
+        for (int r = 0; r < p; r++)
+            if (recv_counts[r])
+                widen_from_half((float *)recv + recv_offsets[r],
+                                (const uint16_t *)w.recv + recv_offsets[r], recv_counts[r],
+                                w.precision);
+        wire_close(c, &w, NULL, 0);
+        return;
+    }
 #ifdef KIT_NCCL
     if (nccl_serves(c, send, recv)) {
         device_comm_after_compute();

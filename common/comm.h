@@ -62,9 +62,24 @@ void mpi_die_at(const char *file, int line, const char *call, int rc);
 /* COMM_BF16 and COMM_FP16 are mixed precision's 2-byte floats (precision.h),
  * stored as uint16_t. Their reductions add (or compare) in fp32 and round to
  * the type at every step, as NCCL does, so the order of the ranks' partial
- * sums can change the last bits where fp32's could not. */
+ * sums can change the last bits where fp32's could not.
+ *
+ * COMM_FLOAT_AS_BF16 and COMM_FLOAT_AS_FP16 are floats in memory that go on
+ * the wire in 2 bytes: mixed precision's activations, which the kit keeps
+ * as floats holding values of the run's format (model.h), travel as a bf16
+ * trainer's would. The call narrows the send floats into a wire buffer of
+ * the 2-byte type, runs on it (reductions as above), and widens what
+ * arrived into recv at completion; counts and offsets stay in floats,
+ * comm.csv counts the 2-byte wire. The wire buffers are MEM_COMM, held
+ * from the call to its completion (one buffer for the in-place layouts).
+ * A group of one has no wire: there the floats stay floats, 4 bytes each.
+ * Where the sizes vary from call to call (lab 08's all-to-all-v's, whose
+ * rows depend on the routing), comm_wire_reserve gives the group one wire
+ * buffer of their bound instead, so that memory.csv's peak is the bound.
+ * comm_act_dtype picks the activations' dtype for a run's precision. */
 typedef enum {
-    COMM_FLOAT, COMM_DOUBLE, COMM_INT32, COMM_BF16, COMM_FP16, COMM_NUM_DTYPES
+    COMM_FLOAT, COMM_DOUBLE, COMM_INT32, COMM_BF16, COMM_FP16,
+    COMM_FLOAT_AS_BF16, COMM_FLOAT_AS_FP16, COMM_NUM_DTYPES
 } CommDtype;
 typedef enum { COMM_SUM, COMM_MAX, COMM_MIN, COMM_NUM_REDOPS } CommRedop;
 
@@ -77,7 +92,16 @@ static inline CommDtype comm_dtype_of(int precision) {
 static inline Precision comm_dtype_precision(CommDtype t) {
     return t == COMM_BF16 ? PRECISION_BF16 : t == COMM_FP16 ? PRECISION_FP16 : PRECISION_FP32;
 }
+/* What the activations of a run of precision p travel as: COMM_FLOAT in
+ * fp32, else the floats on a 2-byte wire */
+static inline CommDtype comm_act_dtype(int precision) {
+    return precision == PRECISION_BF16 ? COMM_FLOAT_AS_BF16
+         : precision == PRECISION_FP16 ? COMM_FLOAT_AS_FP16 : COMM_FLOAT;
+}
+/* bytes of one element in memory (a COMM_FLOAT_AS_* element is a float),
+ * and on the wire (2 for those) */
 size_t comm_dtype_size(CommDtype dtype);
+size_t comm_wire_size(CommDtype dtype);
 /* element i of a buffer of dtype */
 static inline void *comm_at(void *base, CommDtype dtype, size_t i) {
     return (char *)base + i * comm_dtype_size(dtype);
@@ -143,6 +167,14 @@ typedef struct {
      * staged_recv); at completion staged_recv goes back to staged_dst */
     void *staged_send, *staged_recv, *staged_dst;
     size_t staged_bytes;
+    /* floats on a 2-byte wire (COMM_FLOAT_AS_*): the wire buffers this
+     * request allocated, freed at completion, and where the wire_n values
+     * received (at wire_recv) widen to, in wire_precision */
+    void *wire_owned[2];
+    void *wire_recv;
+    float *wire_dst;
+    size_t wire_n;
+    int wire_precision;
 } CommRequest;
 
 /* Start MPI (once per process) and return the world group. The clock of the
@@ -156,6 +188,11 @@ Comm *comm_world(void);
 Comm *comm_split(Comm *parent, int color, int key, const char *name);
 /* The ranks of parent on this node (they share its memory), in parent's order. */
 Comm *comm_split_node(Comm *parent, const char *name);
+/* From now on c's ops on a 2-byte wire carve their wire buffers out of one
+ * buffer of (at least) n 2-byte elements, kept (MEM_COMM) until comm_free,
+ * instead of allocating each; ops in flight together need their sum
+ * (fatal past it). Grows only while no op holds it. */
+void comm_wire_reserve(Comm *c, size_t n);
 /* With --device cuda: give c an NCCL communicator when every rank of c has
  * a GPU of its own; when ranks share GPUs, c stages GPU buffers through
  * host memory. Rank 0 of c says which, once. Collective over c; once per

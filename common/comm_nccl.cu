@@ -33,8 +33,11 @@ static ncclComm_t nccl_of(const Comm *c) {
 }
 
 static ncclDataType_t nccl_dtype(CommDtype dtype) {
+    /* comm.c runs floats of a 2-byte wire (COMM_FLOAT_AS_*) in the 2-byte
+     * type; here they are floats of a group of one */
     static const ncclDataType_t map[COMM_NUM_DTYPES] = {ncclFloat32, ncclFloat64, ncclInt32,
-                                                        ncclBfloat16, ncclFloat16};
+                                                        ncclBfloat16, ncclFloat16, ncclFloat32,
+                                                        ncclFloat32};
     CHECK(dtype >= 0 && dtype < COMM_NUM_DTYPES, "bad dtype %d", (int)dtype);
     return map[dtype];
 }

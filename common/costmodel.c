@@ -168,7 +168,9 @@ void cost_step(const GPTConfig *cfg, const CostLayout *layout, const CostCluster
     at.pp_rank = busiest;
     const GPTLayout model = memplan_model_layout(cfg, &at);
     if (pp > 1) {
-        const double bytes = sizeof(float) * (double)gpt_stage_io_floats(&model, l->rows, l->seq);
+        /* the messages in the run's format (pipe_exec.c) */
+        const double bytes = (double)precision_bytes((Precision)cfg->precision) *
+                             (double)gpt_stage_io_floats(&model, l->rows, l->seq);
         costs.send = out->pp_send = cost_sends(link_of(cluster, out->pp_intra), 1, bytes);
         PipeTimeline timeline;
         schedule_simulate(l->schedule, &costs, &timeline);
@@ -187,7 +189,8 @@ void cost_step(const GPTConfig *cfg, const CostLayout *layout, const CostCluster
 
     /* the gradients of the ranks holding the same parameters (dp x cp) */
     const int group = dp * cp;
-    const double grad_bytes = sizeof(float) * (double)model.num_params;
+    const double grad_bytes = (double)precision_bytes((Precision)gpt_grad_precision(cfg)) *
+                              (double)model.num_params;
     const double bucket = layout->bucket_bytes > 0 ? (double)layout->bucket_bytes : grad_bytes;
     const double buckets = grad_bytes > 0 ? (double)(size_t)((grad_bytes + bucket - 1) / bucket) : 0;
     const CostLink dp_link = link_of(cluster, out->dp_intra);

@@ -53,6 +53,19 @@ static size_t zero_grads_working_set(const size_t *padded, int U, size_t F, size
     return most;
 }
 
+/* Mixed precision's TP collectives on a 2-byte wire (comm.h): the wire
+ * buffers one holds during its call, at most. Without sequence
+ * parallelism an all-reduce of N C in place (one buffer); with it, an
+ * all-gather or a reduce-scatter between a rank's N C / tp and all N C,
+ * apart (two). None at tp 1 (a group of one has no wire). */
+static size_t tp_wire_bytes(const GPTLayout *m, int B, int T) {
+    if (m->cfg.precision == PRECISION_FP32 || m->tp == 1) return 0;
+    const size_t NC = (size_t)B * T * m->cfg.n_embd;
+    return 2 * (m->sp ? NC + NC / m->tp : NC);
+}
+
+static size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
+
 void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     CHECK(l->zero_stage >= 0 && l->zero_stage <= 3 && l->ranks >= 1, "bad layout: stage %d, %d ranks",
           l->zero_stage, l->ranks);
@@ -108,15 +121,20 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     /* context parallelism's transfers, inside each forward and backward */
     size_t cp_forward = 0, cp_backward = 0, cp_work = 0;
     if (m.cp > 1) memplan_cp_transient(&m, l->rows, l->seq, &cp_forward, &cp_backward, &cp_work);
+    /* a pass's own transfers: attention's (CP) and, never at the same
+     * time, the split layers' (TP) */
+    const size_t tp_wire = tp_wire_bytes(&m, l->rows, l->seq);
+    const size_t forward = max_of(cp_forward, tp_wire), backward = max_of(cp_backward, tp_wire);
+    /* and the EP rows' wire, reserved for the whole run */
+    pk[MEM_COMM] += 2 * gpt_ep_wire_elements(&m, l->rows, l->seq, l->ep_overlap);
     if (l->schedule) {  /* a pipeline: the schedule's order decides */
         pk[MEM_ACTIVATIONS] = pipe_activation_peak_bytes(&m, l->schedule, l->rows, l->seq);
         /* the messages live during each op, and the op's own transfers */
-        pk[MEM_COMM] += pipe_comm_peak_bytes(&m, l->schedule, l->rows, l->seq, cp_forward,
-                                             cp_backward);
+        pk[MEM_COMM] += pipe_comm_peak_bytes(&m, l->schedule, l->rows, l->seq, forward, backward);
     } else {
         pk[MEM_ACTIVATIONS] = gpt_activation_bytes(&m, l->rows, l->seq)
                               + sizeof(int) * gpt_activation_ints(l->rows, l->seq);
-        pk[MEM_COMM] += cp_forward > cp_backward ? cp_forward : cp_backward;
+        pk[MEM_COMM] += max_of(forward, backward);
     }
     pk[MEM_WORKSPACE] = F * gpt_scratch_floats(&m, l->rows, l->seq) + cp_work + mixed_units;
 }
@@ -124,12 +142,15 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
 void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm_forward,
                           size_t *comm_backward, size_t *work) {
     const size_t F = sizeof(float), BT = (size_t)B * T, C = m->attn_width, NH = m->n_head;
+    /* mixed precision's wire buffers (comm.h), a send's and a receive's:
+     * Ulysses' all-to-all of q, k, v; the ring's K V (dK dV go in fp32) */
+    const size_t W = m->cfg.precision == PRECISION_FP32 ? 0 : 2 * 2;
     if (m->cp_algo == CP_ULYSSES) {
-        *comm_forward = *comm_backward = F * 2 * BT * 3 * C;
+        *comm_forward = *comm_backward = (F * 2 + W) * BT * 3 * C;
         *work = F * 4 * BT * C;
     } else {
-        *comm_forward = F * 2 * BT * 2 * C;
-        *comm_backward = F * 5 * BT * 2 * C;
+        *comm_forward = (F * 2 + W) * BT * 2 * C;
+        *comm_backward = (F * 5 + W) * BT * 2 * C;
         *work = F * (BT * C + (size_t)B * NH * T);
     }
 }
@@ -149,16 +170,19 @@ void memplan_cp_comm(const GPTConfig *cfg, const MemLayout *l, CpTraffic *forwar
     const GPTLayout m = memplan_model_layout(cfg, l);
     int first, last;
     const size_t F = sizeof(float), L = stage_blocks(cfg, l, &first, &last), P = l->cp;
-    const size_t BT = (size_t)l->rows * l->seq, C = m.attn_width, kv = F * BT * 2 * C;
+    /* K V and the all-to-alls' activations in the run's format (comm.h's
+     * comm_act_dtype), the ring's dK dV in fp32 */
+    const size_t A = precision_bytes((Precision)cfg->precision);
+    const size_t BT = (size_t)l->rows * l->seq, C = m.attn_width, kv = BT * 2 * C;
     memset(forward, 0, sizeof *forward);
     memset(backward, 0, sizeof *backward);
     if (last) forward->allreduce = (CommCount){1, F};  /* the loss's mean */
     if (l->cp_algo == CP_ULYSSES) {
-        forward->alltoall = (CommCount){2 * L, L * F * BT * 4 * C};
+        forward->alltoall = (CommCount){2 * L, L * A * BT * 4 * C};
         backward->alltoall = forward->alltoall;
     } else {
-        forward->send = (CommCount){L * (P - 1), L * (P - 1) * kv};
-        backward->send = (CommCount){L * (2 * P - 1), L * (2 * P - 1) * kv};
+        forward->send = (CommCount){L * (P - 1), L * (P - 1) * A * kv};
+        backward->send = (CommCount){L * (2 * P - 1), L * ((P - 1) * A + P * F) * kv};
     }
     if (l->recompute == RECOMPUTE_FULL) {  /* each block's forward again, its ring too */
         backward->alltoall.calls += forward->alltoall.calls;
@@ -186,11 +210,13 @@ void memplan_tp_comm(const GPTConfig *cfg, const MemLayout *l, TpTraffic *forwar
     int first, last;
     const size_t L = stage_blocks(cfg, l, &first, &last);
     const size_t N = (size_t)l->rows * l->seq, NC = N * cfg->n_embd, F = sizeof(float);
+    /* activations travel in the run's format (comm.h's comm_act_dtype) */
+    const size_t A = precision_bytes((Precision)cfg->precision);
     /* per block: two split layers (attention's and the MLP's) joined by a
      * collective each way; an MoE block's experts are not split (2L - M) */
     const size_t blocks = 2 * L - (l->pp > 1 ? 0 : (size_t)gpt_num_moe_blocks(cfg));
     const CommCount loss = {3, F * 3 * N};  /* the vocabulary's cross-entropy */
-#define ROWS(k) ((CommCount){(k), F * (k) * NC})
+#define ROWS(k) ((CommCount){(k), A * (k) * NC})
     /* the embedding's sum (first stage), the head's input gradient (last) */
     const CommCount in_forward = ROWS(blocks + first), in_backward = ROWS(blocks + last);
     const CommCount again = ROWS(2 * L);  /* full recomputation's forward */

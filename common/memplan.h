@@ -111,13 +111,17 @@ typedef struct {
      *            B T C' + B NH' T (forward: a block's output and lse);
      *   Ulysses  MEM_COMM 2 B T 3C' (the all-to-all's send and receive),
      *            MEM_WORKSPACE 4 B T C' (backward: dO and dqkv of all
-     *            positions of the rank's heads). */
+     *            positions of the rank's heads);
+     *   mixed precision adds, while K V or the all-to-all travel, their
+     *   wire buffers (comm.h), a send's and a receive's of 2 bytes. */
     int cp;
     CpAlgo cp_algo;
     /* expert parallelism (ep 0 or 1: none): the rank holds E / ep
      * experts of each MoE block (layout.h), and its MoE activations and
-     * scratch the rows its experts receive (moe.h's R_max) */
-    int ep;
+     * scratch the rows its experts receive (moe.h's R_max); in mixed
+     * precision the ep group's reserved wire (model.h's
+     * gpt_ep_wire_elements), twice as large with ep_overlap */
+    int ep, ep_overlap;
 } MemLayout;
 
 typedef struct {
@@ -163,7 +167,10 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *layout, MemPlan *pla
  * block it makes 1, and 2L above is 2L - M for M MoE blocks.
  * Under a pipeline (layout->pp > 1) the counts are one stage's: L is its
  * L / pp blocks, the embedding's +1 is the first stage's, the LM head's
- * +1 and the loss the last stage's. */
+ * +1 and the loss the last stage's. In mixed precision the N C
+ * collectives move 2 bytes an element (comm.h's comm_act_dtype), the
+ * loss's stay fp32; their wire buffers are MEM_COMM during the call (N C
+ * in place, N C + N C / tp under sequence parallelism). */
 typedef struct {
     size_t calls, bytes;
 } CommCount;
@@ -194,6 +201,8 @@ void memplan_cp_transient(const GPTLayout *m, int B, int T, size_t *comm_forward
  *            counts the whole send buffer, (cp - 1) / cp of it leaves the
  *            rank;
  *   both     the loss's mean: one all-reduce of a float per forward.
+ * In mixed precision K V and the all-to-alls move 2 bytes an element,
+ * dK dV and the loss 4.
  * Full recomputation runs each block's forward, and its transfers, again
  * in the backward pass. Under a pipeline the counts are one stage's (its
  * L / pp blocks; the loss on the last stage). */

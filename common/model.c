@@ -55,6 +55,17 @@ static size_t stage_moe_blocks(const GPTLayout *l, const GPTStage *st) {
     return n;
 }
 
+size_t gpt_ep_wire_elements(const GPTLayout *l, int B, int T, int overlapped) {
+    size_t moe = 0;
+    for (int c = 0; c < l->chunks; c++) {
+        const GPTStage st = gpt_stage(l, c);
+        moe += stage_moe_blocks(l, &st);
+    }
+    if (l->cfg.precision == PRECISION_FP32 || l->ep == 1 || moe == 0) return 0;
+    const MoEShape s = moe_shape_of(l, B, T);
+    return (overlapped ? 2 : 1) * ((size_t)s.A_max + (size_t)s.R_max) * (size_t)s.C;
+}
+
 /* Ulysses' heads: NH' / cp of them over all Tg = cp T positions */
 size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T) {
     const size_t NH = l->n_head, cp = l->cp, Tg = cp * T;

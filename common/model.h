@@ -430,6 +430,16 @@ void gpt_stage_backward_input(const GPTLayout *l, const GPTParams *p, GPTParams 
 void gpt_stage_backward_weight(const GPTLayout *l, GPTParams *g, GPTActs *a);
 size_t gpt_stage_weight_grad_floats(const GPTLayout *l, const GPTStage *st, int B, int T);
 
+/* Expert parallelism's rows on a 2-byte wire (comm.h, mixed precision):
+ * the bound of what the ep group's ops hold in flight at once, in 2-byte
+ * elements, which the programs reserve (comm_wire_reserve) so that the
+ * routing does not decide memory.csv's peak. An exchange sends at most
+ * A_max rows of C and receives at most R_max (moe.h), or the other way
+ * round; overlapped (lab 08's extension), the dispatch's and the
+ * return's are in flight together: 2 (A_max + R_max) C. 0 in fp32, at
+ * ep 1, or on a pipeline rank without MoE blocks. */
+size_t gpt_ep_wire_elements(const GPTLayout *l, int B, int T, int overlapped);
+
 /* Floats of a stage's input and of its output, and of their gradients:
  * the residual stream's (R, C) (R = B T, or B T / tp under sequence
  * parallelism): what the pipeline's messages carry */

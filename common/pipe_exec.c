@@ -15,9 +15,15 @@
 typedef struct PipeSlot {
     GPTActs *acts;          /* from the chunk's pool, or NULL */
     int released;           /* given back this step: using them again is a bug */
-    float *act_in;          /* received input (MEM_COMM), until its forward copies it */
-    float *grad_out;        /* received d(output) (MEM_COMM), until its backward */
-    float *grad_in;         /* d(input) to send (MEM_COMM), until delivered */
+    /* The messages (MEM_COMM) are in the run's format (message_dtype:
+     * floats, or mixed precision's 2-byte elements, as a bf16 trainer's
+     * activations travel) */
+    void *act_in;           /* received input, until its forward widens it in */
+    void *grad_out;         /* received d(output), until its backward */
+    float *grad_out_wide;   /* mixed precision: it widened, during the backward */
+    float *grad_in;         /* d(input) (floats, the backward's), until delivered */
+    void *grad_wire;        /* mixed precision: it narrowed for the send, as long */
+    void *act_wire;         /* mixed precision: the output narrowed, until its send is done */
     CommRequest recv_act, recv_grad, send_act, send_grad;
     int recv_act_busy, recv_grad_busy, send_act_busy, send_grad_busy;
     int grad_sent;          /* grad_in's send was posted */
@@ -34,6 +40,16 @@ static int my_rank(const PipeRank *x) { return x->layout->pp_rank; }
 
 /* A message's floats (model.h) */
 static size_t io_floats(const PipeRank *x) { return gpt_stage_io_floats(x->layout, x->rows, x->seq); }
+
+/* What the messages travel in: fp32's floats, or mixed precision's
+ * 2-byte format; and their bytes */
+static CommDtype message_dtype(const PipeRank *x) {
+    return comm_dtype_of(x->layout->cfg.precision);
+}
+static size_t message_bytes(const PipeRank *x) {
+    return io_floats(x) * comm_dtype_size(message_dtype(x));
+}
+static int narrowed(const PipeRank *x) { return message_dtype(x) != COMM_FLOAT; }
 
 void pipe_rank_init(PipeRank *x, const GPTLayout *l, const GPTParams *params, GPTParams *grads,
                     const ModelHooks *hooks, int rows, int seq, Comm *pp_group, int poison) {
@@ -82,6 +98,13 @@ static void wait_if(CommRequest *r, int *busy) {
     *busy = 0;
 }
 
+/* the output's send done, its narrowed copy goes */
+static void finish_send_act(PipeSlot *sl) {
+    wait_if(&sl->send_act, &sl->send_act_busy);
+    if (sl->act_wire) mem_free(sl->act_wire);
+    sl->act_wire = NULL;
+}
+
 /* ---- activations: taken from the chunk's pool, given back -------------- */
 
 static GPTActs *pool_take(PipeRank *x, int chunk) {
@@ -116,7 +139,7 @@ void pipe_acts_release(PipeRank *x, int micro, int chunk) {
     PipeSlot *sl = slot_of(x, micro, chunk);
     CHECK(sl->acts && !sl->released, "releasing the activations of micro-batch %d on chunk %d, "
           "which are not held", micro, chunk);
-    wait_if(&sl->send_act, &sl->send_act_busy);  /* the send reads the last block's output */
+    finish_send_act(sl);  /* the send reads the last block's output */
     GPTActs *a = sl->acts;
     if (x->poison) gpt_stage_acts_poison(x->layout, a);
     PipePool *p = &x->pool[chunk];
@@ -132,7 +155,12 @@ const float *pipe_grad_out(PipeRank *x, int micro, int chunk) {
     if (x->layout->pp == 1) return slot_of(x, micro, chunk + 1)->grad_in;  /* same rank */
     CHECK(sl->grad_out, "micro-batch %d on chunk %d: its output gradient was never received "
           "(no RG before its backward)", micro, chunk);
-    return sl->grad_out;
+    if (!narrowed(x)) return sl->grad_out;
+    if (!sl->grad_out_wide) {
+        sl->grad_out_wide = mem_alloc(MEM_COMM, io_floats(x) * sizeof(float));
+        widen_from_half(sl->grad_out_wide, sl->grad_out, io_floats(x), x->layout->cfg.precision);
+    }
+    return sl->grad_out_wide;
 }
 
 float *pipe_grad_in(PipeRank *x, int micro, int chunk) {
@@ -154,28 +182,43 @@ static void post(PipeRank *x, const PipeOp *op) {
     PipeSlot *sl = slot_of(x, op->micro, op->chunk);
     const int stage = schedule_stage_of(s, my_rank(x), op->chunk);
     const size_t n = io_floats(x);
+    const CommDtype dtype = message_dtype(x);
+    const int precision = x->layout->cfg.precision;
+    const void *sent;
     switch (op->kind) {
     case PIPE_RECV_ACT:  /* into a buffer of its own: the activations are taken at F */
-        if (!sl->act_in) sl->act_in = mem_alloc(MEM_COMM, n * sizeof(float));
-        comm_irecv(x->pp_group, sl->act_in, n, COMM_FLOAT, op->peer,
+        if (!sl->act_in) sl->act_in = mem_alloc(MEM_COMM, message_bytes(x));
+        comm_irecv(x->pp_group, sl->act_in, n, dtype, op->peer,
                    message_tag(s, 0, stage, op->micro), &sl->recv_act);
         sl->recv_act_busy = 1;
         break;
-    case PIPE_SEND_ACT:
-        comm_isend(x->pp_group, gpt_stage_output(pipe_acts(x, op->micro, op->chunk)), n,
-                   COMM_FLOAT, op->peer, message_tag(s, 0, stage + 1, op->micro), &sl->send_act);
+    case PIPE_SEND_ACT:  /* the output itself, or narrowed (it holds 2-byte values) */
+        sent = gpt_stage_output(pipe_acts(x, op->micro, op->chunk));
+        if (narrowed(x)) {
+            sl->act_wire = mem_alloc(MEM_COMM, message_bytes(x));
+            narrow_to_half(sl->act_wire, sent, n, precision);
+            sent = sl->act_wire;
+        }
+        comm_isend(x->pp_group, sent, n, dtype, op->peer,
+                   message_tag(s, 0, stage + 1, op->micro), &sl->send_act);
         sl->send_act_busy = 1;
         break;
     case PIPE_RECV_GRAD:
-        if (!sl->grad_out) sl->grad_out = mem_alloc(MEM_COMM, n * sizeof(float));
-        comm_irecv(x->pp_group, sl->grad_out, n, COMM_FLOAT, op->peer,
+        if (!sl->grad_out) sl->grad_out = mem_alloc(MEM_COMM, message_bytes(x));
+        comm_irecv(x->pp_group, sl->grad_out, n, dtype, op->peer,
                    message_tag(s, 1, stage, op->micro), &sl->recv_grad);
         sl->recv_grad_busy = 1;
         break;
     case PIPE_SEND_GRAD:
         CHECK(sl->grad_in, "micro-batch %d on chunk %d: sending an input gradient its backward "
               "never wrote", op->micro, op->chunk);
-        comm_isend(x->pp_group, sl->grad_in, n, COMM_FLOAT, op->peer,
+        sent = sl->grad_in;
+        if (narrowed(x)) {  /* rounded to the format here, as a bf16 backward writes it */
+            sl->grad_wire = mem_alloc(MEM_COMM, message_bytes(x));
+            narrow_to_half(sl->grad_wire, sent, n, precision);
+            sent = sl->grad_wire;
+        }
+        comm_isend(x->pp_group, sent, n, dtype, op->peer,
                    message_tag(s, 1, stage - 1, op->micro), &sl->send_grad);
         sl->send_grad_busy = sl->grad_sent = 1;
         break;
@@ -189,7 +232,7 @@ static void wait_batch(PipeRank *x, const PipeOp *ops, int n) {
         PipeSlot *sl = slot_of(x, ops[k].micro, ops[k].chunk);
         switch (ops[k].kind) {
         case PIPE_RECV_ACT: wait_if(&sl->recv_act, &sl->recv_act_busy); break;
-        case PIPE_SEND_ACT: wait_if(&sl->send_act, &sl->send_act_busy); break;
+        case PIPE_SEND_ACT: finish_send_act(sl); break;
         case PIPE_RECV_GRAD: wait_if(&sl->recv_grad, &sl->recv_grad_busy); break;
         default: wait_if(&sl->send_grad, &sl->send_grad_busy); break;
         }
@@ -216,6 +259,8 @@ static void free_sent_grads(PipeRank *x) {
         wait_if(&sl->send_grad, &sl->send_grad_busy);
         mem_free(sl->grad_in);
         sl->grad_in = NULL;
+        if (sl->grad_wire) mem_free(sl->grad_wire);
+        sl->grad_wire = NULL;
     }
 }
 
@@ -243,7 +288,10 @@ static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeS
         GPTActs *a = pipe_acts(x, op->micro, op->chunk);
         wait_if(&sl->recv_act, &sl->recv_act_busy);
         if (sl->act_in) {
-            device_copy(a->encoded, sl->act_in, io_floats(x) * sizeof(float));
+            if (narrowed(x))
+                widen_from_half(a->encoded, sl->act_in, io_floats(x), x->layout->cfg.precision);
+            else
+                device_copy(a->encoded, sl->act_in, io_floats(x) * sizeof(float));
             mem_free(sl->act_in);
             sl->act_in = NULL;
         }
@@ -270,6 +318,10 @@ static void compute(PipeRank *x, const PipeOp *op, PipeOpTime *time, const PipeS
         if (sl->grad_out) {
             mem_free(sl->grad_out);
             sl->grad_out = NULL;
+        }
+        if (sl->grad_out_wide) {
+            mem_free(sl->grad_out_wide);
+            sl->grad_out_wide = NULL;
         }
         if (x->layout->pp == 1 && !st.head) {  /* the next chunk's d(input), read now */
             PipeSlot *next = slot_of(x, op->micro, op->chunk + 1);
@@ -356,7 +408,7 @@ double pipe_run(PipeRank *x, const Schedule *s, const PipeStageOps *ops, PipeLoa
         CHECK(!sl->recv_act_busy && !sl->recv_grad_busy && !sl->grad_out && !sl->act_in,
               "a received message no op used (micro-batch %d, chunk %d)",
               k % s->micro_batches, k / s->micro_batches);
-        wait_if(&sl->send_act, &sl->send_act_busy);
+        finish_send_act(sl);
         if (sl->acts) pipe_acts_release(x, k % s->micro_batches, k / s->micro_batches);
     }
     free_sent_grads(x);
@@ -435,33 +487,55 @@ size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int row
 size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq,
                             size_t forward_extra, size_t backward_extra) {
     const PipeOpList *list = &s->rank[l->pp_rank];
-    const size_t buffer = gpt_stage_io_floats(l, rows, seq) * sizeof(float);
-    /* received inputs, received gradients, gradients to send and sent */
-    int ins = 0, outs = 0, unsent = 0, sent = 0;
+    const size_t n = gpt_stage_io_floats(l, rows, seq), F = sizeof(float);
+    /* a message's bytes (pipe_run's message_dtype), and those of its
+     * narrowed copy (mixed precision's sends; none in fp32) */
+    const size_t M = n * precision_bytes((Precision)l->cfg.precision), W = M < F * n ? M : 0;
+    /* received inputs, received gradients, gradients to send and sent
+     * (with their narrowed copies), outputs narrowed for a send: in a
+     * batch (done at its end) or alone (done when the micro-batch's
+     * activations go back: its B or W, held[slot]) */
+    int ins = 0, outs = 0, unsent = 0, sent = 0, in_batch = 0, alone = 0;
+    int *held = calloc((size_t)s->micro_batches * s->chunks, sizeof *held);
+    CHECK(held, "out of memory");
     size_t peak = 0, now;
+#define HELD() ((size_t)(ins + outs) * M + (size_t)unsent * F * n + (size_t)sent * (F * n + W) \
+                + (size_t)(in_batch + alone) * W)
     for (int i = 0; i < list->n; i++) {
         const PipeOp *op = &list->ops[i];
         const GPTStage st = gpt_stage(l, op->chunk);
+        const int slot = op->chunk * s->micro_batches + op->micro;
+        const int backward = op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT;
+        const int batch = op->batched || (i > 0 && list->ops[i - 1].batched);
         if (op->kind == PIPE_RECV_ACT) ins++;
         if (op->kind == PIPE_RECV_GRAD) outs++;
         if (op->kind == PIPE_SEND_GRAD) unsent--, sent++;
-        if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) {
+        if (op->kind == PIPE_SEND_ACT && batch) in_batch++;
+        if (op->kind == PIPE_SEND_ACT && !batch) alone++, held[slot] = 1;
+        if (backward) {
             sent = 0;  /* freed first (free_sent_grads) */
             if (!st.embedding) unsent++;  /* the backward writes d(input) */
         }
-        now = (size_t)(ins + outs + unsent + sent) * buffer;
-        if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) now += backward_extra;
+        now = HELD();
+        /* the received d(output) widened (mixed precision), then its own transfers */
+        if (backward) now += (l->pp > 1 && !st.head && W ? F * n : 0) + backward_extra;
         peak = now > peak ? now : peak;
+        if (!op->batched) in_batch = 0;  /* the batch ends: its sends are done */
         if (op->kind == PIPE_FORWARD && !st.embedding && l->pp > 1) ins--;  /* copied in */
         if (op->kind == PIPE_FORWARD) {  /* its own transfers, the input copied in first */
-            now = (size_t)(ins + outs + unsent + sent) * buffer + forward_extra;
+            now = HELD() + forward_extra;
             peak = now > peak ? now : peak;
         }
-        if (op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_INPUT) {
+        if (backward) {
             if (l->pp > 1 && !st.head) outs--;  /* the received d(output), used */
             if (l->pp == 1 && !st.head) unsent--;  /* the next chunk's d(input), read */
         }
+        /* the activations go back at B or W, once the output's send is done */
+        if ((op->kind == PIPE_BACKWARD || op->kind == PIPE_BACKWARD_WEIGHT) && held[slot])
+            alone--, held[slot] = 0;
     }
+#undef HELD
+    free(held);
     return peak;
 }
 

@@ -133,8 +133,12 @@ float *pipe_grad_in(PipeRank *x, int micro, int chunk);
  * backward's kept gradients from I to W. What memory.csv must show. */
 size_t pipe_activation_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int seq);
 /* MEM_COMM's: a received input from its RA to its F, a received gradient
- * from its RG's post to the end of its backward, a gradient to send from its backward until the rank's next
- * backward (or the step's end) waits for its send; plus, during each
+ * from its RG's post to the end of its backward, a gradient to send from
+ * its backward until the rank's next backward (or the step's end) waits
+ * for its send; in mixed precision the messages in 2 bytes, a gradient to
+ * send also narrowed (as long), an output narrowed from its SA until its
+ * send is done (its batch's end, or alone when its activations go back at
+ * B or W), and a received gradient widened during its backward; plus, during each
  * forward and each backward (or backward-input), the forward_extra and
  * backward_extra bytes those ops hold inside themselves (context
  * parallelism's transfers, memplan_cp_transient; 0 without). */

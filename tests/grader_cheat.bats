@@ -2,8 +2,8 @@
 # The autograder against cheats (grader/, hidden mode): a lab's solution
 # whose collectives do nothing and that copies another run's files (the
 # solution's, any other in reach, or the committed references) scores zero
-# on every case, with or without --hidden; isolation says what it does and
-# undoes what it changed. Apart from tests/grader.bats so that the two run
+# on every hidden case, and without --hidden on every case of labs 02 and
+# 03; isolation says what it does and undoes what it changed. Apart from tests/grader.bats so that the two run
 # in two lanes of tests/run.sh (the sandbox claims its uids: graders may run
 # at once).
 load helpers
@@ -66,7 +66,10 @@ grade_cheats() {
             --out "$out" || { echo "lab $lab, $variant: the grader failed"; return 1; }
         all_zero "$out/report.txt" || { echo "lab $lab, $variant: a hidden case scored"; return 1; }
     done
-    # without --hidden there is no solution's run to copy
+    # without --hidden there is no solution's run to copy: the isolation
+    # that hides them is the same for every lab, so two labs show it (one
+    # replicated, one sharded) and the others' time goes to their hidden cases
+    [ "$lab" = 02 ] || [ "$lab" = 03 ] || return 0
     t 600 $GRADE --lab "$lab" --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/n-$lab" ||
         { echo "lab $lab: the grader failed"; return 1; }
     all_zero "$BATS_TEST_TMPDIR/n-$lab/report.txt" || { echo "lab $lab: a case scored"; return 1; }

@@ -76,13 +76,15 @@ PY
 }
 
 # The tolerance of a layout against one device, both bf16, over 10 steps
-# of tiny: the layouts round their fp32 partial sums to bf16 elsewhere
-# (rare 1-ulp flips, u = 2^-8), and their 2-byte gradients are summed over
-# the ranks in bf16; they measure 5e-5 (DDP, 4D) to 1.5e-4 (EP: a flip can
-# change a routing) in loss, 1.5e-4 to 5.8e-4 relative in the gradient
-# norm; bf16 against fp32 is 1.7e-3 in loss, 2.7e-3 in norm.
-TOLERANCE=5e-4
-NORM_TOLERANCE=1.5e-3
+# of tiny (lab 11's README derives it): the layouts round their fp32 sums
+# to bf16 elsewhere (rare 1-ulp flips, u = 2^-8) and sum 2-byte gradients
+# over the ranks in bf16, 5e-5 (DDP) to 2e-4 (EP: a flip can change a
+# routing) in loss; tensor parallelism also rounds every partial product
+# to bf16 before its sum travels (2-byte activations on the wire), 3e-4
+# to 3.5e-4 at tp 2 and 4; in the gradient norm 3.4e-4 to 1.2e-3
+# relative. bf16 against fp32 is 1.7e-3 in loss, 2.7e-3 in norm.
+TOLERANCE=7e-4
+NORM_TOLERANCE=2e-3
 
 @test "precision: every replicated layout in bf16 follows one device in bf16 within $TOLERANCE in loss (fp32 does not), memory as the planner's" {
     require_solution 00 02 04 05 06 07 08 10 11
@@ -112,14 +114,28 @@ NORM_TOLERANCE=1.5e-3
         python3 -c "import sys; l, n, tl, tn = map(float, sys.argv[1:5]); sys.exit(l >= tl or n >= tn)" \
             $gap "$TOLERANCE" "$NORM_TOLERANCE" || failed=1
     done
-    # DDP's all-reduces move the 2-byte gradients: half fp32's bytes
-    run mpirun_t 120 2 "$s/02_ddp/train_ddp" "${COMMON[@]}" --out "$d/ddp32"
-    [ "$status" -eq 0 ]
-    local half full
-    half=$(awk -F, '$1 == 0 && $2 == "dp" { print $5 }' "$d/02_ddp-train_ddp-/comm.csv")
-    full=$(awk -F, '$1 == 0 && $2 == "dp" { print $5 }' "$d/ddp32/comm.csv")
-    echo "DDP's bytes a rank: $half in bf16, $full in fp32"
-    [ "$half" -gt 0 ] && [ $((2 * half)) -eq "$full" ]
+    # 2 bytes on the wire, half fp32's: DDP's gradients, SP's activations
+    # (reduce-scatters), the pipeline's messages (sends), Ulysses' all-to-alls
+    local half full group op
+    cases=("02_ddp/train_ddp|2||dp|allreduce"
+           "05_activation_memory/train_tp|2|--tp 2 --sp --recompute selective|tp|reduce_scatter"
+           "06_pipeline/train_pp|2|--pp 2 --micro-batches 2|pp|send"
+           "07_context_parallel/train_cp|2|--cp 2 --cp-algo ulysses|cp|alltoall")
+    for c in "${cases[@]}"; do
+        IFS='|' read -r prog np flags group op <<<"$c"
+        out="$d/${prog//\//-}-${flags// /_}"
+        for run32 in "$out-fp32" "$out"; do
+            [ -d "$run32" ] && continue
+            # shellcheck disable=SC2086  # flags is a list of options
+            run mpirun_t 120 "$np" "$s/$prog" "${COMMON[@]}" $flags \
+                $([ "$run32" = "$out" ] && echo --precision bf16) --out "$run32"
+            [ "$status" -eq 0 ]
+        done
+        half=$(awk -F, -v g="$group" -v o="$op" '$1 == 0 && $2 == g && $3 == o { print $5 }' "$out/comm.csv")
+        full=$(awk -F, -v g="$group" -v o="$op" '$1 == 0 && $2 == g && $3 == o { print $5 }' "$out-fp32/comm.csv")
+        echo "$prog $flags: $group $op bytes of rank 0: $half in bf16, $full in fp32"
+        [ "$half" -gt 0 ] && [ $((2 * half)) -eq "$full" ] || failed=1
+    done
     # the planner alone predicts what train_tp measured, byte for byte
     out="$d/04_tensor_parallel-train_tp---tp_2"
     diff <("$BUILD/bin/memplan" --config tiny --tp 2 --precision bf16 --csv |

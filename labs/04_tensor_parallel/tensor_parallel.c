@@ -1,9 +1,12 @@
 /* Lab 04: tensor parallelism (Megatron-LM). Read tensor_parallel.h first,
  * then README.md. You write where the ranks of a TP group talk, with the
  * kernels of common/kernels.h and the collectives of common/comm.h:
- *   comm_allreduce(l->tp_group, send, recv, n, COMM_FLOAT, COMM_SUM or COMM_MAX)
- * (send may equal recv: in place). The whole model at tp = 1 is the same
- * code with a group of one.
+ *   comm_allreduce(l->tp_group, send, recv, n, dtype, COMM_SUM or COMM_MAX)
+ * (send may equal recv: in place). Activations and their gradients travel
+ * as comm_act_dtype(l->cfg.precision): fp32's COMM_FLOAT, or in mixed
+ * precision the run's 2-byte format on the wire, as a bf16 trainer sends
+ * them; the softmax's statistics stay COMM_FLOAT. The whole model at
+ * tp = 1 is the same code with a group of one.
  *
  * Check your work: make test runs train_tp against lab 00 for tp = 1, 2, 4;
  *   mpirun -np 2 ./build/labs/04_tensor_parallel/train_tp --tp 2 --steps 20

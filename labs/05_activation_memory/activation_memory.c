@@ -1,11 +1,14 @@
 /* Lab 05: activation memory. Read activation_memory.h first, then
  * README.md. You write the sequence-parallel collectives and layers, with
  * the kernels of common/kernels.h and the collectives of common/comm.h:
- *   comm_allgather(l->tp_group, send, recv, n, COMM_FLOAT)
- *   comm_reduce_scatter(l->tp_group, send, recv, n, COMM_FLOAT, COMM_SUM)
- *   comm_allreduce(l->tp_group, send, recv, n, COMM_FLOAT, COMM_SUM)
- * (n is the whole buffer; rank r's part is elements [r n/p, (r+1) n/p)),
- * and the two recomputations. Lab 04's layers are the model you start from:
+ *   comm_allgather(l->tp_group, send, recv, n, dtype)
+ *   comm_reduce_scatter(l->tp_group, send, recv, n, dtype, COMM_SUM)
+ *   comm_allreduce(l->tp_group, send, recv, n, dtype, COMM_SUM)
+ * (n is the whole buffer; rank r's part is elements [r n/p, (r+1) n/p);
+ * dtype: activations as comm_act_dtype(l->cfg.precision), 2 bytes on the
+ * wire in mixed precision as in lab 04; the layernorms' gradients as
+ * COMM_FLOAT, fp32 units in mixed precision, widened.h), and the two
+ * recomputations. Lab 04's layers are the model you start from:
  * solutions/04_tensor_parallel/tensor_parallel.c, once released, or yours.
  *
  * Check your work: make test runs train_tp --sp and --recompute against

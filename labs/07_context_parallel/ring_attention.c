@@ -6,7 +6,11 @@
  *   attention_block_backward(dqkv, dkv, dout, qkv, kv, lse, D, B, T, C, NH, q0, k0, n, causal)
  * with kv (B,T,2C) = [k | v] packed (copy_strided), and the ring's
  * transfers are comm.h's comm_isend / comm_irecv on l->cp_group, posted
- * between comm_batch_begin and comm_batch_end. Which blocks to compute,
+ * between comm_batch_begin and comm_batch_end. K and V travel as
+ * comm_act_dtype(l->cfg.precision) (2 bytes in mixed precision, as the
+ * activations they are); the partial sums of dK and dV as COMM_FLOAT,
+ * accumulated in fp32 over the ring as fused ring kernels keep them, so
+ * cp - 1 roundings do not pile up. Which blocks to compute,
  * under which mask (kernels.h ATTN_FULL, ATTN_CAUSAL, ATTN_CAUSAL_STRICT),
  * is ring_block_mask's: the rest of the ring does not depend on the
  * placement.

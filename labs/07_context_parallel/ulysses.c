@@ -1,7 +1,9 @@
 /* Lab 07: Ulysses all-to-all attention. Read ulysses.h first, then
- * README.md. Tools: comm_alltoall(l->cp_group, send, recv, n, COMM_FLOAT)
- * (block j of n floats goes to rank j), copy_strided (kernels.h) to pack a
- * slice of columns and unpack it, device_copy for whole rows, and lab 00's
+ * README.md. Tools: comm_alltoall(l->cp_group, send, recv, n, dtype)
+ * (block j of n floats goes to rank j; dtype for activations and their
+ * gradients: comm_act_dtype(l->cfg.precision), 2 bytes on the wire in
+ * mixed precision), copy_strided (kernels.h) to pack a slice of columns
+ * and unpack it, device_copy for whole rows, and lab 00's
  * attention_forward / attention_backward (kernels.h) on the rank's heads.
  *
  * Check your work: make test runs train_cp --cp-algo ulysses against lab

@@ -30,6 +30,10 @@
  *   ep ranks of its EDP group, and its gradient there already sums the
  *   contributions of the ep ranks whose tokens it served (ep_sync_grads).
  *
+ * - Bytes: the rows are activations and their gradients, so they travel
+ *   as comm_act_dtype(l->cfg.precision) (comm.h: 2 bytes on the wire in
+ *   mixed precision, half fp32's); the counts as COMM_INT32.
+ *
  * Shapes as model.h's ExpertParallelOps: N = B T tokens of C channels on
  * this rank, E experts, El = E / ep of them here, p and g this rank's views.
  */

@@ -1,11 +1,14 @@
 /* Lab 05: activation memory. Read activation_memory.h first, then
  * README.md. You write the sequence-parallel collectives and layers, with
  * the kernels of common/kernels.h and the collectives of common/comm.h:
- *   comm_allgather(l->tp_group, send, recv, n, COMM_FLOAT)
- *   comm_reduce_scatter(l->tp_group, send, recv, n, COMM_FLOAT, COMM_SUM)
- *   comm_allreduce(l->tp_group, send, recv, n, COMM_FLOAT, COMM_SUM)
- * (n is the whole buffer; rank r's part is elements [r n/p, (r+1) n/p)),
- * and the two recomputations. Lab 04's layers are the model you start from:
+ *   comm_allgather(l->tp_group, send, recv, n, dtype)
+ *   comm_reduce_scatter(l->tp_group, send, recv, n, dtype, COMM_SUM)
+ *   comm_allreduce(l->tp_group, send, recv, n, dtype, COMM_SUM)
+ * (n is the whole buffer; rank r's part is elements [r n/p, (r+1) n/p);
+ * dtype: activations as comm_act_dtype(l->cfg.precision), 2 bytes on the
+ * wire in mixed precision as in lab 04; the layernorms' gradients as
+ * COMM_FLOAT, fp32 units in mixed precision, widened.h), and the two
+ * recomputations. Lab 04's layers are the model you start from:
  * solutions/04_tensor_parallel/tensor_parallel.c, once released, or yours.
  *
  * Check your work: make test runs train_tp --sp and --recompute against
@@ -27,13 +30,14 @@ static size_t my_first_row(const GPTLayout *l, int N) {
 
 void seq_all_gather(const GPTLayout *l, const float *mine, float *full, int N, int C) {
     /* BEGIN SOLUTION */
-    comm_allgather(l->tp_group, mine, full, (size_t)N * C, COMM_FLOAT);
+    comm_allgather(l->tp_group, mine, full, (size_t)N * C, comm_act_dtype(l->cfg.precision));
     /* END SOLUTION */
 }
 
 void seq_reduce_scatter(const GPTLayout *l, const float *full, float *mine, int N, int C) {
     /* BEGIN SOLUTION */
-    comm_reduce_scatter(l->tp_group, full, mine, (size_t)N * C, COMM_FLOAT, COMM_SUM);
+    comm_reduce_scatter(l->tp_group, full, mine, (size_t)N * C, comm_act_dtype(l->cfg.precision),
+                        COMM_SUM);
     /* END SOLUTION */
 }
 

@@ -6,7 +6,11 @@
  *   attention_block_backward(dqkv, dkv, dout, qkv, kv, lse, D, B, T, C, NH, q0, k0, n, causal)
  * with kv (B,T,2C) = [k | v] packed (copy_strided), and the ring's
  * transfers are comm.h's comm_isend / comm_irecv on l->cp_group, posted
- * between comm_batch_begin and comm_batch_end. Which blocks to compute,
+ * between comm_batch_begin and comm_batch_end. K and V travel as
+ * comm_act_dtype(l->cfg.precision) (2 bytes in mixed precision, as the
+ * activations they are); the partial sums of dK and dV as COMM_FLOAT,
+ * accumulated in fp32 over the ring as fused ring kernels keep them, so
+ * cp - 1 roundings do not pile up. Which blocks to compute,
  * under which mask (kernels.h ATTN_FULL, ATTN_CAUSAL, ATTN_CAUSAL_STRICT),
  * is ring_block_mask's: the rest of the ring does not depend on the
  * placement.
@@ -31,13 +35,13 @@ enum { TAG_KV = 7001, TAG_DKV = 7002 };
 static int local_chunks(const GPTLayout *l) { return l->cp_algo == CP_ZIGZAG ? 2 : 1; }
 
 /* Post this rank's part of one step of a ring: send `send` to the next
- * rank, receive the previous rank's into `recv` (n floats each) */
-static void ring_pass(const GPTLayout *l, const float *send, float *recv, size_t n, int tag,
-                      CommRequest req[2]) {
+ * rank, receive the previous rank's into `recv` (n floats each, as dtype) */
+static void ring_pass(const GPTLayout *l, const float *send, float *recv, size_t n,
+                      CommDtype dtype, int tag, CommRequest req[2]) {
     const int P = l->cp, r = l->cp_rank;
     comm_batch_begin();
-    comm_isend(l->cp_group, send, n, COMM_FLOAT, (r + 1) % P, tag, &req[0]);
-    comm_irecv(l->cp_group, recv, n, COMM_FLOAT, (r + P - 1) % P, tag, &req[1]);
+    comm_isend(l->cp_group, send, n, dtype, (r + 1) % P, tag, &req[0]);
+    comm_irecv(l->cp_group, recv, n, dtype, (r + P - 1) % P, tag, &req[1]);
     comm_batch_end();
 }
 
@@ -95,7 +99,8 @@ void ring_attention_forward(const GPTLayout *l, float *out, float *lse, const fl
     for (int s = 0; s < P; s++) {
         const int src = (r + P - s) % P;  /* kv holds rank src's keys and values */
         CommRequest req[2];
-        if (s + 1 < P) ring_pass(l, kv, kv_next, kv_n, TAG_KV, req);
+        if (s + 1 < P)
+            ring_pass(l, kv, kv_next, kv_n, comm_act_dtype(l->cfg.precision), TAG_KV, req);
         for (int i = 0; i < nc; i++)
             for (int j = 0; j < nc; j++) {
                 const int mask = ring_block_mask(l, r, i, src, j);
@@ -137,7 +142,8 @@ void ring_attention_backward(const GPTLayout *l, float *dqkv, float *scratch, co
     for (int s = 0; s < P; s++) {
         const int src = (r + P - s) % P;
         CommRequest req[2];
-        if (s + 1 < P) ring_pass(l, kv, kv_next, kv_n, TAG_KV, req);
+        if (s + 1 < P)
+            ring_pass(l, kv, kv_next, kv_n, comm_act_dtype(l->cfg.precision), TAG_KV, req);
         set_zero(dkv, kv_n);
         for (int i = 0; i < nc; i++)
             for (int j = 0; j < nc; j++) {
@@ -151,7 +157,7 @@ void ring_attention_backward(const GPTLayout *l, float *dqkv, float *scratch, co
             add_inplace(dkv, dkv_in, kv_n);
         }
         swap(&dkv, &dkv_out);
-        ring_pass(l, dkv_out, dkv_in, kv_n, TAG_DKV, dreq);
+        ring_pass(l, dkv_out, dkv_in, kv_n, COMM_FLOAT, TAG_DKV, dreq);
         if (s + 1 < P) {
             comm_waitall(req, 2);
             swap(&kv, &kv_next);

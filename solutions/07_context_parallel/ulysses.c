@@ -1,7 +1,9 @@
 /* Lab 07: Ulysses all-to-all attention. Read ulysses.h first, then
- * README.md. Tools: comm_alltoall(l->cp_group, send, recv, n, COMM_FLOAT)
- * (block j of n floats goes to rank j), copy_strided (kernels.h) to pack a
- * slice of columns and unpack it, device_copy for whole rows, and lab 00's
+ * README.md. Tools: comm_alltoall(l->cp_group, send, recv, n, dtype)
+ * (block j of n floats goes to rank j; dtype for activations and their
+ * gradients: comm_act_dtype(l->cfg.precision), 2 bytes on the wire in
+ * mixed precision), copy_strided (kernels.h) to pack a slice of columns
+ * and unpack it, device_copy for whole rows, and lab 00's
  * attention_forward / attention_backward (kernels.h) on the rank's heads.
  *
  * Check your work: make test runs train_cp --cp-algo ulysses against lab
@@ -29,7 +31,7 @@ static void to_heads(const GPTLayout *l, float *all, const float *x, int parts, 
         for (int p = 0; p < parts; p++)
             copy_strided(send + j * block + p * w, parts * w, x + p * C + j * w, parts * C,
                          B * T, w, 0);
-    comm_alltoall(l->cp_group, send, recv, block, COMM_FLOAT);
+    comm_alltoall(l->cp_group, send, recv, block, comm_act_dtype(l->cfg.precision));
     for (int i = 0; i < P; i++)
         for (int b = 0; b < B; b++)
             device_copy(all + ((size_t)b * Tg + (size_t)i * T) * parts * w,
@@ -49,7 +51,7 @@ static void to_positions(const GPTLayout *l, float *x, const float *all, int par
             device_copy(send + i * block + (size_t)b * T * parts * w,
                         all + ((size_t)b * Tg + (size_t)i * T) * parts * w,
                         (size_t)T * parts * w * sizeof(float));
-    comm_alltoall(l->cp_group, send, recv, block, COMM_FLOAT);
+    comm_alltoall(l->cp_group, send, recv, block, comm_act_dtype(l->cfg.precision));
     for (int j = 0; j < P; j++)
         for (int p = 0; p < parts; p++)
             copy_strided(x + p * C + j * w, parts * C, recv + j * block + p * w, parts * w,

@@ -38,20 +38,21 @@ void ep_moe_forward(const GPTLayout *l, float *y, MoEActs *a, const MoEParams *p
     /* BEGIN SOLUTION */
     const int ep = l->ep, El = gpt_local_experts(l);
     const size_t C = (size_t)a->shape.C;
+    const CommDtype dtype = comm_act_dtype(l->cfg.precision);  /* the rows' */
     moe_route(a, x, p->wr);
     moe_dispatch(a->xd, a, x);
     /* counts[j El ..] (this rank's rows for rank j's experts) to rank j */
     comm_alltoall(l->ep_group, a->route.counts, a->peer_counts, (size_t)El, COMM_INT32);
     size_t sc[ep], so[ep], rc[ep], ro[ep];
     row_tables(l, a, C, sc, so, rc, ro);
-    comm_alltoallv(l->ep_group, a->xd, sc, so, a->xr, rc, ro, COMM_FLOAT);
+    comm_alltoallv(l->ep_group, a->xd, sc, so, a->xr, rc, ro, dtype);
     /* each source's block through the local experts (p's expert 0 is
      * global expert ep_rank El); h and act have 4C floats per row */
     for (int s = 0; s < ep; s++)
         moe_experts_forward(a->eor + ro[s], a->h + 4 * ro[s], a->act + 4 * ro[s], a->xr + ro[s],
                             a->peer_counts + s * El, El, p, (int)C);
     /* back to their sources, arriving in xd's order */
-    comm_alltoallv(l->ep_group, a->eor, rc, ro, a->eo, sc, so, COMM_FLOAT);
+    comm_alltoallv(l->ep_group, a->eor, rc, ro, a->eo, sc, so, dtype);
     moe_combine(y, a, a->eo);
     /* END SOLUTION */
 }
@@ -65,6 +66,7 @@ void ep_moe_forward_overlapped(const GPTLayout *l, float *y, MoEActs *a, const M
     Comm *g = l->ep_group;
     const int ep = l->ep, El = gpt_local_experts(l), me = g->rank;
     const size_t C = (size_t)a->shape.C;
+    const CommDtype dtype = comm_act_dtype(l->cfg.precision);
     moe_route(a, x, p->wr);
     moe_dispatch(a->xd, a, x);
     comm_alltoall(g, a->route.counts, a->peer_counts, (size_t)El, COMM_INT32);
@@ -76,8 +78,8 @@ void ep_moe_forward_overlapped(const GPTLayout *l, float *y, MoEActs *a, const M
     comm_batch_begin();
     for (int j = 0; j < ep; j++) {
         if (j == me) continue;
-        comm_irecv(g, a->xr + ro[j], rc[j], COMM_FLOAT, j, TAG_DISPATCH, &rows_in[j]);
-        comm_isend(g, a->xd + so[j], sc[j], COMM_FLOAT, j, TAG_DISPATCH, &rows_out[j]);
+        comm_irecv(g, a->xr + ro[j], rc[j], dtype, j, TAG_DISPATCH, &rows_in[j]);
+        comm_isend(g, a->xd + so[j], sc[j], dtype, j, TAG_DISPATCH, &rows_out[j]);
     }
     comm_batch_end();
     /* the own block travels no wire but the backward reads it from xr */
@@ -96,8 +98,8 @@ void ep_moe_forward_overlapped(const GPTLayout *l, float *y, MoEActs *a, const M
             continue;
         }
         comm_batch_begin();
-        comm_isend(g, a->eor + ro[s], rc[s], COMM_FLOAT, s, TAG_RETURN, &back_out[s]);
-        comm_irecv(g, a->eo + so[t], sc[t], COMM_FLOAT, t, TAG_RETURN, &back_in[t]);
+        comm_isend(g, a->eor + ro[s], rc[s], dtype, s, TAG_RETURN, &back_out[s]);
+        comm_irecv(g, a->eo + so[t], sc[t], dtype, t, TAG_RETURN, &back_in[t]);
         comm_batch_end();
     }
     /* a send's buffer is not free before its wait, and the backward reuses
@@ -118,12 +120,12 @@ void ep_moe_backward(const GPTLayout *l, float *dx, const MoEParams *g, const fl
     /* BEGIN SOLUTION */
     const int ep = l->ep, El = gpt_local_experts(l);
     const size_t C = (size_t)a->shape.C;
+    const CommDtype dtype = comm_act_dtype(l->cfg.precision);
     moe_combine_backward(sc->d_eo, sc->dweight, dy, a, a->eo);
     /* the forward's counts still hold: the same rows travel */
     size_t s_counts[ep], s_offsets[ep], r_counts[ep], r_offsets[ep];
     const size_t received = row_tables(l, a, C, s_counts, s_offsets, r_counts, r_offsets);
-    comm_alltoallv(l->ep_group, sc->d_eo, s_counts, s_offsets, sc->d_eor, r_counts, r_offsets,
-                   COMM_FLOAT);
+    comm_alltoallv(l->ep_group, sc->d_eo, s_counts, s_offsets, sc->d_eor, r_counts, r_offsets, dtype);
     set_zero(sc->d_xr, received * C);  /* the experts' backward accumulates */
     for (int s = 0; s < ep; s++) {
         const size_t row = r_offsets[s], hrow = 4 * r_offsets[s];
@@ -132,8 +134,7 @@ void ep_moe_backward(const GPTLayout *l, float *dx, const MoEParams *g, const fl
                              a->peer_counts + s * El, El, p, (int)C);
     }
     /* d xd (A, C) back from the owners, every row of it */
-    comm_alltoallv(l->ep_group, sc->d_xr, r_counts, r_offsets, sc->d_xd, s_counts, s_offsets,
-                   COMM_FLOAT);
+    comm_alltoallv(l->ep_group, sc->d_xr, r_counts, r_offsets, sc->d_xd, s_counts, s_offsets, dtype);
     moe_dispatch_backward(dx, sc->d_xd, a);
     moe_route_backward(dx, g->wr, sc->dprobs, sc->dweight, a, x, p->wr, daux);
     /* END SOLUTION */

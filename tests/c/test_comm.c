@@ -31,7 +31,7 @@ static double reduce_ref(CommRedop op, size_t i, int p) {
 static void fill(void *buf, CommDtype dt, size_t n, size_t first, int r) {
     for (size_t i = 0; i < n; i++) {
         double v = input(r, first + i);
-        if (dt == COMM_FLOAT) ((float *)buf)[i] = (float)v;
+        if (comm_dtype_size(dt) == 4 && dt != COMM_INT32) ((float *)buf)[i] = (float)v;
         else if (dt == COMM_DOUBLE) ((double *)buf)[i] = v;
         else if (dt == COMM_BF16) ((uint16_t *)buf)[i] = float_to_bf16((float)v);
         else if (dt == COMM_FP16) ((uint16_t *)buf)[i] = float_to_fp16((float)v);
@@ -41,7 +41,8 @@ static void fill(void *buf, CommDtype dt, size_t n, size_t first, int r) {
 
 static double get(const void *buf, CommDtype dt, size_t i) {
     switch (dt) {
-    case COMM_FLOAT: return ((const float *)buf)[i];
+    case COMM_FLOAT: case COMM_FLOAT_AS_BF16: case COMM_FLOAT_AS_FP16:
+        return ((const float *)buf)[i];
     case COMM_DOUBLE: return ((const double *)buf)[i];
     case COMM_BF16: return bf16_to_float(((const uint16_t *)buf)[i]);
     case COMM_FP16: return fp16_to_float(((const uint16_t *)buf)[i]);
@@ -49,7 +50,8 @@ static double get(const void *buf, CommDtype dt, size_t i) {
     }
 }
 
-static const char *const DT_NAMES[COMM_NUM_DTYPES] = {"float", "double", "int32", "bf16", "fp16"};
+static const char *const DT_NAMES[COMM_NUM_DTYPES] = {"float", "double", "int32", "bf16",
+                                                     "fp16", "float as bf16", "float as fp16"};
 static const char *const OP_NAMES[] = {"sum", "max", "min"};
 
 static void test_allreduce(size_t n, CommDtype dt, CommRedop op, int in_place, int nonblocking) {
@@ -223,6 +225,70 @@ static void expect_counted(const Comm *c, CommOp op, uint64_t calls, uint64_t by
            (unsigned long long)calls, (unsigned long long)bytes);
 }
 
+/* Floats on a 2-byte wire (comm.h): values rounded to the format, as the
+ * 2-byte type moves them and half the bytes counted (a group of one: the
+ * floats themselves, 4 bytes); the ops the dtype loop above does not
+ * cover (send and receive, all-to-all-v's untouched gaps), and the wire
+ * buffers given back */
+static void test_wire(CommDtype dt) {
+    const int p = W->size, r = W->rank, next = (r + 1) % p, prev = (r + p - 1) % p;
+    const Precision pr = comm_dtype_precision(dt == COMM_FLOAT_AS_BF16 ? COMM_BF16 : COMM_FP16);
+    Comm *c = comm_split(W, 0, r, "wire");
+    const size_t comm_before = mem_current_bytes(MEM_COMM);
+    float out[5], in[5] = {0};
+    for (int i = 0; i < 5; i++) out[i] = 1.0f + (float)(r * 5 + i) / 3.0f;  /* not 2-byte values */
+    CommRequest reqs[2];
+    comm_irecv(c, in, 5, dt, prev, 3, &reqs[0]);
+    comm_isend(c, out, 5, dt, next, 3, &reqs[1]);
+    comm_waitall(reqs, 2);
+    int bad = 0;
+    const size_t wire = p > 1 ? 2 : 4;
+    for (int i = 0; i < 5; i++) {
+        const float sent = 1.0f + (float)(prev * 5 + i) / 3.0f;
+        bad += in[i] != (p == 1 ? sent : pr == PRECISION_BF16 ? bf16_to_float(float_to_bf16(sent))
+                                                                : fp16_to_float(float_to_fp16(sent)));
+    }
+    EXPECT(bad == 0, "isend/irecv %s: %d values not the sent ones rounded", DT_NAMES[dt], bad);
+    expect_counted(c, OP_SEND, 1, wire * 5);
+    expect_counted(c, OP_RECV, 1, wire * 5);
+    /* rank r sends r + 1 floats to each rank; recv's gaps keep their value */
+    size_t sc[64], so[64], rc[64], ro[64];
+    float *vs = malloc((size_t)p * (r + 1) * 4), *vr = malloc((size_t)p * (p + 1) * 4);
+    for (int j = 0; j < p; j++) {
+        sc[j] = (size_t)r + 1;
+        so[j] = (size_t)j * (r + 1);
+        rc[j] = (size_t)j + 1;
+        ro[j] = (size_t)j * (p + 1);
+        for (size_t i = 0; i < sc[j]; i++) vs[so[j] + i] = (float)(r * 8 + j);
+    }
+    for (size_t i = 0; i < (size_t)p * (p + 1); i++) vr[i] = -0.1f;
+    comm_alltoallv(c, vs, sc, so, vr, rc, ro, dt);
+    bad = 0;
+    for (int j = 0; j < p; j++)
+        for (size_t i = 0; i < (size_t)p + 1; i++)
+            bad += vr[ro[j] + i] != (i < rc[j] ? (float)(j * 8 + r) : -0.1f);
+    EXPECT(bad == 0, "alltoallv %s: %d elements wrong (gaps must stay)", DT_NAMES[dt], bad);
+    expect_counted(c, OP_ALLTOALLV, 1, wire * (size_t)p * (r + 1));
+    EXPECT(mem_current_bytes(MEM_COMM) == comm_before, "%s: wire buffers not given back "
+           "(%zu bytes of MEM_COMM left)", DT_NAMES[dt], mem_current_bytes(MEM_COMM) - comm_before);
+    /* a reserved wire buffer serves them instead: no MEM_COMM beyond it */
+    comm_wire_reserve(c, 2 * (size_t)p * (p + 1) + 16);
+    const size_t peak = mem_peak_bytes(MEM_COMM);
+    for (size_t i = 0; i < (size_t)p * (p + 1); i++) vr[i] = -0.1f;
+    comm_alltoallv(c, vs, sc, so, vr, rc, ro, dt);
+    comm_irecv(c, in, 5, dt, prev, 3, &reqs[0]);
+    comm_isend(c, out, 5, dt, next, 3, &reqs[1]);
+    comm_waitall(reqs, 2);
+    bad = 0;
+    for (int j = 0; j < p; j++) bad += vr[ro[j]] != (float)(j * 8 + r);
+    EXPECT(bad == 0 && mem_peak_bytes(MEM_COMM) == peak, "%s on a reserved wire buffer: %d "
+           "wrong, MEM_COMM's peak %zu bytes past it", DT_NAMES[dt], bad,
+           mem_peak_bytes(MEM_COMM) - peak);
+    free(vs);
+    free(vr);
+    comm_free(c);
+}
+
 /* Every op's counters as comm.h documents them, on a fresh group (S = the
  * full buffer of N floats = 4N bytes): allreduce, reduce_scatter (input),
  * allgather (output), broadcast, reduce S; alltoall(v), send, sendrecv the
@@ -331,6 +397,8 @@ int main(int argc, char **argv) {
     }
     test_p2p();
     test_counters();
+    test_wire(COMM_FLOAT_AS_BF16);
+    test_wire(COMM_FLOAT_AS_FP16);
 
     /* counters: k allreduces of n floats = k calls and 4nk bytes; a split
      * group counts on its own row */
