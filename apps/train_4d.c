@@ -113,9 +113,6 @@ static void check_options(const TrainOptions *o, const Options4d *x) {
         problem = gpt_activation_problem(&o->model, p->tp, p->sp, p->recompute, o->seq / p->cp);
     if (!problem) problem = gpt_expert_problem(&o->model, p->ep);
     if (problem) USER_ERROR("%s", problem);
-    if (x->zero && o->model.precision != PRECISION_FP32)
-        USER_ERROR("--zero 1 --precision %s: the composed ZeRO-1 keeps fp32 states for now "
-                   "(train_zero shards bf16's)", precision_name((Precision)o->model.precision));
     if (x->zero && o->model.n_experts > 0)
         USER_ERROR("--zero 1 with experts: lab 08 averages the dense gradients over dp and the "
                    "experts' over edp, and ZeRO-1 here shards over one group (dp x cp)");
@@ -253,9 +250,9 @@ int main(int argc, char **argv) {
      * reduce-scatter (composed_zero1.h) */
     DdpSync ds;
     EpSync es;
-    ComposedZero1 z1;
+    ComposedZero1Run z1;
     const int moe = o.model.n_experts > 0, averaged = groups.grads->size > 1;
-    if (x.zero) composed_zero1_init(&z1, &layout, groups.zero, o.seed);
+    if (x.zero) composed_zero1_init(&z1, &layout, groups.zero, &o, world);
     else if (moe) ep_sync_init(&es, &layout, dp, mesh->edp_group);
     else ddp_sync_init(&ds, groups.grads, &layout, DDP_BUCKETED, 1 << 18, 0);
     const GradSync *sync = x.zero || !averaged ? NULL : moe ? &es.sync : &ds.sync;
@@ -269,7 +266,7 @@ int main(int argc, char **argv) {
                layout.num_params, gpt_num_params(&o.model));
     print_placement(mesh, node, x.ranks_per_node > 0);
     TrainParallel par = {.world = world, .dp = dp, .metrics = groups.loss, .sync = sync,
-                         .states = x.zero ? &z1.states : NULL,
+                         .states = x.zero ? &z1.c.states : NULL,
                          .layout = &layout, .schedule = schedule,
                          .stage_ops = schedule ? &stage_ops : NULL};
     train_run_parallel(&o, &par);

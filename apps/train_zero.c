@@ -18,6 +18,7 @@
 #include "preflight.h"
 #include "train.h"
 #include "zero.h"
+#include "zero_scaled.h"
 #ifdef WITH_LAB05
 #include "act_layers.h"
 #endif
@@ -47,49 +48,24 @@ static void on_zero_option(void *ctx, const char *name, const char *arg) {
     }
 }
 
-/* The lab's states, and fp16's loss scale around them (lab 11's ops): the
- * scale the backward pass starts from, the overflow check every rank
- * agrees on, the skipped step; ZeRO's own update runs with the scale
- * divided out. z comes first: the callbacks below take the run as the
- * Zero it starts with. */
+/* The lab's states, and fp16's loss scale around them (zero_scaled.h).
+ * z comes first: the callbacks below take the run as the Zero it starts
+ * with. */
 typedef struct {
     Zero z;
-    LossScaler scaler;
-    const MixedPrecisionOps *mixed;  /* NULL but under fp16 */
-    Comm *overflow;
-    int count_flushed;
+    ZeroScaled scaled;
 } ZeroRun;
-
-/* what this rank accumulates of the gradients, and how many elements */
-static void *grads_held(const Zero *z, size_t *n) {
-    *n = z->stage == 1 ? z->padded_total : z->shard_total;
-    return z->stage == 1 ? z->grads_full : z->grads_shard;
-}
 
 /* ModelStates and ModelHooks (train.h, model.h) on top of the lab's functions */
 static void begin_step(void *ctx) { zero_begin_step(ctx); }
 static void begin_backward(void *ctx, int last) { (void)ctx; (void)last; }
 static double finish_grads(void *ctx, int micro) {
     ZeroRun *r = ctx;
-    const double ss = zero_finish_grads(&r->z, micro);
-    if (!r->mixed) return ss;
-    size_t n;
-    void *g = grads_held(&r->z, &n);
-    const int format = comm_dtype_precision(r->z.grad_dtype);
-    if (r->count_flushed) r->scaler.flushed = (long long)r->mixed->count_flushed(g, n, PRECISION_FP16);
-    r->scaler.overflowed = r->mixed->found_overflow(g, n, format, r->overflow);
-    return ss / ((double)r->scaler.scale * r->scaler.scale);
+    return zero_scaled_finish(&r->scaled, &r->z, zero_finish_grads(&r->z, micro));
 }
 static void update(void *ctx, const AdamWStep *s) {
     ZeroRun *r = ctx;
-    if (!r->mixed) {
-        zero_update(&r->z, s);
-        return;
-    }
-    AdamWStep unscaled = *s;
-    unscaled.clip = s->clip / r->scaler.scale;
-    if (!r->scaler.overflowed) zero_update(&r->z, &unscaled);
-    r->mixed->scaler_after_step(&r->scaler);
+    zero_scaled_update(&r->scaled, &r->z, s);
 }
 static void gather_params(void *ctx, float *out) { zero_gather_params(ctx, out); }
 /* ZeRO-3 gathers each unit (the lab's); ZeRO-1/2 read the whole copy, in
@@ -178,13 +154,9 @@ int main(int argc, char **argv) {
                         .overlap_rs = zo.overlap_rs, .recompute = o.parallel.recompute};
     preflight_run(&o, &layout, world);
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
-    ZeroRun run = {.scaler = {(float)o.loss_scale, o.loss_scale_interval, 0, 0, 0, -1}};
+    ZeroRun run;
     Zero *z = &run.z;
-    if (o.model.precision == PRECISION_FP16) {
-        run.mixed = o.mixed;
-        run.overflow = comm_split(world, 0, world->rank, "overflow");
-        run.count_flushed = o.count_flushed;
-    }
+    zero_scaled_init(&run.scaled, &o, world);
     GPTLayout model = gpt_layout_whole(&o.model);
 #ifdef WITH_LAB05
     /* lab 05's recomputations, as the model calls them (act_layers.h) */
@@ -193,7 +165,7 @@ int main(int argc, char **argv) {
 #endif
     zero_init(z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &model, o.seed);
     z->overlap_rs = zo.overlap_rs;
-    ModelHooks hooks = {.ctx = z, .loss_scale = run.mixed ? &run.scaler.scale : NULL};
+    ModelHooks hooks = {.ctx = z, .loss_scale = zero_scaled_scale(&run.scaled)};
     if (zo.stage >= 2 || z->grad_dtype != COMM_FLOAT) {
         hooks.grads_begin = grads_begin;
         hooks.grads_ready = grads_ready;
@@ -204,7 +176,7 @@ int main(int argc, char **argv) {
     }
     ModelStates states = {&run, &z->p, &z->g, &hooks, begin_step, begin_backward, finish_grads,
                           update, gather_params, local_params, held, z->master ? loaded : NULL,
-                          run.mixed ? &run.scaler : NULL};
+                          zero_scaled_scaler(&run.scaled)};
     size_t phi = gpt_num_params(&o.model);
     if (world->rank == 0)
         printf("train_zero: ZeRO-%d%s%s over %d rank%s, %d units, %zu parameters padded to %zu "
@@ -219,7 +191,7 @@ int main(int argc, char **argv) {
     if (world->rank == 0)
         memplan_print_check("train_zero", &o.model, &layout, train_steps_run(&o));
     zero_free(z);
-    if (run.overflow) comm_free(run.overflow);
+    zero_scaled_free(&run.scaled);
     mesh_free(mesh);
     comm_finalize();
     return 0;

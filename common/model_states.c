@@ -79,18 +79,12 @@ static void half_grads_ready(void *ctx, int unit) {
     if (r->sync && r->sync->grads_ready) replicated_grads_ready(ctx, unit);
 }
 
-/* sequence parallelism's layernorm sums (lab 05 reads fp32 views): each
- * unit widened, summed over the TP group, rounded back; what they move is
- * fp32, 4 (4 L + 2) C bytes a step, next to the gradients' 2 Phi */
+/* sequence parallelism's layernorm sums on the 2-byte gradients (widened.h) */
 static void half_sum_layernorm_grads(ReplicatedStates *r) {
-    const GPTLayout *l = r->layout;
-    for (int u = GPT_UNIT_EMBED + 1; u < gpt_num_units(l); u++) {
-        memset(r->unit_only.blocks, 0, (size_t)l->cfg.n_layer * sizeof(BlockParams));
-        r->unit_only.lnfw = r->unit_only.lnfb = NULL;
-        if (!widened_open(&r->grad_units, u, unit_at(r, r->grads, u), &r->unit_only)) continue;
-        l->sp_ops->sum_layernorm_grads(l, &r->unit_only);
-        widened_close(&r->grad_units, u, unit_at(r, r->grads, u));
-    }
+    const int U = gpt_num_units(r->layout);
+    uint16_t *starts[U];
+    for (int u = 0; u < U; u++) starts[u] = unit_at(r, r->grads, u);
+    widened_sum_layernorm_grads(&r->grad_units, starts);
 }
 
 static void mixed_init(ReplicatedStates *r, const ReplicatedMixed *mp) {
@@ -107,7 +101,6 @@ static void mixed_init(ReplicatedStates *r, const ReplicatedMixed *mp) {
     r->hooks.loss_scale = &r->scaler.scale;
     if (!half_grads(r)) return;
     widened_init(&r->grad_units, r->layout, format, MEM_WORKSPACE);
-    gpt_params_view(r->layout, NULL, &r->unit_only);
     r->hooks.grads_begin = half_grads_begin;
     r->hooks.grads_ready = half_grads_ready;
 }
@@ -228,5 +221,4 @@ void replicated_states_free(ReplicatedStates *r) {
     mem_free(r->compute);
     widened_free(&r->weights);
     widened_free(&r->grad_units);
-    gpt_params_view_free(&r->unit_only);
 }

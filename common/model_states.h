@@ -181,7 +181,6 @@ typedef struct {
     WidenedUnits weights;   /* compute's units as the passes read them */
     /* 2-byte gradients only */
     WidenedUnits grad_units; /* the units a backward pass accumulates */
-    GPTParams unit_only;    /* views of one unit, the others NULL */
     ReplicatedMixed mixed;  /* its ops, and the overflow check's group */
     float unscale;          /* this step's: the loss scale x the micro-batches */
     LossScaler scaler;

@@ -1,7 +1,10 @@
 #include "widened.h"
 
+#include <string.h>
+
 #include "check.h"
 #include "kernels.h"
+#include "model.h"
 
 static size_t unit_count(const GPTLayout *l, int u) {
     size_t offset, count;
@@ -46,4 +49,18 @@ void widened_close(WidenedUnits *w, int u, uint16_t *dst) {
                             unit_count(w->layout, u), w->precision);
     if (u == GPT_UNIT_EMBED) w->embed_open = 0;
     else w->open = -1;
+}
+
+void widened_sum_layernorm_grads(WidenedUnits *w, uint16_t *const *unit_start) {
+    const GPTLayout *l = w->layout;
+    GPTParams one;
+    gpt_params_view(l, NULL, &one);
+    for (int u = GPT_UNIT_EMBED + 1; u < gpt_num_units(l); u++) {
+        memset(one.blocks, 0, (size_t)l->cfg.n_layer * sizeof(BlockParams));
+        one.wte = one.wpe = one.lnfw = one.lnfb = NULL;
+        if (!widened_open(w, u, unit_start[u], &one)) continue;
+        l->sp_ops->sum_layernorm_grads(l, &one);
+        widened_close(w, u, unit_start[u]);
+    }
+    gpt_params_view_free(&one);
 }

@@ -38,4 +38,12 @@ float *widened_open(WidenedUnits *w, int u, const uint16_t *src, GPTParams *view
  * and close it; nothing when u is not open. */
 void widened_close(WidenedUnits *w, int u, uint16_t *dst);
 
+/* Sequence parallelism's layernorm sums (the layout's sp_ops, which read
+ * fp32 views) on 2-byte gradients: each unit but the embeddings' (which
+ * hold no layernorm) widened alone, its views the only ones set, summed
+ * over the TP group, rounded back. unit_start[u]: unit u's first element
+ * in the gradient buffer. What they move is fp32, 4 (4 L + 2) C bytes a
+ * step, beside the gradients' 2 Phi. */
+void widened_sum_layernorm_grads(WidenedUnits *w, uint16_t *const *unit_start);
+
 #endif

@@ -209,18 +209,26 @@ follows_base_tail() {
     [[ "$output" == *"not implemented: composed_best_mesh_order"* ]]
 }
 
-@test "composed: make tour's script trains 10 layouts, their losses within tolerance of one device, and draws 4 charts and a report" {
-    require_solution 00 02 03 04 05 06 07 08 09 10
+# The tour runs in bf16 here: its 10 layouts are lab 10's matrix in mixed
+# precision (ZeRO-1, TP, SP, PP, CP, composed on 8 ranks), each memory
+# check as the planner's, each within lab 11's tolerance of one device in
+# bf16 (7e-4 over 10 steps; measured 5e-5 to 3.5e-4 over these 6); fp32's
+# exact matrix is the tests above.
+@test "composed: make tour's script trains 10 layouts in bf16, their losses within tolerance of one device, and draws 4 charts and a report" {
+    require_solution 00 02 03 04 05 06 07 08 09 10 11
     cd "$ROOT"
-    run t 900 env TOUR_OUT="$BATS_TEST_TMPDIR/tour" TOUR_STEPS=6 bash tools/tour.sh
+    run t 900 env TOUR_OUT="$BATS_TEST_TMPDIR/tour" TOUR_STEPS=6 TOUR_PRECISION=bf16 bash tools/tour.sh
     echo "$output"
     [ "$status" -eq 0 ]
     local d="$BATS_TEST_TMPDIR/tour"
     [ "$(tail -n +2 "$d/table.tsv" | wc -l)" -eq 10 ]
-    # every layout's largest loss difference from one device within the grader's absolute tolerance
-    awk -F'\t' 'NR > 1 && $4 + 0 > 1e-4 { print "too far: " $0; bad = 1 } END { exit bad }' "$d/table.tsv"
+    # every layout's largest loss difference from one device within lab 11's tolerance
+    awk -F'\t' 'NR > 1 && $4 + 0 > 7e-4 { print "too far: " $0; bad = 1 } END { exit bad }' "$d/table.tsv"
     # the layouts that communicate sent bytes; one device none
     awk -F'\t' 'NR == 2 && $6 != 0 { exit 1 } NR > 2 && $6 + 0 <= 0 { exit 1 }' "$d/table.tsv"
     for png in losses memory traffic steps; do is_png "$d/$png.png"; done
     [ "$(grep -c '<tr>' "$d/report.html")" -eq 11 ]
+    run env TOUR_OUT="$BATS_TEST_TMPDIR/bad" TOUR_PRECISION=fp8 bash tools/tour.sh
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"TOUR_PRECISION must be fp32, bf16 or fp16, got 'fp8'"* ]]
 }

@@ -98,7 +98,8 @@ NORM_TOLERANCE=2e-3
                  "06_pipeline/train_pp|2|--pp 2 --micro-batches 4 --schedule zb-h1"
                  "07_context_parallel/train_cp|2|--cp 2 --cp-algo zigzag"
                  "08_moe/train_moe|2|--config tiny-moe --ep 2"
-                 "10_composed/train_4d|4|--tp 2 --pp 2")
+                 "10_composed/train_4d|4|--tp 2 --pp 2"
+                 "10_composed/train_4d|4|--tp 2 --sp --zero 1")
     for c in "${cases[@]}"; do
         IFS='|' read -r prog np flags <<<"$c"
         out="$d/${prog//\//-}-${flags// /_}"
@@ -245,8 +246,8 @@ sys.exit(out != (sys.argv[5] == 'planted'))" $g "$TOLERANCE" "$NORM_TOLERANCE" "
     [ "$failed" -eq 0 ]
 }
 
-@test "precision: fp16's loss scale skips every overflowing step on every rank together, halves on overflow and doubles after clean steps, under ZeRO-2 as under DDP" {
-    require_solution 02 03 11
+@test "precision: fp16's loss scale skips every overflowing step on every rank together, halves on overflow and doubles after clean steps, under ZeRO-2 and the composed ZeRO-1 as under DDP" {
+    require_solution 02 03 10 11
     local out="$BATS_TEST_TMPDIR/fp16"
     # 2^24 overflows fp16's activation gradients on tiny's first step, 2^25 does
     # not, 2^26 does again later: skips, halvings and doublings all happen
@@ -281,6 +282,12 @@ PY
     [ "$status" -eq 0 ]
     [[ "$output" != *DIFFERENT* ]]
     diff <(cut -d, -f1,2,8,9 "$out/metrics.csv") <(cut -d, -f1,2,8,9 "$out-zero/metrics.csv")
+    # and lab 10's ZeRO-1 (train_4d --zero 1: apps/zero_scaled.h around it)
+    run mpirun_t 120 2 "$BUILD/solutions/10_composed/train_4d" --zero 1 "${COMMON[@]}" --steps 16 \
+        --precision fp16 --loss-scale 16777216 --loss-scale-interval 3 --out "$out-4d"
+    [ "$status" -eq 0 ]
+    [[ "$output" != *DIFFERENT* ]]
+    diff <(cut -d, -f1,2,8,9 "$out/metrics.csv") <(cut -d, -f1,2,8,9 "$out-4d/metrics.csv")
 }
 
 @test "precision: bf16 and fp16 runs resume bit for bit, ZeRO-3's too, bf16 at tp 2 and ZeRO-3's on one device within the tolerance, and an fp32 checkpoint loads in bf16" {

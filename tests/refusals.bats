@@ -76,7 +76,6 @@ pp    |1|                                         |pipeline.csv is a directory|p
 pp    |1|                                         |pipeline_sim.csv is a directory|pipeline_sim.csv
 4d    |1|--zero 2                                 |--zero 2: ZeRO-2 and 3
 4d    |1|--zero x                                 |--zero expects 1
-4d    |1|--zero 1 --precision bf16                |composed ZeRO-1 keeps fp32
 4d    |1|--schedule gpipe                         |need --pp 2 or more
 4d    |1|--pp 2 --schedule 1f1b-unbatched         |run by train_pp
 4d    |1|--sp                                     |--tp 2 or more

@@ -15,7 +15,10 @@
 #                all the ranks: a picture of the work, not of a cluster);
 # and report.html, the four charts and a table.
 # Settings (environment): TOUR_CONFIG (default tiny), TOUR_STEPS (100),
-# TOUR_OUT (runs/tour), TOUR_TIMEOUT (seconds a run, 300).
+# TOUR_OUT (runs/tour), TOUR_TIMEOUT (seconds a run, 300), TOUR_PRECISION
+# (fp32, or bf16 / fp16: every run in mixed precision, one device's
+# included; the layouts then follow it within lab 11's tolerance, not to
+# the bit).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,7 +27,9 @@ CONFIG=${TOUR_CONFIG:-tiny}
 STEPS=${TOUR_STEPS:-100}
 OUT=${TOUR_OUT:-runs/tour}
 LIMIT=${TOUR_TIMEOUT:-300}
+PRECISION=${TOUR_PRECISION:-fp32}
 [[ "$STEPS" =~ ^[1-9][0-9]*$ ]] || die "TOUR_STEPS must be a positive whole number, got '$STEPS'"
+[[ "$PRECISION" =~ ^(fp32|bf16|fp16)$ ]] || die "TOUR_PRECISION must be fp32, bf16 or fp16, got '$PRECISION'"
 T4D=build/solutions/10_composed/train_4d
 GPT=build/$([ -d solutions/00_single_device ] && echo solutions || echo labs)/00_single_device/train_gpt
 [ -x "$T4D" ] && [ -x "$GPT" ] || die "$T4D or $GPT not built (make all)"
@@ -47,7 +52,8 @@ LAYOUTS=(
     "tp 2 x cp 2 x pp 2|8|--tp 2 --cp 2 --pp 2 --cp-algo zigzag"
     "dp 2 x cp 2 x tp 2 + sp|8|--dp 2 --cp 2 --tp 2 --sp"
 )
-ARGS=(--config "$CONFIG" --steps "$STEPS" --batch 8 --grad-accum 2 --eval-every 10 --threads 1)
+ARGS=(--config "$CONFIG" --steps "$STEPS" --batch 8 --grad-accum 2 --eval-every 10 --threads 1
+      --precision "$PRECISION")
 
 i=0
 for entry in "${LAYOUTS[@]}"; do
@@ -131,7 +137,7 @@ column -t -s $'\t' "$table"
     echo "set terminal pngcairo size 1000,600 font 'sans,11' noenhanced"
     echo "set output '$OUT/losses.png'"
     echo "set datafile separator ','"
-    echo "set title 'The same model and batch in $N layouts ($CONFIG, $STEPS steps): one curve'"
+    echo "set title 'The same model and batch in $N layouts ($CONFIG, $PRECISION, $STEPS steps): one curve'"
     echo "set xlabel 'step'; set ylabel 'training loss (nats/token)'; set grid"
     echo "set key top right box opaque"
     printf "plot "

@@ -201,6 +201,11 @@ void zero_unview_params(Zero *z, int u);
 void zero_view_grads(Zero *z, int u);
 void zero_unview_grads(Zero *z, int u);
 
+/* Given, for lab 10 (ZeRO-1 beside sequence parallelism): the layout's SP
+ * layernorm sums (sp_ops) on the gradients ZeRO-1 holds whole, fp32 as
+ * they are, 2-byte ones a unit at a time widened (widened.h) */
+void zero_sum_layernorm_grads(Zero *z);
+
 /* Given: after a checkpoint was loaded into what zero_held describes (the
  * master in mixed precision), make the parameters the passes read again */
 void zero_loaded(Zero *z);

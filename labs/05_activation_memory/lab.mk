@@ -7,7 +7,7 @@ objects := activation_memory
 programs := train_tp train_zero check_act
 link.train_tp := train_tp_lab05 act_layers ddp_sync tp_layers 05_activation_memory \
 	04_tensor_parallel 02_ddp 00_single_device 09_checkpoint? 11_mixed_precision?
-link.train_zero := train_zero_lab05 act_layers 05_activation_memory 03_zero 00_single_device \
+link.train_zero := train_zero_lab05 zero_scaled act_layers 05_activation_memory 03_zero 00_single_device \
 	09_checkpoint? 11_mixed_precision?
 link.check_act := check_act 05_activation_memory
 fake_gpu := train_tp train_zero

@@ -35,7 +35,8 @@
  *    and return the squared norm of the whole model's gradient, each
  *    parameter counted once. Lab 03 gives the pieces (zero_reduce_scatter_
  *    grads; the slice of unit u is [r S_u, (r+1) S_u) of its padded range,
- *    r the rank in z.dp), lab 05 the layernorm sums (l->sp_ops), lab 06 the
+ *    r the rank in z.dp), lab 05 the layernorm sums (zero_sum_layernorm_grads
+ *    runs l->sp_ops on ZeRO's gradients, 2-byte ones too), lab 06 the
  *    tied embedding's (l->sum_tied_embedding: wte is the first tensor of
  *    unit 0, which starts the padded buffer), train.h the counting
  *    (layout_counted_sum_squares over the real elements of a slice,

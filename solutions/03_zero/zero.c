@@ -383,6 +383,16 @@ static uint16_t *full_grads_unit(Zero *z, int u) {
 void zero_view_grads(Zero *z, int u) { widened_open(&z->grad_units, u, full_grads_unit(z, u), &z->g); }
 void zero_unview_grads(Zero *z, int u) { widened_close(&z->grad_units, u, full_grads_unit(z, u)); }
 
+void zero_sum_layernorm_grads(Zero *z) {
+    if (z->grad_dtype == COMM_FLOAT) {
+        z->layout->sp_ops->sum_layernorm_grads(z->layout, &z->g);
+        return;
+    }
+    uint16_t *starts[z->nunits];
+    for (int u = 0; u < z->nunits; u++) starts[u] = full_grads_unit(z, u);
+    widened_sum_layernorm_grads(&z->grad_units, starts);
+}
+
 void zero_loaded(Zero *z) {
     if (!z->master) return;  /* fp32: what was loaded is what the passes read */
     zero_copy_down(z);

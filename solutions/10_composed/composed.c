@@ -46,7 +46,7 @@ double composed_zero1_finish_grads(ComposedZero1 *c, int micro_batches) {
      * each end of the pipeline only its use of wte; a slice cut now would
      * miss the other part (and the two ends' units 0 differ in size, so
      * their slices would not even line up) */
-    if (l->sp) l->sp_ops->sum_layernorm_grads(l, &z->g);
+    if (l->sp) zero_sum_layernorm_grads(z);
     if (l->pp > 1) l->sum_tied_embedding(l, z->grads_full);
     double sumsq = 0.0;
     const size_t r = (size_t)z->dp->rank;
