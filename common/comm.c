@@ -60,9 +60,12 @@ size_t comm_dtype_size(CommDtype dtype) {
     return sizes[dtype];
 }
 
-size_t comm_wire_size(CommDtype dtype) {
-    return dtype == COMM_FLOAT_AS_BF16 || dtype == COMM_FLOAT_AS_FP16 ? 2 : comm_dtype_size(dtype);
+/* floats that travel in 2 bytes (comm.h) */
+static int floats_as_half(CommDtype dtype) {
+    return dtype == COMM_FLOAT_AS_BF16 || dtype == COMM_FLOAT_AS_FP16;
 }
+
+size_t comm_wire_size(CommDtype dtype) { return floats_as_half(dtype) ? 2 : comm_dtype_size(dtype); }
 
 static MPI_Datatype mpi_type(CommDtype dtype) {
     switch (dtype) {
@@ -325,9 +328,7 @@ typedef struct {
 
 /* A group of one has no wire: its floats stay floats (bit for bit what one
  * device computes) */
-static int on_wire(const Comm *c, CommDtype dtype) {
-    return (dtype == COMM_FLOAT_AS_BF16 || dtype == COMM_FLOAT_AS_FP16) && c->size > 1;
-}
+static int on_wire(const Comm *c, CommDtype dtype) { return floats_as_half(dtype) && c->size > 1; }
 
 void comm_wire_reserve(Comm *c, size_t n) {
     if (n == 0) return;

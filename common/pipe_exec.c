@@ -23,7 +23,6 @@ typedef struct PipeSlot {
     float *grad_out_wide;   /* mixed precision: it widened, during the backward */
     float *grad_in;         /* d(input) (floats, the backward's), until delivered */
     void *grad_wire;        /* mixed precision: it narrowed for the send, as long */
-    void *act_wire;         /* mixed precision: the output narrowed, until its send is done */
     CommRequest recv_act, recv_grad, send_act, send_grad;
     int recv_act_busy, recv_grad_busy, send_act_busy, send_grad_busy;
     int grad_sent;          /* grad_in's send was posted */
@@ -98,13 +97,6 @@ static void wait_if(CommRequest *r, int *busy) {
     *busy = 0;
 }
 
-/* the output's send done, its narrowed copy goes */
-static void finish_send_act(PipeSlot *sl) {
-    wait_if(&sl->send_act, &sl->send_act_busy);
-    if (sl->act_wire) mem_free(sl->act_wire);
-    sl->act_wire = NULL;
-}
-
 /* ---- activations: taken from the chunk's pool, given back -------------- */
 
 static GPTActs *pool_take(PipeRank *x, int chunk) {
@@ -139,7 +131,7 @@ void pipe_acts_release(PipeRank *x, int micro, int chunk) {
     PipeSlot *sl = slot_of(x, micro, chunk);
     CHECK(sl->acts && !sl->released, "releasing the activations of micro-batch %d on chunk %d, "
           "which are not held", micro, chunk);
-    finish_send_act(sl);  /* the send reads the last block's output */
+    wait_if(&sl->send_act, &sl->send_act_busy);  /* the send reads the last block's output */
     GPTActs *a = sl->acts;
     if (x->poison) gpt_stage_acts_poison(x->layout, a);
     PipePool *p = &x->pool[chunk];
@@ -192,15 +184,11 @@ static void post(PipeRank *x, const PipeOp *op) {
                    message_tag(s, 0, stage, op->micro), &sl->recv_act);
         sl->recv_act_busy = 1;
         break;
-    case PIPE_SEND_ACT:  /* the output itself, or narrowed (it holds 2-byte values) */
-        sent = gpt_stage_output(pipe_acts(x, op->micro, op->chunk));
-        if (narrowed(x)) {
-            sl->act_wire = mem_alloc(MEM_COMM, message_bytes(x));
-            narrow_to_half(sl->act_wire, sent, n, precision);
-            sent = sl->act_wire;
-        }
-        comm_isend(x->pp_group, sent, n, dtype, op->peer,
-                   message_tag(s, 0, stage + 1, op->micro), &sl->send_act);
+    case PIPE_SEND_ACT:  /* the output's floats hold the format's values: on comm.h's
+                          * 2-byte wire, held until the send is waited for */
+        comm_isend(x->pp_group, gpt_stage_output(pipe_acts(x, op->micro, op->chunk)), n,
+                   comm_act_dtype(precision), op->peer, message_tag(s, 0, stage + 1, op->micro),
+                   &sl->send_act);
         sl->send_act_busy = 1;
         break;
     case PIPE_RECV_GRAD:
@@ -232,7 +220,7 @@ static void wait_batch(PipeRank *x, const PipeOp *ops, int n) {
         PipeSlot *sl = slot_of(x, ops[k].micro, ops[k].chunk);
         switch (ops[k].kind) {
         case PIPE_RECV_ACT: wait_if(&sl->recv_act, &sl->recv_act_busy); break;
-        case PIPE_SEND_ACT: finish_send_act(sl); break;
+        case PIPE_SEND_ACT: wait_if(&sl->send_act, &sl->send_act_busy); break;
         case PIPE_RECV_GRAD: wait_if(&sl->recv_grad, &sl->recv_grad_busy); break;
         default: wait_if(&sl->send_grad, &sl->send_grad_busy); break;
         }
@@ -408,7 +396,7 @@ double pipe_run(PipeRank *x, const Schedule *s, const PipeStageOps *ops, PipeLoa
         CHECK(!sl->recv_act_busy && !sl->recv_grad_busy && !sl->grad_out && !sl->act_in,
               "a received message no op used (micro-batch %d, chunk %d)",
               k % s->micro_batches, k / s->micro_batches);
-        finish_send_act(sl);
+        wait_if(&sl->send_act, &sl->send_act_busy);
         if (sl->acts) pipe_acts_release(x, k % s->micro_batches, k / s->micro_batches);
     }
     free_sent_grads(x);
