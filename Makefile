@@ -120,6 +120,7 @@ tests.link.test_recompute := 00_single_device
 tests.link.test_pipe_exec := 00_single_device
 tests.link.test_moe := 00_single_device
 tests.link.test_cp_kernels := 00_single_device
+tests.link.test_fused_attention := 00_single_device 05_activation_memory?
 tests.link.torch_dump := 00_single_device
 tests.link.test_costmodel := 06_pipeline/schedules
 tests.link.lab06/test_schedules := 06_pipeline/schedules

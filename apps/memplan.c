@@ -84,6 +84,8 @@ static const char *const g_usage =
     "                    and activations); with --tp, --cp or --advise (replicated\n"
     "                    states)\n"
     "  --fp32-grads      with --precision: fp32 gradients, as the trainers' flag\n"
+    "  --attention A     materialized (default) or fused: the trainers' --attention A\n"
+    "                    (fused keeps each row's log-sum-exp, not the T x T probabilities)\n"
     "  -h, --help        this text\n";
 
 static void print_states_only(double phi, int ranks, Precision precision, int fp32_grads) {
@@ -474,7 +476,8 @@ static const char *layout_rule(const GPTConfig *cfg, const Candidate *c, int Tg,
     if (!p) p = gpt_context_problem(cfg, tp, l->cp, l->cp_algo, Tg);
     if (!p) p = gpt_activation_problem(cfg, tp, l->sp, l->recompute, l->seq);
     if (!p && l->ep > 1) p = gpt_expert_problem(cfg, l->ep);
-    if (!p && l->cp > 1 && l->recompute == RECOMPUTE_SELECTIVE)
+    if (!p && l->cp > 1 && l->recompute == RECOMPUTE_SELECTIVE &&
+        cfg->attention == ATTENTION_MATERIALIZED)
         p = "selective recomputation rebuilds the attention probabilities, which context "
             "parallelism never keeps";
     if (!p && pp > 1 && strcmp(c->schedule, "zb-h1") == 0 &&
@@ -747,7 +750,7 @@ static const struct option g_options[] = {
     {"schedule", required_argument, 0, 15}, {"chunks", required_argument, 0, 16},
     {"zero", required_argument, 0, 17},     {"no-sp", no_argument, 0, 18},
     {"precision", required_argument, 0, 19}, {"fp32-grads", no_argument, 0, 20},
-    {0, 0, 0, 0}};
+    {"attention", required_argument, 0, 21}, {0, 0, 0, 0}};
 
 /* The command line: 0 (or "") where a flag was not given. The layout's
  * flags are read by the trainers' parser (parallel_flags.h, into flags:
@@ -763,6 +766,7 @@ typedef struct {
     Recompute recompute;
     int recompute_given;
     int fp32_grads;
+    int attention;
     CpAlgo algo;
     int algo_given;
     int advise, pinned;  /* --advise; a dimension of its search pinned */
@@ -838,6 +842,10 @@ static int parse_option(int c, const char *arg, Args *a) {
             USER_ERROR("--precision expects fp32, bf16 or fp16, got '%s'", arg);
         break;
     case 20: a->fp32_grads = 1; break;
+    case 21:
+        if (gpt_attention_parse(arg, &a->attention) != 0)
+            USER_ERROR("--attention expects materialized or fused, got '%s'", arg);
+        break;
     default:
         if (c < 1 || c > 18) return 0;
         parse_advise_option(c, arg, a);
@@ -898,6 +906,7 @@ static GPTConfig config_of(const Args *a) {
         if (a->sizes[i]) *fields[i] = a->sizes[i];
     cfg.precision = a->precision;
     cfg.fp32_grads = a->fp32_grads;
+    cfg.attention = a->attention;
     if (a->sizes[4] && !a->sizes[5]) cfg.top_k = 1;
     if (a->sizes[4] && !a->sizes[6]) cfg.moe_every = 1;
     const char *bad = gpt_config_problem(&cfg);

@@ -117,9 +117,11 @@ static void check_options(const TrainOptions *o, const Options4d *x) {
         USER_ERROR("--zero 1 with experts: lab 08 averages the dense gradients over dp and the "
                    "experts' over edp, and ZeRO-1 here shards over one group (dp x cp)");
     /* the combinations no single lab's program meets */
-    if (p->cp > 1 && p->recompute == RECOMPUTE_SELECTIVE)
+    if (p->cp > 1 && p->recompute == RECOMPUTE_SELECTIVE &&
+        o->model.attention == ATTENTION_MATERIALIZED)
         USER_ERROR("--recompute selective rebuilds the attention probabilities, which context "
-                   "parallelism never keeps: --recompute full, or none");
+                   "parallelism never keeps: --recompute full, or none (or --attention fused, "
+                   "where selective keeps everything)");
     if (p->pp > 1 && strcmp(p->schedule, "zb-h1") == 0 &&
         (p->sp || p->recompute == RECOMPUTE_FULL))
         USER_ERROR("--schedule zb-h1 splits the backward pass and keeps each layer's input "

@@ -6,12 +6,12 @@ typedef struct { const char *name; GPTConfig cfg; } NamedConfig;
 
 static const NamedConfig g_configs[] = {
     /*                 V      ctx   L   NH   C */
-    {"tiny",      {  256,    64,  4,   4,  64, 0, 0, 0.0f,    0.0f,  0, 0, 0}},
-    {"small",     {  256,   128,  4,   4, 128, 0, 0, 0.0f,    0.0f,  0, 0, 0}},
-    {"medium",    {  256,   256,  4,   6, 384, 0, 0, 0.0f,    0.0f,  0, 0, 0}},
-    {"gpt2-124m", {50257,  1024, 12,  12, 768, 0, 0, 0.0f,    0.0f,  0, 0, 0}},
-    /*                                       E  k  capacity aux   every precision fp32_grads */
-    {"tiny-moe",  {  256,    64,  4,   4,  64, 4, 2, 1.25f,   0.01f, 2, 0, 0}},
+    {"tiny",      {  256,    64,  4,   4,  64, 0, 0, 0.0f,    0.0f,  0, 0, 0, 0}},
+    {"small",     {  256,   128,  4,   4, 128, 0, 0, 0.0f,    0.0f,  0, 0, 0, 0}},
+    {"medium",    {  256,   256,  4,   6, 384, 0, 0, 0.0f,    0.0f,  0, 0, 0, 0}},
+    {"gpt2-124m", {50257,  1024, 12,  12, 768, 0, 0, 0.0f,    0.0f,  0, 0, 0, 0}},
+    /*                                       E  k  capacity aux   every precision fp32_grads attention */
+    {"tiny-moe",  {  256,    64,  4,   4,  64, 4, 2, 1.25f,   0.01f, 2, 0, 0, 0}},
 };
 
 int gpt_config_by_name(const char *name, GPTConfig *cfg) {
@@ -24,6 +24,19 @@ int gpt_config_by_name(const char *name, GPTConfig *cfg) {
 }
 
 const char *gpt_config_names(void) { return "tiny, small, medium, gpt2-124m, tiny-moe"; }
+
+const char *gpt_attention_name(int a) {
+    return a == ATTENTION_FUSED ? "fused" : a == ATTENTION_MATERIALIZED ? "materialized" : "?";
+}
+
+int gpt_attention_parse(const char *name, int *a) {
+    for (int i = ATTENTION_MATERIALIZED; i <= ATTENTION_FUSED; i++)
+        if (strcmp(name, gpt_attention_name(i)) == 0) {
+            *a = i;
+            return 0;
+        }
+    return -1;
+}
 
 int gpt_block_is_moe(const GPTConfig *cfg, int i) {
     return cfg->n_experts > 0 && (i + 1) % cfg->moe_every == 0;

@@ -36,10 +36,27 @@ typedef struct {
      * AdamW's moments, the statistics and the loss stay fp32. The weight
      * gradients are stored in the compute format too (the ZeRO paper's
      * 2 + 2 + 12 bytes), or in fp32 with fp32_grads (Megatron's main_grad:
-     * 2 + 4 + 12). */
+     * 2 + 4 + 12). attention (GPTAttention): how attention keeps what its
+     * backward pass needs. */
     int precision;
     int fp32_grads;
+    int attention;
 } GPTConfig;
+
+/* How attention runs (the trainers' and the planner's --attention):
+ *   MATERIALIZED  the T x T probabilities P = softmax(q k^T / sqrt(hs)) are
+ *                 stored, B NH T^2 floats per block, and read back by the
+ *                 backward pass (lab 00's kernels);
+ *   FUSED         tiles of queries against tiles of keys with an online
+ *                 softmax (FlashAttention): only the output and each row's
+ *                 log-sum-exp lse are kept, B NH T floats, and the backward
+ *                 pass rebuilds each tile's P = e^(s - lse) (lab 05's
+ *                 extension; kernels.h).
+ * Both compute the same function; their results differ by float rounding. */
+typedef enum { ATTENTION_MATERIALIZED, ATTENTION_FUSED } GPTAttention;
+/* "materialized", "fused"; parse: 0, or -1 for anything else */
+const char *gpt_attention_name(int a);
+int gpt_attention_parse(const char *name, int *a);
 
 /* The format of the weight gradients' buffers (a Precision) */
 static inline int gpt_grad_precision(const GPTConfig *c) {

@@ -56,11 +56,15 @@ typedef struct {
 static PassFlops pass_flops(const GPTConfig *cfg, const MemLayout *l, int pp_rank) {
     double blocks, attention, head;
     cost_forward_flops(cfg, l, pp_rank, &blocks, &attention, &head);
-    /* what the backward pass computes again: the probabilities, or each
-     * block's forward (not the head's) */
-    const double again = l->recompute == RECOMPUTE_FULL        ? blocks + attention
-                         : l->recompute == RECOMPUTE_SELECTIVE ? attention
-                                                               : 0;
+    /* what the backward pass computes again: each block's forward (not the
+     * head's), or the probabilities; fused attention's backward rebuilds
+     * each tile's scores q k^T (half its forward) whatever is recomputed,
+     * and selective recomputation then has nothing left to rebuild */
+    const int fused = cfg->attention == ATTENTION_FUSED;
+    double again = l->recompute == RECOMPUTE_FULL                  ? blocks + attention
+                   : l->recompute == RECOMPUTE_SELECTIVE && !fused ? attention
+                                                                   : 0;
+    if (fused) again += attention / 2;
     PassFlops f = {.forward = blocks + attention + head};
     /* dX and dW each as many FLOPs as the forward's GEMMs; attention's
      * backward (twice its forward) belongs to the input gradient */

@@ -37,14 +37,29 @@ static const CpuBackwardKernels *cpu_backward(void) {
     return g_cpu_backward;
 }
 
+static CpuFusedForward g_cpu_fused_forward;
+
+void kernels_set_cpu_fused_forward(CpuFusedForward f) { g_cpu_fused_forward = f; }
+
+static CpuFusedForward cpu_fused_forward(void) {
+    CHECK(g_cpu_fused_forward != NULL,
+          "fused attention's CPU forward pass was not handed to the kernels "
+          "(kernels_set_cpu_fused_forward): it is lab 05's extension");
+    return g_cpu_fused_forward;
+}
+
 /* HANDED_BACKEND(name): the same choice for the two kernels whose CPU
- * version the program handed over (cpu_backward), read only on the CPU */
+ * version the program handed over (cpu_backward), read only on the CPU;
+ * FUSED_FORWARD_BACKEND: for fused attention's forward pass */
 #ifdef KIT_CUDA
 #define BACKEND(name) (device_current() == DEVICE_CUDA ? name##_cuda : name##_cpu)
 #define HANDED_BACKEND(name) (device_current() == DEVICE_CUDA ? name##_cuda : cpu_backward()->name)
+#define FUSED_FORWARD_BACKEND \
+    (device_current() == DEVICE_CUDA ? attention_fused_forward_cuda : cpu_fused_forward())
 #else
 #define BACKEND(name) name##_cpu
 #define HANDED_BACKEND(name) cpu_backward()->name
+#define FUSED_FORWARD_BACKEND cpu_fused_forward()
 #endif
 
 #define TIMED(name, flops, bytes, call)                          \
@@ -131,6 +146,23 @@ void attention_backward(float *dqkv, float *datt, const float *dout, const float
                         const float *att, int B, int T, int C, int NH) {
     HANDED_KERNEL(attention_backward, attention_pairs(B, T, NH) * (8.0 * (C / NH) + 4),
                   F(10.0 * B * T * C + 3.0 * B * NH * T * T), dqkv, datt, dout, qkv, att, B, T, C, NH);
+}
+
+/* Fused attention: the materialized pass's arithmetic, but no T x T
+ * traffic (q, k, v, out and the lse); the backward pass rebuilds the scores
+ * (2 hs a pair more than attention_backward) and starts with D. */
+void attention_fused_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                             int NH) {
+    RUN_KERNEL(FUSED_FORWARD_BACKEND, "attention_fused_forward",
+               attention_pairs(B, T, NH) * (4.0 * (C / NH) + EXP_OPS + 4),
+               F(4.0 * B * T * C + (double)B * NH * T), out, lse, qkv, B, T, C, NH);
+}
+
+void attention_fused_backward(float *dqkv, float *D, const float *dout, const float *qkv,
+                              const float *out, const float *lse, int B, int T, int C, int NH) {
+    KERNEL(attention_fused_backward,
+           attention_pairs(B, T, NH) * (10.0 * (C / NH) + EXP_OPS + 4) + 2.0 * B * T * C,
+           F(12.0 * B * T * C + 2.0 * B * NH * T), dqkv, D, dout, qkv, out, lse, B, T, C, NH);
 }
 
 /* Ring attention's blocks: n (n + 1) / 2 or n^2 pairs per head, each a

@@ -70,6 +70,22 @@ void attention_probs_forward(float *att, const float *qkv, int B, int T, int C, 
 void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH);
 
+/* Fused causal attention (config.h's ATTENTION_FUSED; FlashAttention):
+ * the same out as attention_forward from the same qkv, by tiles of query
+ * rows against tiles of key rows with an online softmax, keeping per
+ * (sequence, head, query row) only lse (B,NH,T) = log sum_j e^(s_j), never
+ * a T x T matrix. The backward pass rebuilds each tile's probabilities
+ * P = e^(S - lse) from q, k and lse, with D (B,NH,T) = per head dout . out
+ * by row (its scratch, overwritten), and adds dq, dk, dv into dqkv:
+ *   dV += P^T dO,  dP = dO V^T,  dS = P o (dP - D),
+ *   dQ += scale dS K,  dK += scale dS^T Q      (scale = 1/sqrt(hs)).
+ * On the CPU the forward pass is the one the program handed over (lab 05's
+ * extension: kernels_set_cpu_fused_forward); a GPU runs its own. */
+void attention_fused_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                             int NH);
+void attention_fused_backward(float *dqkv, float *D, const float *dout, const float *qkv,
+                              const float *out, const float *lse, int B, int T, int C, int NH);
+
 /* ---- ring attention's blocks (context parallelism, lab 07) ----
  * A rank holds T of each sequence's positions (its chunks, math_shared.h's
  * placement): its q, k, v in qkv (B,T,3C) as attention_forward's, and the
@@ -256,5 +272,14 @@ typedef struct {
  * Until it is called, layernorm_backward and attention_backward on the CPU
  * stop the program with one message (a GPU runs its own, kernels_cuda.cu). */
 void kernels_set_cpu_backward(const CpuBackwardKernels *k);
+
+/* The CPU forward pass of fused attention, which lab 05's extension writes
+ * (attention_fused_forward's contract on host memory), handed over the same
+ * way; until it is, attention_fused_forward on the CPU stops the program
+ * with one message (the trainers refuse --attention fused before any work
+ * where their build lacks it: plugins.h). */
+typedef void (*CpuFusedForward)(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                int NH);
+void kernels_set_cpu_fused_forward(CpuFusedForward f);
 
 #endif

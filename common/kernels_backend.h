@@ -7,9 +7,10 @@
  * kernels.h call to one of them by device_current(). Tests call both
  * directly to compare them.
  *
- * Two have only their GPU version here: the CPU backward passes of
+ * Three have only their GPU version here: the CPU backward passes of
  * layernorm and attention are the first lab's, which the program hands to
- * the kernels (kernels.h: kernels_set_cpu_backward).
+ * the kernels (kernels.h: kernels_set_cpu_backward), and the CPU forward
+ * pass of fused attention is lab 05's (kernels_set_cpu_fused_forward).
  */
 #ifndef KERNELS_BACKEND_H
 #define KERNELS_BACKEND_H
@@ -43,6 +44,9 @@ extern "C" {
     void attention_merge##SUFFIX(float *out, float *lse, const float *out_b,                 \
                                  const float *lse_b, int B, int T, int C, int NH, int q0,    \
                                  int n);                                                     \
+    void attention_fused_backward##SUFFIX(float *dqkv, float *D, const float *dout,          \
+                                          const float *qkv, const float *out,                \
+                                          const float *lse, int B, int T, int C, int NH);    \
     void attention_row_dot##SUFFIX(float *D, const float *dout, const float *out, int B,     \
                                    int T, int C, int NH);                                    \
     void attention_block_backward##SUFFIX(float *dqkv, float *dkv, const float *dout,        \
@@ -116,6 +120,8 @@ void layernorm_backward_cuda(float *dinp, float *dw, float *db, const float *dou
                              const float *rstd, int N, int C);
 void attention_backward_cuda(float *dqkv, float *datt, const float *dout, const float *qkv,
                              const float *att, int B, int T, int C, int NH);
+void attention_fused_forward_cuda(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                  int NH);
 
 /* Multiply-adds (M N K per call) sgemm_rowmajor_cpu has done since the
  * program started, over all threads: the arithmetic a pass asks of the

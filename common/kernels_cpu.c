@@ -203,6 +203,64 @@ void attention_probs_forward_cpu(float *att, const float *qkv, int B, int T, int
     for (int bh = 0; bh < B * NH; bh++) attention_head_cpu(NULL, att, qkv, bh, T, C, NH);
 }
 
+/* Fused attention's backward pass (kernels.h) for head bh = b NH + h, by
+ * tiles of FUSED_TILE query rows I against the key tiles J = [j0, j0 + n)
+ * on or left of the diagonal (j0 <= i0; only the diagonal tile is masked).
+ * Each tile's P and dS live in two FUSED_TILE^2 buffers that stay in cache
+ * and five small GEMMs do the arithmetic, so T x T never exists. The
+ * exponent s - lse is <= 0 (lse >= the row's max) up to rounding, which
+ * exp_nonpositive takes. One thread owns the head: dk, dv add up over the
+ * query tiles without races. */
+enum { FUSED_TILE = 64 };
+static void fused_backward_head_cpu(float *dqkv, const float *dout, const float *qkv,
+                                    const float *lse, const float *D, int bh, int T, int C,
+                                    int NH) {
+    const int hs = C / NH, b = bh / NH, h = bh % NH, rs = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t off = (size_t)b * T * rs + h * hs;
+    const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
+    float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
+    const float *dy = dout + (size_t)b * T * C + h * hs;
+    const float *lse_h = lse + (size_t)bh * T, *D_h = D + (size_t)bh * T;
+    float P[FUSED_TILE * FUSED_TILE], dS[FUSED_TILE * FUSED_TILE];
+    for (int i0 = 0; i0 < T; i0 += FUSED_TILE) {
+        const int m = T - i0 < FUSED_TILE ? T - i0 : FUSED_TILE;
+        const float *qI = q + (size_t)i0 * rs, *dyI = dy + (size_t)i0 * C;
+        for (int j0 = 0; j0 <= i0; j0 += FUSED_TILE) {
+            const int n = j0 < i0 ? FUSED_TILE : m;
+            const size_t J = (size_t)j0 * rs;
+            /* P = e^(scale q_I k_J^T - lse), zero where key j > query i */
+            sgemm_rowmajor_cpu(0, 1, m, n, hs, scale, qI, rs, k + J, rs, 0.0f, P, FUSED_TILE);
+            for (int i = 0; i < m; i++) {
+                float *p = P + i * FUSED_TILE;
+                const int seen = j0 < i0 ? n : i + 1;
+                const float l = lse_h[i0 + i];
+                for (int j = 0; j < seen; j++) p[j] = exp_nonpositive(p[j] - l);
+                for (int j = seen; j < n; j++) p[j] = 0.0f;
+            }
+            sgemm_rowmajor_cpu(1, 0, n, hs, m, 1.0f, P, FUSED_TILE, dyI, C, 1.0f, dv + J, rs);
+            sgemm_rowmajor_cpu(0, 1, m, n, hs, 1.0f, dyI, C, v + J, rs, 0.0f, dS, FUSED_TILE);
+            for (int i = 0; i < m; i++) {  /* dS = P o (dP - D) */
+                float *ds = dS + i * FUSED_TILE;
+                const float *p = P + i * FUSED_TILE, d = D_h[i0 + i];
+                for (int j = 0; j < n; j++) ds[j] = p[j] * (ds[j] - d);
+            }
+            sgemm_rowmajor_cpu(0, 0, m, hs, n, scale, dS, FUSED_TILE, k + J, rs, 1.0f,
+                               dq + (size_t)i0 * rs, rs);
+            sgemm_rowmajor_cpu(1, 0, n, hs, m, scale, dS, FUSED_TILE, qI, rs, 1.0f, dk + J, rs);
+        }
+    }
+}
+
+void attention_fused_backward_cpu(float *dqkv, float *D, const float *dout, const float *qkv,
+                                  const float *out, const float *lse, int B, int T, int C,
+                                  int NH) {
+    attention_row_dot_cpu(D, dout, out, B, T, C, NH);
+#pragma omp parallel for schedule(dynamic)
+    for (int bh = 0; bh < B * NH; bh++)
+        fused_backward_head_cpu(dqkv, dout, qkv, lse, D, bh, T, C, NH);
+}
+
 /* Ring attention's blocks (kernels.h): the per-row math is math_shared.h's,
  * one query row per iteration forward, one (sequence, head) per iteration
  * backward (its rows add into the same dk, dv rows). */

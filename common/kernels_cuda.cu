@@ -588,35 +588,249 @@ void attention_backward_cuda(float *dqkv, float *datt, const float *dout, const 
 }
 
 
-/* Ring attention's blocks (kernels.h), the per-row math math_shared.h's as
- * on the CPU: one thread per query row forward, per (sequence, head)
- * backward (its rows add into the same dk, dv rows, in the CPU's order).
- * Plain, not tiled: the lab measures the ring's traffic and balance, and
- * the GPU path keeps the CPU's arithmetic. */
-static __global__ void attention_block_forward_kernel(float *out, float *lse, const float *qkv,
-                                                      const float *kv, int B, int T, int C,
-                                                      int NH, int q0, int k0, int n,
-                                                      int mask) {
-    const int hs = C / NH;
-    const float scale = 1.0f / sqrtf((float)hs);
-    GRID_STRIDE_LOOP(r, (size_t)B * NH * n) {
-        const int b = (int)(r / ((size_t)NH * n)), h = (int)(r / n % NH), i = (int)(r % n);
-        const float *q = qkv + ((size_t)b * T + q0 + i) * 3 * C + h * hs;
-        const float *k = kv + ((size_t)b * T + k0) * 2 * C + h * hs;
-        lse[((size_t)b * NH + h) * T + q0 + i] = attention_row_forward(
-            out + ((size_t)b * T + q0 + i) * C + h * hs, q, k, k + C, 2 * C,
-            attention_keys_seen(i, n, mask), hs, scale);
+/* ---- attention by tiles: fused attention and ring attention's blocks ----
+ * One tiled kernel set serves both (kernels.h): a "block" pairs query rows
+ * [q0, q0 + n) of each sequence with key rows [k0, k0 + n) under a mask
+ * (attention_keys_seen: query i sees keys j < seen(i)), keys and values in
+ * rows kv_rs floats apart (v = k + C): ring attention's packed kv (2C), or
+ * for one device's fused attention qkv itself (3C), q0 = k0 = 0, n = T,
+ * causal. Many threads per (sequence, head), FlashAttention's tiles:
+ *   forward  a thread per query row, the key and value rows of a tile of
+ *            TILE_ROWS in shared memory for the whole thread block, an
+ *            online softmax over them (running max, sum and output in
+ *            registers), then out and lse;
+ *   backward two passes that rebuild p = e^(s - lse) (no atomics, the same
+ *            order every run): a thread per query row over tiles of keys
+ *            (dq), and a thread per key row over tiles of queries, with
+ *            their dout, lse and D (dk, dv).
+ * Head sizes up to HS_MAX (the kit's configs: 16 to 64); the rows a thread
+ * holds are HS-wide register arrays (a template per size class). */
+#define TILE_ROWS 64
+#define HS_MAX 128
+
+struct AttnTiles {
+    const float *q, *k, *v;  /* row 0 of sequence 0, head 0 */
+    int q_rs, kv_rs;         /* floats between rows */
+    float *out, *lse;
+    float *dq, *dk, *dv;     /* backward; rows q_rs, kv_rs apart like q, k */
+    const float *dout, *D;
+    int T, C, NH, q0, k0, n, mask;
+};
+
+/* row i of sequence b's query run, key run: element offsets */
+static __device__ size_t q_row(const AttnTiles &a, int b, int i) {
+    return ((size_t)b * a.T + a.q0 + i) * a.q_rs;
+}
+static __device__ size_t kv_row(const AttnTiles &a, int b, int j) {
+    return ((size_t)b * a.T + a.k0 + j) * a.kv_rs;
+}
+
+/* Key rows [j0, j0 + TILE_ROWS) of head h into shared ks and vs (hs floats
+ * a row; zeros past the run), the thread block's threads together */
+static __device__ void load_key_tile(const AttnTiles &a, float *ks, float *vs, int b, int h,
+                                     int j0) {
+    const int hs = a.C / a.NH;
+    for (int e = threadIdx.x; e < TILE_ROWS * hs; e += TILE_ROWS) {
+        const int j = j0 + e / hs, d = e % hs;
+        const size_t r = j < a.n ? kv_row(a, b, j) + h * hs + d : 0;
+        ks[e] = j < a.n ? a.k[r] : 0.0f;
+        vs[e] = j < a.n ? a.v[r] : 0.0f;
     }
+}
+
+/* grid (n / TILE_ROWS, B NH), TILE_ROWS threads; shared: a tile of k and v */
+template <int HS>
+static __global__ void attention_tiles_forward_kernel(AttnTiles a) {
+    extern __shared__ float tile[];
+    const int hs = a.C / a.NH, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
+    const int i = blockIdx.x * TILE_ROWS + threadIdx.x, last = blockIdx.x * TILE_ROWS + TILE_ROWS - 1;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *ks = tile, *vs = tile + TILE_ROWS * hs;
+    float q[HS], y[HS], m = -INFINITY, sum = 0.0f;
+    const int seen = i < a.n ? attention_keys_seen(i, a.n, a.mask) : 0;
+    for (int d = 0; d < hs; d++) {
+        q[d] = i < a.n ? a.q[q_row(a, b, i) + h * hs + d] : 0.0f;
+        y[d] = 0.0f;
+    }
+    const int keys = attention_keys_seen(last < a.n ? last : a.n - 1, a.n, a.mask);
+    for (int j0 = 0; j0 < keys; j0 += TILE_ROWS) {
+        load_key_tile(a, ks, vs, b, h, j0);
+        __syncthreads();
+        for (int j = 0; j < TILE_ROWS && j0 + j < seen; j++) {
+            float s = 0.0f;
+            for (int d = 0; d < hs; d++) s += q[d] * ks[j * hs + d];
+            s *= scale;
+            if (s > m) {  /* a new max: rescale what the earlier keys added */
+                const float r = expf(m - s);
+                sum *= r;
+                for (int d = 0; d < hs; d++) y[d] *= r;
+                m = s;
+            }
+            const float p = expf(s - m);
+            sum += p;
+            for (int d = 0; d < hs; d++) y[d] += p * vs[j * hs + d];
+        }
+        __syncthreads();
+    }
+    if (i >= a.n) return;
+    const float inv = seen > 0 ? 1.0f / sum : 0.0f;
+    float *o = a.out + ((size_t)b * a.T + a.q0 + i) * a.C + h * hs;
+    for (int d = 0; d < hs; d++) o[d] = y[d] * inv;
+    a.lse[(size_t)bh * a.T + a.q0 + i] = seen > 0 ? m + logf(sum) : -INFINITY;
+}
+
+/* dq: grid (n / TILE_ROWS, B NH), a thread per query row; shared: k, v */
+template <int HS>
+static __global__ void attention_tiles_dq_kernel(AttnTiles a) {
+    extern __shared__ float tile[];
+    const int hs = a.C / a.NH, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
+    const int i = blockIdx.x * TILE_ROWS + threadIdx.x, last = blockIdx.x * TILE_ROWS + TILE_ROWS - 1;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *ks = tile, *vs = tile + TILE_ROWS * hs;
+    float q[HS], dy[HS], dq[HS];
+    const int seen = i < a.n ? attention_keys_seen(i, a.n, a.mask) : 0;
+    const size_t row = ((size_t)b * a.T + a.q0 + i), l = (size_t)bh * a.T + a.q0 + i;
+    const float lse = i < a.n ? a.lse[l] : 0.0f, Dl = i < a.n ? a.D[l] : 0.0f;
+    for (int d = 0; d < hs; d++) {
+        q[d] = i < a.n ? a.q[q_row(a, b, i) + h * hs + d] : 0.0f;
+        dy[d] = i < a.n ? a.dout[row * a.C + h * hs + d] : 0.0f;
+        dq[d] = 0.0f;
+    }
+    const int keys = attention_keys_seen(last < a.n ? last : a.n - 1, a.n, a.mask);
+    for (int j0 = 0; j0 < keys; j0 += TILE_ROWS) {
+        load_key_tile(a, ks, vs, b, h, j0);
+        __syncthreads();
+        for (int j = 0; j < TILE_ROWS && j0 + j < seen; j++) {
+            float s = 0.0f, dp = 0.0f;
+            for (int d = 0; d < hs; d++) {
+                s += q[d] * ks[j * hs + d];
+                dp += dy[d] * vs[j * hs + d];
+            }
+            const float ds = expf(s * scale - lse) * (dp - Dl) * scale;
+            for (int d = 0; d < hs; d++) dq[d] += ds * ks[j * hs + d];
+        }
+        __syncthreads();
+    }
+    if (i >= a.n) return;
+    float *o = a.dq + q_row(a, b, i) + h * hs;
+    for (int d = 0; d < hs; d++) o[d] += dq[d];
+}
+
+/* dk, dv: grid (n / TILE_ROWS, B NH), a thread per key row; shared: the
+ * tile's q and dout rows, then its lse and D */
+template <int HS>
+static __global__ void attention_tiles_dkv_kernel(AttnTiles a) {
+    extern __shared__ float tile[];
+    const int hs = a.C / a.NH, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
+    const int j = blockIdx.x * TILE_ROWS + threadIdx.x, first = blockIdx.x * TILE_ROWS;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *qs = tile, *dys = tile + TILE_ROWS * hs, *ls = dys + TILE_ROWS * hs, *Ds = ls + TILE_ROWS;
+    float k[HS], v[HS], dk[HS], dv[HS];
+    for (int d = 0; d < hs; d++) {
+        k[d] = j < a.n ? a.k[kv_row(a, b, j) + h * hs + d] : 0.0f;
+        v[d] = j < a.n ? a.v[kv_row(a, b, j) + h * hs + d] : 0.0f;
+        dk[d] = dv[d] = 0.0f;
+    }
+    /* the first query that sees this tile's first key: causal i >= j, strict i > j */
+    const int start = a.mask == ATTN_FULL ? 0 : first + (a.mask == ATTN_CAUSAL_STRICT);
+    for (int i0 = start / TILE_ROWS * TILE_ROWS; i0 < a.n; i0 += TILE_ROWS) {
+        for (int e = threadIdx.x; e < TILE_ROWS * hs; e += TILE_ROWS) {
+            const int i = i0 + e / hs, d = e % hs;
+            qs[e] = i < a.n ? a.q[q_row(a, b, i) + h * hs + d] : 0.0f;
+            dys[e] = i < a.n ? a.dout[((size_t)b * a.T + a.q0 + i) * a.C + h * hs + d] : 0.0f;
+        }
+        if (i0 + (int)threadIdx.x < a.n) {
+            const size_t l = (size_t)bh * a.T + a.q0 + i0 + threadIdx.x;
+            ls[threadIdx.x] = a.lse[l];
+            Ds[threadIdx.x] = a.D[l];
+        }
+        __syncthreads();
+        for (int i = 0; i < TILE_ROWS && i0 + i < a.n; i++) {
+            if (j >= a.n || j >= attention_keys_seen(i0 + i, a.n, a.mask)) continue;
+            float s = 0.0f, dp = 0.0f;
+            for (int d = 0; d < hs; d++) {
+                s += qs[i * hs + d] * k[d];
+                dp += dys[i * hs + d] * v[d];
+            }
+            const float p = expf(s * scale - ls[i]), ds = p * (dp - Ds[i]) * scale;
+            for (int d = 0; d < hs; d++) {
+                dv[d] += p * dys[i * hs + d];
+                dk[d] += ds * qs[i * hs + d];
+            }
+        }
+        __syncthreads();
+    }
+    if (j >= a.n) return;
+    float *odk = a.dk + kv_row(a, b, j) + h * hs, *odv = a.dv + kv_row(a, b, j) + h * hs;
+    for (int d = 0; d < hs; d++) {
+        odk[d] += dk[d];
+        odv[d] += dv[d];
+    }
+}
+
+/* The head size's template: the smallest of 32, 64, HS_MAX that holds it */
+#define ATTN_TILES_LAUNCH(kernel, grid, shared, a)                                             \
+    do {                                                                                      \
+        const int hs_ = (a).C / (a).NH;                                                       \
+        if (hs_ > HS_MAX)                                                                     \
+            die_at(__FILE__, __LINE__, "attention on the GPU takes heads of up to %d "      \
+                   "channels, not %d", HS_MAX, hs_);                                          \
+        if (hs_ <= 32) kernel<32><<<(grid), TILE_ROWS, (shared)>>>(a);                        \
+        else if (hs_ <= 64) kernel<64><<<(grid), TILE_ROWS, (shared)>>>(a);                   \
+        else { /* up to 66 KiB of tiles: past the 48 KiB a launch gets unasked */            \
+            CUDA_CHECK(cudaFuncSetAttribute(kernel<HS_MAX>,                                   \
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,      \
+                                            (int)(shared)));                                  \
+            kernel<HS_MAX><<<(grid), TILE_ROWS, (shared)>>>(a);                               \
+        }                                                                                     \
+        LAUNCH_CHECK();                                                                       \
+    } while (0)
+
+static void attention_tiles_forward(const AttnTiles &a, int B) {
+    if (B == 0 || a.n == 0) return;
+    const dim3 grid((a.n + TILE_ROWS - 1) / TILE_ROWS, B * a.NH);
+    const size_t shared = 2 * TILE_ROWS * (size_t)(a.C / a.NH) * sizeof(float);
+    ATTN_TILES_LAUNCH(attention_tiles_forward_kernel, grid, shared, a);
+}
+
+static void attention_tiles_backward(const AttnTiles &a, int B) {
+    if (B == 0 || a.n == 0) return;
+    const dim3 grid((a.n + TILE_ROWS - 1) / TILE_ROWS, B * a.NH);
+    const size_t hs = a.C / a.NH;
+    ATTN_TILES_LAUNCH(attention_tiles_dq_kernel, grid, 2 * TILE_ROWS * hs * sizeof(float), a);
+    ATTN_TILES_LAUNCH(attention_tiles_dkv_kernel, grid, (2 * hs + 2) * TILE_ROWS * sizeof(float),
+                      a);
+}
+
+void attention_fused_forward_cuda(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                  int NH) {
+    AttnTiles a = {};
+    a.q = qkv, a.k = qkv + C, a.v = qkv + 2 * C, a.q_rs = a.kv_rs = 3 * C;
+    a.out = out, a.lse = lse;
+    a.T = T, a.C = C, a.NH = NH, a.n = T, a.mask = ATTN_CAUSAL;
+    attention_tiles_forward(a, B);
+}
+
+void attention_fused_backward_cuda(float *dqkv, float *D, const float *dout, const float *qkv,
+                                   const float *out, const float *lse, int B, int T, int C,
+                                   int NH) {
+    attention_row_dot_cuda(D, dout, out, B, T, C, NH);
+    AttnTiles a = {};
+    a.q = qkv, a.k = qkv + C, a.v = qkv + 2 * C, a.q_rs = a.kv_rs = 3 * C;
+    a.dq = dqkv, a.dk = dqkv + C, a.dv = dqkv + 2 * C, a.dout = dout, a.D = D;
+    a.lse = (float *)lse;
+    a.T = T, a.C = C, a.NH = NH, a.n = T, a.mask = ATTN_CAUSAL;
+    attention_tiles_backward(a, B);
 }
 
 void attention_block_forward_cuda(float *out, float *lse, const float *qkv, const float *kv,
                                   int B, int T, int C, int NH, int q0, int k0, int n,
                                   int mask) {
-    const size_t rows = (size_t)B * NH * n;
-    if (rows == 0) return;
-    attention_block_forward_kernel<<<elem_blocks(rows), ELEM_THREADS>>>(out, lse, qkv, kv, B, T,
-                                                                       C, NH, q0, k0, n, mask);
-    LAUNCH_CHECK();
+    AttnTiles a = {};
+    a.q = qkv, a.k = kv, a.v = kv + C, a.q_rs = 3 * C, a.kv_rs = 2 * C;
+    a.out = out, a.lse = lse;
+    a.T = T, a.C = C, a.NH = NH, a.q0 = q0, a.k0 = k0, a.n = n, a.mask = mask;
+    attention_tiles_forward(a, B);
 }
 
 static __global__ void attention_merge_kernel(float *out, float *lse, const float *out_b,
@@ -660,35 +874,14 @@ void attention_row_dot_cuda(float *D, const float *dout, const float *out, int B
     LAUNCH_CHECK();
 }
 
-static __global__ void attention_block_backward_kernel(float *dqkv, float *dkv,
-                                                       const float *dout, const float *qkv,
-                                                       const float *kv, const float *lse,
-                                                       const float *D, int B, int T, int C,
-                                                       int NH, int q0, int k0, int n,
-                                                       int mask) {
-    const int hs = C / NH;
-    const float scale = 1.0f / sqrtf((float)hs);
-    GRID_STRIDE_LOOP(bh, (size_t)B * NH) {
-        const int b = (int)(bh / NH), h = (int)(bh % NH);
-        const size_t kr = ((size_t)b * T + k0) * 2 * C + h * hs;
-        for (int i = 0; i < n; i++) {
-            const size_t row = (size_t)b * T + q0 + i, l = bh * T + q0 + i;
-            attention_row_backward(dqkv + row * 3 * C + h * hs, dkv + kr, dkv + kr + C, 2 * C,
-                                   qkv + row * 3 * C + h * hs, kv + kr, kv + kr + C, 2 * C,
-                                   dout + row * C + h * hs, lse[l], D[l], attention_keys_seen(i, n, mask),
-                                   hs, scale);
-        }
-    }
-}
-
 void attention_block_backward_cuda(float *dqkv, float *dkv, const float *dout, const float *qkv,
                                    const float *kv, const float *lse, const float *D, int B,
                                    int T, int C, int NH, int q0, int k0, int n, int mask) {
-    const size_t heads = (size_t)B * NH;
-    if (heads == 0 || n == 0) return;
-    attention_block_backward_kernel<<<elem_blocks(heads), ELEM_THREADS>>>(
-        dqkv, dkv, dout, qkv, kv, lse, D, B, T, C, NH, q0, k0, n, mask);
-    LAUNCH_CHECK();
+    AttnTiles a = {};
+    a.q = qkv, a.k = kv, a.v = kv + C, a.q_rs = 3 * C, a.kv_rs = 2 * C;
+    a.dq = dqkv, a.dk = dkv, a.dv = dkv + C, a.dout = dout, a.D = D, a.lse = (float *)lse;
+    a.T = T, a.C = C, a.NH = NH, a.q0 = q0, a.k0 = k0, a.n = n, a.mask = mask;
+    attention_tiles_backward(a, B);
 }
 
 static __global__ void copy_strided_kernel(float *dst, int dst_stride, const float *src,

@@ -22,6 +22,21 @@ static void store_rounded(const GPTLayout *l, float *x, size_t n) {
  * (model.h's BlockActs.kept) */
 static int packed_blocks(const GPTLayout *l) { return l->cfg.precision != PRECISION_FP32; }
 
+/* Whether a block's attention keeps the T x T probabilities of its own
+ * positions (materialized, at cp 1): the buffer selective recomputation
+ * rebuilds and mixed precision packs in 2 bytes. What fused attention and
+ * context parallelism keep instead stays fp32, per block (it is small, or,
+ * Ulysses', not rebuilt). */
+static int keeps_probs(const GPTLayout *l) {
+    return l->cp == 1 && l->cfg.attention == ATTENTION_MATERIALIZED;
+}
+/* and whether the blocks share one such buffer: rebuilt before each block's
+ * backward, by full recomputation or by selective's (of the probabilities) */
+static int attention_shared(const GPTLayout *l) {
+    return l->recompute == RECOMPUTE_FULL ||
+           (l->recompute == RECOMPUTE_SELECTIVE && keeps_probs(l));
+}
+
 /* ---- activations ---------------------------------------------------------- */
 
 /* Rows between the split layers (model.h): all B T, or under sequence
@@ -66,12 +81,16 @@ size_t gpt_ep_wire_elements(const GPTLayout *l, int B, int T, int overlapped) {
     return (overlapped ? 2 : 1) * ((size_t)s.A_max + (size_t)s.R_max) * (size_t)s.C;
 }
 
-/* Ulysses' heads: NH' / cp of them over all Tg = cp T positions */
+/* Materialized: the probabilities; fused, and the ring: the lse. Ulysses:
+ * its NH' / cp heads over all Tg = cp T positions, their qkv, then their
+ * probabilities, or (fused) their output and lse. */
 size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T) {
-    const size_t NH = l->n_head, cp = l->cp, Tg = cp * T;
-    if (cp == 1) return (size_t)B * NH * T * T;
-    if (l->cp_algo != CP_ULYSSES) return (size_t)B * NH * T;  /* the ring's lse */
-    return (size_t)B * Tg * 3 * l->attn_width / cp + (size_t)B * NH / cp * Tg * Tg;
+    const size_t NH = l->n_head, cp = l->cp, Tg = cp * T, w = l->attn_width / cp;
+    const int fused = l->cfg.attention == ATTENTION_FUSED;
+    if (cp == 1) return (size_t)B * NH * T * (fused ? 1 : T);
+    if (l->cp_algo != CP_ULYSSES) return (size_t)B * NH * T;
+    return (size_t)B * Tg * 3 * w +
+           (fused ? (size_t)B * Tg * w + (size_t)B * NH / cp * Tg : (size_t)B * NH / cp * Tg * Tg);
 }
 
 /* Per block, per token of the BT: ln1 C, qkv 3 aw, atty aw, ln2 C, fch mw,
@@ -79,16 +98,18 @@ size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T) {
  * the split layers (R = BT but under sequence parallelism): the layernorm
  * statistics 4, res1 C, res2 C (and under sp_regather ln1 and ln2 have R
  * rows, lnf too). 16C + 4 per token at tp = 1; plus att
- * NH/tp T per token. Recomputation keeps, of L blocks:
- *   SELECTIVE  L (all but att) + one att, shared;
+ * NH/tp T per token (fused: NH/tp, the lse). Recomputation keeps, of L
+ * blocks:
+ *   SELECTIVE  L (all but att) + one att, shared (fused: all, the lse being
+ *              what there is to keep);
  *   FULL       L res2 (each block's output) + one block's others, shared.
  * Outside the blocks: encoded R C, lnf BT C + 2R, probs BT Vp/tp, losses
  * BT, and under split layers ce_stats 3 BT.
  * Mixed precision (packed_blocks) stores what a block keeps in 2 bytes
  * (model.h), per block res1, ln1, ln2, qkv, atty, fch, fch_gelu and
- * (recompute none, cp 1) att, and res2 but the last block's (FULL: res2
- * alone); the stage's output (the last res2), the statistics, CP's keep
- * and the ends stay fp32. The fp32 buffers the blocks compute in are the
+ * (recompute none, keeps_probs) att, and res2 but the last block's (FULL:
+ * res2 alone); the stage's output (the last res2), the statistics, the
+ * lse or CP's keep and the ends stay fp32. The fp32 buffers the blocks compute in are the
  * rank's work area, in the scratch (packed_work_floats). The head's
  * logits stay fp32 too: packing them would need a work area as large,
  * which saves memory only with several micro-batches in flight. */
@@ -110,7 +131,7 @@ void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, i
         parts[ACT_RESIDUAL] = F * (L * res2 + (full ? 1 : L) * res1_stats);
         parts[ACT_LAYERNORM_OUT] = F * (full ? 1 : L) * ln_out;
         parts[ACT_SPLIT] = F * ((full ? 1 : L) * split + moe);
-        parts[ACT_ATTENTION] = F * (none ? L : 1) * att;
+        parts[ACT_ATTENTION] = F * (attention_shared(l) ? 1 : L) * att;
         parts[ACT_ENDS] = F * ends;
         return;
     }
@@ -120,7 +141,7 @@ void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, i
     parts[ACT_LAYERNORM_OUT] = H * kept * ln_out;
     parts[ACT_SPLIT] = H * (kept * qkv_atty + (full ? 0 : dense) * mlp) +
                        F * (moe_blocks ? moe_blocks * moe_kept_floats_of(l, B, T) : 0);
-    parts[ACT_ATTENTION] = l->cp == 1 ? H * (none ? L : 0) * att : F * (none ? L : 1) * att;
+    parts[ACT_ATTENTION] = keeps_probs(l) ? H * (none ? L : 0) * att : F * (full ? 1 : L) * att;
     parts[ACT_ENDS] = F * ends;
 }
 
@@ -166,14 +187,15 @@ size_t gpt_activation_ints(int B, int T) { return 2 * (size_t)B * T; }
 
 /* dlnf, dres_out, dres_in: 3 BTC; per block: dres_mid C, dln C, dqkv 3 aw,
  * datty aw, dfch mw, dfch_gelu mw = 14C per token at tp = 1, plus datt
- * NH/tp T T per sequence (under context parallelism: none for the ring,
- * Ulysses' heads' B NH'/cp Tg^2); under sequence parallelism, seq_full BTC
+ * NH/tp T T per sequence, or fused attention's D NH/tp T (under context
+ * parallelism: none for the ring, Ulysses' heads' B NH'/cp Tg^2 or Tg); under sequence parallelism, seq_full BTC
  * (and seq_full2 BTC under sp_regather); under context parallelism the
  * local position embeddings and their gradient, 2 T C. */
 static size_t datt_floats(const GPTLayout *l, int B, int T) {
-    if (l->cp == 1) return (size_t)B * l->n_head * T * T;
+    const size_t rows = l->cfg.attention == ATTENTION_FUSED ? 1 : (size_t)l->cp * T;
+    if (l->cp == 1) return (size_t)B * l->n_head * T * rows;
     const size_t Tg = (size_t)l->cp * T;
-    return l->cp_algo == CP_ULYSSES ? (size_t)B * l->n_head / l->cp * Tg * Tg : 0;
+    return l->cp_algo == CP_ULYSSES ? (size_t)B * l->n_head / l->cp * Tg * rows : 0;
 }
 
 static size_t scratch_floats_of_blocks(const GPTLayout *l, int B, int T) {
@@ -191,7 +213,7 @@ static size_t packed_work_floats(const GPTLayout *l, int B, int T) {
     const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
     const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
     const int dense = gpt_num_moe_blocks(&l->cfg) < l->cfg.n_layer;
-    return 2 * LN * C + BT * 4 * aw + R * C + (l->cp == 1 ? gpt_attention_keep_floats(l, B, T) : 0) +
+    return 2 * LN * C + BT * 4 * aw + R * C + (keeps_probs(l) ? gpt_attention_keep_floats(l, B, T) : 0) +
            (dense ? BT * 2 * mw : 0) + 2 * R * C;
 }
 
@@ -243,7 +265,7 @@ static int block_kept(const GPTLayout *l, const GPTActs *a, int i, KeptTensor k[
     if (l->recompute != RECOMPUTE_FULL) {
         k[n++] = (KeptTensor){b->ln1, LN * C};
         k[n++] = (KeptTensor){b->qkv, BT * 3 * aw};
-        if (l->cp == 1 && l->recompute == RECOMPUTE_NONE)
+        if (keeps_probs(l) && l->recompute == RECOMPUTE_NONE)
             k[n++] = (KeptTensor){b->att, gpt_attention_keep_floats(l, a->B, a->T)};
         k[n++] = (KeptTensor){b->atty, BT * aw};
         k[n++] = (KeptTensor){b->res1, R * C};
@@ -303,7 +325,7 @@ static size_t stage_kept_elems(const GPTLayout *l, const GPTStage *st, int B, in
     const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width, L = st->n_blocks;
     size_t n = (L - 1) * R * C;  /* res2 but the last */
     if (l->recompute == RECOMPUTE_FULL) return n;
-    const int att = l->cp == 1 && l->recompute == RECOMPUTE_NONE;
+    const int att = keeps_probs(l) && l->recompute == RECOMPUTE_NONE;
     const size_t dense = L - stage_moe_blocks(l, st);
     return n + L * (2 * LN * C + BT * 4 * aw + R * C +
                     (att ? gpt_attention_keep_floats(l, B, T) : 0)) + dense * BT * 2 * mw;
@@ -326,7 +348,7 @@ static float *alloc_packed(const GPTLayout *l, const GPTStage *st, GPTActs *a, f
         b->ln1_rstd = own ? take(&cur, R) : a->blocks[0].ln1_rstd;
         b->ln2_mean = own ? take(&cur, R) : a->blocks[0].ln2_mean;
         b->ln2_rstd = own ? take(&cur, R) : a->blocks[0].ln2_rstd;
-        if (l->cp > 1) b->att = own ? take(&cur, keep) : a->blocks[0].att;
+        if (!keeps_probs(l)) b->att = own ? take(&cur, keep) : a->blocks[0].att;
         if (gpt_block_is_moe(&l->cfg, st->first_block + i)) {
             b->moe = calloc(1, sizeof *b->moe);
             CHECK(b->moe, "out of memory");
@@ -384,7 +406,7 @@ void gpt_stage_acts_alloc(const GPTLayout *l, const GPTStage *st, int B, int T, 
         b->ln1_mean = take(&cur, R);
         b->ln1_rstd = take(&cur, R);
         b->qkv = take(&cur, BT * 3 * aw);
-        int shared_att = i > 0 && l->recompute == RECOMPUTE_SELECTIVE;
+        int shared_att = i > 0 && attention_shared(l);
         b->att = shared_att ? a->blocks[0].att : take(&cur, gpt_attention_keep_floats(l, B, T));
         b->atty = take(&cur, BT * aw);
         b->res1 = take(&cur, R * C);
@@ -412,7 +434,7 @@ static float *take_work(const GPTLayout *l, int B, int T, BackwardScratch *s, fl
     BlockActs *w = &s->work;
     w->ln1 = take(&cur, LN * C);
     w->qkv = take(&cur, BT * 3 * aw);
-    if (l->cp == 1) w->att = take(&cur, gpt_attention_keep_floats(l, B, T));
+    if (keeps_probs(l)) w->att = take(&cur, gpt_attention_keep_floats(l, B, T));
     w->atty = take(&cur, BT * aw);
     w->res1 = take(&cur, R * C);
     w->ln2 = take(&cur, LN * C);
@@ -469,7 +491,7 @@ void gpt_acts_use_scratch(GPTActs *a, const BackwardScratch *s) {
         BlockActs *b = &a->blocks[i];
         const BlockActs *w = &s->work;
         b->ln1 = w->ln1, b->qkv = w->qkv, b->atty = w->atty, b->res1 = w->res1, b->ln2 = w->ln2;
-        if (w->att) b->att = w->att;  /* CP keeps its own, per block */
+        if (w->att) b->att = w->att;  /* the lse and CP's keep: their own, per block */
         if (!b->moe) b->fch = w->fch, b->fch_gelu = w->fch_gelu;
         if (i < L - 1) b->res2 = s->res2_turn[i % 2];
     }
@@ -572,14 +594,16 @@ static void recompute_block(const GPTLayout *l, const BlockParams *p, BlockActs 
     if (l->recompute == RECOMPUTE_NONE) return;
     CHECK(l->cfg.n_experts == 0, "activation recomputation of a mixture of experts is not "
           "supported: --recompute none");
-    CHECK(l->cp == 1 || l->recompute == RECOMPUTE_FULL, "selective recomputation rebuilds the "
-          "attention probabilities, which context parallelism does not keep: recompute full, or "
-          "none (the ring keeps no T x T term already)");
+    CHECK(l->cp == 1 || l->recompute == RECOMPUTE_FULL || l->cfg.attention == ATTENTION_FUSED,
+          "selective recomputation rebuilds the attention probabilities, which context "
+          "parallelism does not keep: recompute full, or none (the ring keeps no T x T term "
+          "already)");
     CHECK(l->recompute_ops, "activation recomputation needs lab 05's functions (recompute_ops)");
     if (l->recompute == RECOMPUTE_FULL) {
         l->recompute_ops->block_forward_again(l, p, a, x, B, T);
         return;
     }
+    if (!keeps_probs(l)) return;  /* fused: its backward pass rebuilds the tiles from the lse */
     l->recompute_ops->attention_again(l, a, B, T);
     store_rounded(l, a->att, gpt_attention_keep_floats(l, B, T));  /* as the forward's */
 }
@@ -601,12 +625,31 @@ static const ContextParallelOps *cp_ops_of(const GPTLayout *l) {
           "group (cp_group)", l->cp);
     return l->cp_ops;
 }
+size_t gpt_attention_whole_keep_floats(int attention, int B, int T, int NH) {
+    return (size_t)B * NH * T * (attention == ATTENTION_FUSED ? 1 : T);
+}
+
+void gpt_attention_whole_forward(int attention, float *out, float *keep, const float *qkv, int B,
+                                 int T, int C, int NH) {
+    if (attention == ATTENTION_FUSED) attention_fused_forward(out, keep, qkv, B, T, C, NH);
+    else attention_forward(out, keep, qkv, B, T, C, NH);
+}
+
+void gpt_attention_whole_backward(int attention, float *dqkv, float *scratch, const float *dout,
+                                  const float *qkv, const float *out, const float *keep, int B,
+                                  int T, int C, int NH) {
+    if (attention == ATTENTION_FUSED)
+        attention_fused_backward(dqkv, scratch, dout, qkv, out, keep, B, T, C, NH);
+    else attention_backward(dqkv, scratch, dout, qkv, keep, B, T, C, NH);
+}
+
 static void attention_of_layout_forward(const GPTLayout *l, BlockActs *a, int B, int T) {
     if (l->cp > 1) {  /* what the CP ops keep (the ring's lse) stays as they wrote it */
         cp_ops_of(l)->attention_forward(l, a->atty, a->att, a->qkv, B, T);
-    } else {
-        attention_forward(a->atty, a->att, a->qkv, B, T, l->attn_width, l->n_head);
-        store_rounded(l, a->att, gpt_attention_keep_floats(l, B, T));
+    } else {  /* the probabilities are rounded as their store keeps them; the lse stays fp32 */
+        gpt_attention_whole_forward(l->cfg.attention, a->atty, a->att, a->qkv, B, T,
+                                    l->attn_width, l->n_head);
+        if (keeps_probs(l)) store_rounded(l, a->att, gpt_attention_keep_floats(l, B, T));
     }
     store_rounded(l, a->atty, (size_t)B * T * l->attn_width);
 }
@@ -615,8 +658,8 @@ static void attention_of_layout_backward(const GPTLayout *l, const BlockActs *a,
     if (l->cp > 1)
         cp_ops_of(l)->attention_backward(l, s->dqkv, s->datt, s->datty, a->qkv, a->atty, a->att,
                                          B, T);
-    else attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, l->attn_width,
-                            l->n_head);
+    else gpt_attention_whole_backward(l->cfg.attention, s->dqkv, s->datt, s->datty, a->qkv,
+                                      a->atty, a->att, B, T, l->attn_width, l->n_head);
 }
 
 /* ---- the split layers as this layout runs them ----------------------------

@@ -151,11 +151,13 @@ struct SequenceParallelOps {
  *                       keep, what the backward pass needs besides qkv and
  *                       out (gpt_attention_keep_floats): the ring's lse
  *                       (B,NH',T); Ulysses' qkv of all positions of its
- *                       heads (B,Tg,3C'/cp), then their probabilities
- *                       (B,NH'/cp,Tg,Tg);
+ *                       heads (B,Tg,3C'/cp), then what
+ *                       gpt_attention_whole_forward keeps of them, and
+ *                       under fused attention their output (B,Tg,C'/cp)
+ *                       last (its backward pass reads it);
  *   attention_backward  dqkv (B,T,3C') += the gradient, from dout (B,T,C');
  *                       scratch: the backward scratch's datt
- *                       (gpt_scratch_floats: Ulysses' (B,NH'/cp,Tg,Tg));
+ *                       (gpt_scratch_floats: Ulysses' heads' datt or D);
  *   loss_mean           the mean loss over the CP group's tokens, given
  *                       this rank's mean over its own (every rank of the
  *                       group has as many). */
@@ -188,9 +190,24 @@ struct ExpertParallelOps {
                          float daux);
 };
 
+/* Causal attention over whole sequences as config.h's GPTAttention
+ * `attention` runs it (kernels.h's passes), on NH heads of qkv (B,T,3C):
+ * one device's, and Ulysses' heads over all positions (lab 07). keep is
+ * what the backward pass needs besides qkv and out, of
+ * gpt_attention_whole_keep_floats: the probabilities (B,NH,T,T), or fused,
+ * the lse (B,NH,T). The backward pass reads out (fused: its D = dout . out)
+ * and overwrites scratch: datt (B,NH,T,T), or fused, D (B,NH,T). */
+size_t gpt_attention_whole_keep_floats(int attention, int B, int T, int NH);
+void gpt_attention_whole_forward(int attention, float *out, float *keep, const float *qkv, int B,
+                                 int T, int C, int NH);
+void gpt_attention_whole_backward(int attention, float *dqkv, float *scratch, const float *dout,
+                                  const float *qkv, const float *out, const float *keep, int B,
+                                  int T, int C, int NH);
+
 /* Floats of a block's attention activations besides qkv and the output:
- * the probabilities B NH' T^2, or under context parallelism what cp_ops
- * keep (above). */
+ * what gpt_attention_whole_forward keeps of its B NH' T (the probabilities
+ * B NH' T^2, or fused the lse B NH' T), or under context parallelism what
+ * cp_ops keep (above). */
 size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T);
 
 /* What one block's forward keeps. Shapes for a batch of B sequences of T;
@@ -200,8 +217,9 @@ size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T);
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  /* (B,T,C), (R), (R) */
     float *qkv;                        /* (B,T,3C) */
-    float *att;                        /* (B,NH,T,T) softmax probabilities; under
-                                          context parallelism what cp_ops keep */
+    float *att;                        /* (B,NH,T,T) softmax probabilities, or fused
+                                          attention's lse (B,NH,T); under context
+                                          parallelism what cp_ops keep */
     float *atty;                       /* (B,T,C) attention output, pre-projection */
     float *res1;                       /* (R,C) x + attention branch */
     float *ln2, *ln2_mean, *ln2_rstd;  /* (B,T,C), (R), (R) */
@@ -257,7 +275,7 @@ typedef struct {
     float *dres_out, *dres_mid, *dres_in; /* (B,T,C) d(x2), d(x1), d(x) of a block */
     float *dln;                  /* (B,T,C) */
     float *dqkv;                 /* (B,T,3C) */
-    float *datt;                 /* (B,NH,T,T) */
+    float *datt;                 /* (B,NH,T,T), or fused attention's D (B,NH,T) */
     float *datty;                /* (B,T,C) */
     float *dfch, *dfch_gelu;     /* (B,T,4C) */
     float *block_base;           /* dres_mid .. dfch_gelu are contiguous here, */

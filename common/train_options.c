@@ -56,6 +56,9 @@ static const char *const g_usage =
     "  --precision P        fp32, or mixed precision: bf16 or fp16 compute weights,\n"
     "                       activations and their gradients over fp32 master weights\n"
     "                       and moments (model.h)                       (default fp32)\n"
+    "  --attention A        materialized (the T x T probabilities kept for the backward\n"
+    "                       pass) or fused (tiles with an online softmax, only each row's\n"
+    "                       log-sum-exp kept: lab 05's extension)  (default materialized)\n"
     "  --fp32-grads         bf16/fp16: fp32 weight gradients (Megatron's main_grad)\n"
     "                       instead of 2-byte ones (the ZeRO paper's 2 + 2 + 12)\n"
     "  --loss-scale S       fp16: the dynamic loss scale's start      (default 65536)\n"
@@ -81,7 +84,7 @@ enum {
     OPT_MOE_EVERY, OPT_GRAD_ACCUM, OPT_DUMP_PARAMS, OPT_SAVE, OPT_SAVE_EVERY, OPT_KEEP,
     OPT_SAVE_ASYNC, OPT_PROGRESS,
     OPT_RESUME, OPT_COMM_TIMEOUT, OPT_PROFILE, OPT_PRECISION, OPT_FP32_GRADS, OPT_LOSS_SCALE,
-    OPT_LOSS_SCALE_INTERVAL, OPT_COUNT_FLUSHED,
+    OPT_LOSS_SCALE_INTERVAL, OPT_COUNT_FLUSHED, OPT_ATTENTION,
     OPT_PARALLEL, OPT_EXTRA  /* a parallel flag, a program's own option: by name */
 };
 
@@ -125,6 +128,7 @@ static const struct option g_common_options[] = {
     {"loss-scale", required_argument, 0, OPT_LOSS_SCALE},
     {"loss-scale-interval", required_argument, 0, OPT_LOSS_SCALE_INTERVAL},
     {"count-flushed", no_argument, 0, OPT_COUNT_FLUSHED},
+    {"attention", required_argument, 0, OPT_ATTENTION},
     {"help", no_argument, 0, 'h'}};
 
 /* The model flags, unset (0, or -1 where 0 is a value) until given: they
@@ -135,6 +139,7 @@ typedef struct {
     double capacity, aux;
     Precision precision;
     int fp32_grads;
+    int attention;
 } ModelFlags;
 
 /* The defaults of every option but the model's (the named config's) */
@@ -218,6 +223,10 @@ static int parse_common_option(int c, const char *optarg, TrainOptions *o, Model
             USER_ERROR("--precision expects fp32, bf16 or fp16, got '%s'", optarg);
         break;
     case OPT_FP32_GRADS: m->fp32_grads = 1; break;
+    case OPT_ATTENTION:
+        if (gpt_attention_parse(optarg, &m->attention) != 0)
+            USER_ERROR("--attention expects materialized or fused, got '%s'", optarg);
+        break;
     case OPT_LOSS_SCALE: o->loss_scale = cli_double("--loss-scale", optarg, 1.0, 1e30); break;
     case OPT_LOSS_SCALE_INTERVAL:
         o->loss_scale_interval = cli_int("--loss-scale-interval", optarg, 0, 1 << 30);
@@ -255,6 +264,7 @@ static void resolve_model(TrainOptions *o, const ModelFlags *f) {
     if (f->moe_every) m->moe_every = f->moe_every;
     m->precision = f->precision;
     m->fp32_grads = f->fp32_grads;
+    m->attention = f->attention;
     const char *problem = gpt_config_problem(m);
     if (problem)
         USER_ERROR("config %s can't be built: %s (n_layer %d, n_head %d, n_embd %d)",
@@ -281,6 +291,15 @@ static void resolve_precision(TrainOptions *o, const TrainProgram *program) {
                    "--precision fp16 --fp32-grads (2-byte gradients have lost them already)");
     if (o->loss_scale < 0) o->loss_scale = p == PRECISION_FP16 ? 65536.0 : 1.0;
     if (o->loss_scale_interval < 0) o->loss_scale_interval = p == PRECISION_FP16 ? 2000 : 0;
+}
+
+/* --attention fused: only in a build with its CPU forward pass (lab 05's),
+ * which the kernels then run */
+static void resolve_attention(const TrainOptions *o, const TrainProgram *program) {
+    if (o->model.attention != ATTENTION_FUSED) return;
+    if (!program->fused_forward)
+        USER_ERROR("--attention fused: this build has no fused attention: %s", program->no_fused);
+    kernels_set_cpu_fused_forward(program->fused_forward);
 }
 
 /* The options that depend on others: the defaults that follow the model
@@ -377,6 +396,7 @@ void train_options_parse(int argc, char **argv, TrainOptions *o, const TrainProg
         USER_ERROR("--device expects cpu or cuda, got '%s'", o->device);
     resolve_model(o, &model);
     resolve_precision(o, p);
+    resolve_attention(o, p);
     kernels_set_precision(o->model.precision);
     resolve_run(o);
     device_select(o->device);

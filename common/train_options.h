@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "checkpoint.h"
+#include "kernels.h"
 #include "model.h"
 #include "model_states.h"
 #include "parallel_flags.h"
@@ -89,6 +90,10 @@ typedef struct {
      * bf16|fp16 is one error, which adds no_mixed (where they are) */
     const MixedPrecisionOps *mixed;
     const char *no_mixed;
+    /* fused attention's CPU forward pass (kernels.h), or NULL: then
+     * --attention fused is one error, which adds no_fused (where it is) */
+    CpuFusedForward fused_forward;
+    const char *no_fused;
 } TrainProgram;
 
 /* Parse and validate argv for program p; prints --help and exits 0, or

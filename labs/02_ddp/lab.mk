@@ -3,5 +3,5 @@
 # GradSync.
 objects := ddp
 programs := train_ddp
-link.train_ddp := train_ddp ddp_sync 02_ddp 00_single_device 09_checkpoint? 11_mixed_precision?
+link.train_ddp := train_ddp ddp_sync 02_ddp 00_single_device 09_checkpoint? 11_mixed_precision? 05_activation_memory?
 fake_gpu := train_ddp

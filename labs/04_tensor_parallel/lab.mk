@@ -3,5 +3,5 @@
 # calls them; lab 02's DDP averages over the data-parallel groups.
 objects := tensor_parallel
 programs := train_tp
-link.train_tp := train_tp ddp_sync tp_layers 04_tensor_parallel 02_ddp 00_single_device 09_checkpoint? 11_mixed_precision?
+link.train_tp := train_tp ddp_sync tp_layers 04_tensor_parallel 02_ddp 00_single_device 09_checkpoint? 11_mixed_precision? 05_activation_memory?
 fake_gpu := train_tp

@@ -104,4 +104,16 @@ void recompute_block_forward(const GPTLayout *l, const BlockParams *p, BlockActs
  * block's kept a->qkv. */
 void recompute_attention_probs(const GPTLayout *l, BlockActs *a, int B, int T);
 
+/* Extension (every trainer's --attention fused; README "Attention that
+ * never stores T x T"): kernels.h's attention_fused_forward on the CPU.
+ * From qkv (B,T,3C) as attention_forward's, out (B,T,C) = softmax(q k^T /
+ * sqrt(hs)) v under the causal mask, by tiles of query rows against tiles
+ * of key rows with an online softmax: per query row a running max m and a
+ * running sum s of e^(score - m), each rescaled by e^(m_old - m_new) when a
+ * tile raises the max, the output rescaled alike. lse (B,NH,T) gets each
+ * row's m + log s, from which the library's backward pass rebuilds the
+ * probabilities. No T x T buffer: a tile of scores at a time. */
+void attention_fused_forward_cpu(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                 int NH);
+
 #endif

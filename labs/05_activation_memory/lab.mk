@@ -11,3 +11,9 @@ link.train_zero := train_zero_lab05 zero_scaled act_layers 05_activation_memory 
 	09_checkpoint? 11_mixed_precision?
 link.check_act := check_act 05_activation_memory
 fake_gpu := train_tp train_zero
+# The extension, fused attention's CPU forward pass, plugs into every
+# trainer (apps/fused_attention_ops.c hands it to the kernels); a program
+# lists 05_activation_memory?, and where this lab is not available
+# apps/no_fused_attention.c stands in: --attention fused is refused there.
+plugin := fused_attention_ops
+absent := no_fused_attention

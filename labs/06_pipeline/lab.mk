@@ -5,5 +5,5 @@ objects := schedules pipeline
 programs := pipeline_schedule train_pp
 link.pipeline_schedule := pipeline_schedule 06_pipeline/schedules
 link.train_pp := train_pp ddp_sync tp_layers 06_pipeline 04_tensor_parallel 02_ddp \
-	00_single_device 09_checkpoint? 11_mixed_precision?
+	00_single_device 09_checkpoint? 11_mixed_precision? 05_activation_memory?
 fake_gpu := train_pp

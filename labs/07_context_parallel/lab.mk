@@ -4,5 +4,5 @@
 objects := ring_attention ulysses
 programs := train_cp
 link.train_cp := train_cp cp_layers ddp_sync tp_layers 07_context_parallel 04_tensor_parallel \
-	02_ddp 00_single_device 09_checkpoint? 11_mixed_precision?
+	02_ddp 00_single_device 09_checkpoint? 11_mixed_precision? 05_activation_memory?
 fake_gpu := train_cp

@@ -3,8 +3,9 @@
  * (block j of n floats goes to rank j; dtype for activations and their
  * gradients: comm_act_dtype(l->cfg.precision), 2 bytes on the wire in
  * mixed precision), copy_strided (kernels.h) to pack a slice of columns
- * and unpack it, device_copy for whole rows, and lab 00's
- * attention_forward / attention_backward (kernels.h) on the rank's heads.
+ * and unpack it, device_copy for whole rows, and attention on the rank's
+ * heads as --attention runs it: gpt_attention_whole_forward / _backward
+ * (model.h; lab 00's kernels, or lab 05's fused ones).
  *
  * Check your work: make test runs train_cp --cp-algo ulysses against lab
  * 00's trainer;

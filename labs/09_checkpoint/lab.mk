@@ -5,11 +5,11 @@
 objects := checkpoint_shards
 programs := check_ckpt train_gpt train_zero train_tp train_pp
 link.check_ckpt := check_ckpt 09_checkpoint
-link.train_gpt := train_gpt 09_checkpoint? 00_single_device 11_mixed_precision?
-link.train_zero := train_zero zero_scaled 09_checkpoint? 03_zero 00_single_device 11_mixed_precision?
-link.train_tp := train_tp ddp_sync tp_layers 09_checkpoint? 04_tensor_parallel 02_ddp 00_single_device 11_mixed_precision?
+link.train_gpt := train_gpt 09_checkpoint? 00_single_device 11_mixed_precision? 05_activation_memory?
+link.train_zero := train_zero zero_scaled 09_checkpoint? 03_zero 00_single_device 11_mixed_precision? 05_activation_memory?
+link.train_tp := train_tp ddp_sync tp_layers 09_checkpoint? 04_tensor_parallel 02_ddp 00_single_device 11_mixed_precision? 05_activation_memory?
 link.train_pp := train_pp ddp_sync tp_layers 09_checkpoint? 06_pipeline 04_tensor_parallel 02_ddp \
-	00_single_device 11_mixed_precision?
+	00_single_device 11_mixed_precision? 05_activation_memory?
 # Checkpoints (--save, --resume) reach the library through apps/checkpoints.c,
 # which hands the lab's functions over (common/checkpoint.h's CkptOps); a
 # program of labs 00-08 lists 09_checkpoint?, and where this lab is not

@@ -17,9 +17,13 @@
  */
 #include "activation_memory.h"
 
+#include <math.h>
+
 #include "check.h"
 #include "comm.h"
 #include "kernels.h"
+#include "kernels_backend.h"
+#include "math_shared.h"
 
 /* SOLUTION ONLY BEGIN */
 /* The first of this rank's R = N/tp rows. */
@@ -154,5 +158,53 @@ void recompute_block_forward(const GPTLayout *l, const BlockParams *p, BlockActs
 void recompute_attention_probs(const GPTLayout *l, BlockActs *a, int B, int T) {
     /* BEGIN SOLUTION */
     attention_probs_forward(a->att, a->qkv, B, T, l->attn_width, l->n_head);
+    /* END SOLUTION */
+}
+
+void attention_fused_forward_cpu(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                 int NH) {
+    /* BEGIN SOLUTION */
+    /* A job is one head's tile of TILE query rows I = [i0, i0 + m); its key
+     * tiles J = [j0, j0 + n) run from 0 to the diagonal (j0 <= i0), and
+     * only the diagonal tile is masked. The output rows of I are the
+     * running sum of e^(s - m) v, divided by s at the end. */
+    enum { TILE = 64 };
+    const int hs = C / NH, rs = 3 * C, tiles = (T + TILE - 1) / TILE;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for schedule(dynamic)
+    for (int job = 0; job < B * NH * tiles; job++) {
+        const int bh = job / tiles, b = bh / NH, h = bh % NH, i0 = job % tiles * TILE;
+        const int m = T - i0 < TILE ? T - i0 : TILE;
+        const float *q = qkv + ((size_t)b * T + i0) * rs + h * hs;
+        const float *k = qkv + (size_t)b * T * rs + C + h * hs, *v = k + C;
+        float *y = out + ((size_t)b * T + i0) * C + h * hs;
+        float S[TILE * TILE], run_max[TILE], run_sum[TILE];
+        for (int j0 = 0; j0 <= i0; j0 += TILE) {
+            const int n = j0 < i0 ? TILE : m;
+            sgemm_rowmajor_cpu(0, 1, m, n, hs, scale, q, rs, k + (size_t)j0 * rs, rs, 0.0f, S,
+                               TILE);
+            for (int i = 0; i < m; i++) {
+                float *s = S + i * TILE, *yi = y + (size_t)i * C;
+                const int seen = j0 < i0 ? n : i + 1;  /* keys j <= i0 + i */
+                float mx = j0 == 0 ? s[0] : run_max[i];
+                for (int j = 0; j < seen; j++) mx = s[j] > mx ? s[j] : mx;
+                float sum = 0.0f;
+                for (int j = 0; j < seen; j++) sum += s[j] = exp_nonpositive(s[j] - mx);
+                for (int j = seen; j < n; j++) s[j] = 0.0f;
+                /* the earlier tiles' sum and output, from their max to this one */
+                const float rescale = j0 == 0 ? 0.0f : exp_nonpositive(run_max[i] - mx);
+                run_sum[i] = (j0 == 0 ? 0.0f : run_sum[i] * rescale) + sum;
+                run_max[i] = mx;
+                for (int d = 0; d < hs; d++) yi[d] = j0 == 0 ? 0.0f : yi[d] * rescale;
+            }
+            /* y_I += P_IJ v_J */
+            sgemm_rowmajor_cpu(0, 0, m, hs, n, 1.0f, S, TILE, v + (size_t)j0 * rs, rs, 1.0f, y, C);
+        }
+        for (int i = 0; i < m; i++) {
+            const float inv = 1.0f / run_sum[i];
+            for (int d = 0; d < hs; d++) y[(size_t)i * C + d] *= inv;
+            lse[(size_t)bh * T + i0 + i] = run_max[i] + logf(run_sum[i]);
+        }
+    }
     /* END SOLUTION */
 }

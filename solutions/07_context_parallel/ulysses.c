@@ -3,8 +3,9 @@
  * (block j of n floats goes to rank j; dtype for activations and their
  * gradients: comm_act_dtype(l->cfg.precision), 2 bytes on the wire in
  * mixed precision), copy_strided (kernels.h) to pack a slice of columns
- * and unpack it, device_copy for whole rows, and lab 00's
- * attention_forward / attention_backward (kernels.h) on the rank's heads.
+ * and unpack it, device_copy for whole rows, and attention on the rank's
+ * heads as --attention runs it: gpt_attention_whole_forward / _backward
+ * (model.h; lab 00's kernels, or lab 05's fused ones).
  *
  * Check your work: make test runs train_cp --cp-algo ulysses against lab
  * 00's trainer;
@@ -63,17 +64,20 @@ void ulysses_attention_forward(const GPTLayout *l, float *out, float *keep, cons
                                int B, int T) {
     /* BEGIN SOLUTION */
     const int P = l->cp, C = l->attn_width, w = C / P, Tg = P * T, NH = l->n_head / P;
+    const int fused = l->cfg.attention == ATTENTION_FUSED;
     const size_t n3 = (size_t)B * T * 3 * C;
     float *qkv_all = keep, *att = keep + (size_t)B * Tg * 3 * w;
     float *send = mem_alloc(MEM_COMM, n3 * sizeof(float));
     float *recv = mem_alloc(MEM_COMM, n3 * sizeof(float));
-    float *out_all = mem_alloc(MEM_WORKSPACE, (size_t)B * Tg * w * sizeof(float));
+    /* fused attention's backward pass reads the output: kept, after att */
+    float *out_all = fused ? att + gpt_attention_whole_keep_floats(l->cfg.attention, B, Tg, NH)
+                           : mem_alloc(MEM_WORKSPACE, (size_t)B * Tg * w * sizeof(float));
     to_heads(l, qkv_all, qkv, 3, B, T, send, recv);
-    attention_forward(out_all, att, qkv_all, B, Tg, w, NH);
+    gpt_attention_whole_forward(l->cfg.attention, out_all, att, qkv_all, B, Tg, w, NH);
     to_positions(l, out, out_all, 1, B, T, send, recv, 0);
     mem_free(send);
     mem_free(recv);
-    mem_free(out_all);
+    if (!fused) mem_free(out_all);
     /* END SOLUTION */
 }
 
@@ -86,13 +90,16 @@ void ulysses_attention_backward(const GPTLayout *l, float *dqkv, float *scratch,
     const int P = l->cp, C = l->attn_width, w = C / P, Tg = P * T, NH = l->n_head / P;
     const size_t n3 = (size_t)B * T * 3 * C;
     const float *qkv_all = keep, *att = keep + (size_t)B * Tg * 3 * w;
+    /* fused: the output the forward pass kept (materialized: not read) */
+    const float *out_all = att + gpt_attention_whole_keep_floats(l->cfg.attention, B, Tg, NH);
     float *send = mem_alloc(MEM_COMM, n3 * sizeof(float));
     float *recv = mem_alloc(MEM_COMM, n3 * sizeof(float));
     float *dout_all = mem_alloc(MEM_WORKSPACE, (size_t)B * Tg * w * sizeof(float));
     float *dqkv_all = mem_alloc(MEM_WORKSPACE, (size_t)B * Tg * 3 * w * sizeof(float));
     to_heads(l, dout_all, dout, 1, B, T, send, recv);
     set_zero(dqkv_all, (size_t)B * Tg * 3 * w);
-    attention_backward(dqkv_all, scratch, dout_all, qkv_all, att, B, Tg, w, NH);
+    gpt_attention_whole_backward(l->cfg.attention, dqkv_all, scratch, dout_all, qkv_all, out_all,
+                                 att, B, Tg, w, NH);
     to_positions(l, dqkv, dqkv_all, 3, B, T, send, recv, 1);
     mem_free(send);
     mem_free(recv);

@@ -381,6 +381,36 @@ static void check_attention_blocks(const Shape *s) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
 }
 
+/* Fused attention (kernels.h): the GPU's tiles against the CPU's
+ * materialized output and its lse (one causal block over the whole
+ * sequence, attention_block_forward_cpu), then the GPU's backward against
+ * the library's CPU one from the CPU's out and lse. */
+static void check_attention_fused(const Shape *s) {
+    int B = s->B, T = s->T, C = s->C, NH = s->NH;
+    size_t nqkv = (size_t)B * T * 3 * C, nkv = (size_t)B * T * 2 * C, nout = (size_t)B * T * C;
+    size_t nlse = (size_t)B * NH * T;
+    Pair qkv = pair_random(nqkv, 1.0f), out = pair_random(nout, 1.0f);
+    Pair lse = pair_random(nlse, 1.0f), kv = pair_random(nkv, 1.0f);
+    float *att = (float *)host_alloc((size_t)B * NH * T * T * sizeof(float));
+    attention_forward_cpu(out.h, att, qkv.h, B, T, C, NH);
+    copy_strided_cpu(kv.h, 2 * C, qkv.h + C, 3 * C, B * T, 2 * C, 0);
+    float *out_b = (float *)host_alloc(nout * sizeof(float));
+    attention_block_forward_cpu(out_b, lse.h, qkv.h, kv.h, B, T, C, NH, 0, 0, T, ATTN_CAUSAL);
+    attention_fused_forward_cuda(out.d, lse.d, qkv.d, B, T, C, NH);
+    expect_pair("attention_fused_forward out", &out, TOL_SOFTMAX);
+    expect_pair("attention_fused_forward lse", &lse, TOL_SOFTMAX);
+    Pair cpu_out = pair_of(out.h, nout), cpu_lse = pair_of(lse.h, nlse);
+    Pair dout = pair_random(nout, 1.0f), D = pair_random(nlse, 1.0f);
+    Pair dqkv = pair_random(nqkv, 1.0f);
+    attention_fused_backward_cpu(dqkv.h, D.h, dout.h, qkv.h, cpu_out.h, cpu_lse.h, B, T, C, NH);
+    attention_fused_backward_cuda(dqkv.d, D.d, dout.d, qkv.d, cpu_out.d, cpu_lse.d, B, T, C, NH);
+    expect_pair("attention_fused_backward D", &D, TOL_ROW);
+    expect_pair("attention_fused_backward dqkv", &dqkv, TOL_SOFTMAX);
+    free(att), free(out_b);
+    Pair *all[] = {&qkv, &out, &lse, &kv, &cpu_out, &cpu_lse, &dout, &D, &dqkv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+}
+
 static void check_crossentropy(const Shape *s) {
     int N = s->B * s->T, V = s->V;
     size_t nv = (size_t)N * V;
@@ -534,6 +564,7 @@ static void check_shape(const Shape *s) {
     check_matmul(s);
     check_attention(s);
     check_attention_blocks(s);
+    check_attention_fused(s);
     check_crossentropy(s);
     check_vocab_parallel(s);
     check_moe(s);
@@ -665,6 +696,7 @@ int main(int argc, char **argv) {
         {2, 7, 24, 3, 37},    /* N = 14, T < 32, hs = 8 */
         {3, 16, 64, 4, 101},  /* N = 48, hs = 16 */
         {1, 40, 36, 3, 300},  /* T > 32 (two columns per lane), C % 8 != 0, V > 256 */
+        {2, 150, 128, 2, 50}, /* attention's tiles: three of 64 rows, the last partial; hs 64 */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i]);
 
