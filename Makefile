@@ -110,7 +110,8 @@ CPPFLAGS += $(LAB_NAMES:%=-Ilabs/%)
 # schedules (schedule_by_name) to simulate them.
 tools.link.memplan := memplan 06_pipeline/schedules
 tools.link.ckpt := ckpt_tool 09_checkpoint?
-TOOL_BINS := $(BUILD)/bin/memplan $(BUILD)/bin/ckpt
+tools.link.bench_attention := bench_attention 00_single_device 05_activation_memory?
+TOOL_BINS := $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(BUILD)/bin/bench_attention
 # tests/c/NAME.c and tests/c/labNN/NAME.c (a lab's student file against the
 # library's validator, simulator or reference) link the labs named here and
 # the others none (tests/layout.bats checks test_layout: the library links
@@ -298,6 +299,7 @@ $(foreach l,$(LAB_NAMES),$(eval $(call lab_variant_rule,$(l))))
 
 $(BUILD)/bin/memplan: $(call program_links,tools,earlier,memplan) $(LIBCOMMON)
 $(BUILD)/bin/ckpt: $(call program_links,tools,earlier,ckpt) $(LIBCOMMON)
+$(BUILD)/bin/bench_attention: $(call program_links,tools,earlier,bench_attention) $(LIBCOMMON)
 $(TOOL_BINS):
 	@mkdir -p $(@D)
 	$(CC) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
@@ -379,7 +381,8 @@ test:
 # slide-figures remakes them).
 slides: deps
 	@$(MAKE) --no-print-directory all data
-	@[ -s $(BUILD)/slides/fig/07/timeline-zigzag.png ] || bash tools/slide_figures.sh $(BUILD)/slides
+	@[ -s $(BUILD)/slides/fig/07/timeline-zigzag.png ] && [ -s $(BUILD)/slides/fig/05/attention.png ] || \
+		bash tools/slide_figures.sh $(BUILD)/slides
 	bash tools/make_slides.sh $(BUILD)/slides
 
 slide-figures: deps

@@ -32,6 +32,7 @@
 #include "backward_kernels.h"
 #include "check.h"
 #include "cli.h"
+#include "fused_attention_ops.h"
 #include "kernels.h"
 #include "kernels_backend.h"
 #include "model.h"
@@ -275,23 +276,49 @@ static void backward_attention(GradCheck *c) {
     for (size_t i = 0; i < ATT; i++) b[5][i] = 1e3f * rng_normal(g_seed, RNG_STREAM_TEST, i, 77);
     attention_backward(b[4], b[5], b[0], b[2], b[3], c->B, c->T, c->C, c->NH);
 }
-/* One shape; `tag` names its tensors when there are several shapes. */
-static int check_attention_shape(int B, int T, int C, int NH, const char *tag) {
-    GradCheck c = {.loss = loss_attention, .backward = backward_attention,
-                   .B = B, .T = T, .C = C, .NH = NH};
-    float **b = c.buf;
-    size_t BTC = (size_t)B * T * C, ATT = (size_t)B * NH * T * T;
-    b[0] = randn(BTC, 0); b[1] = zeros(BTC); b[2] = randn(3 * BTC, 2); b[3] = zeros(ATT);
-    b[4] = zeros(3 * BTC); b[5] = zeros(ATT);
+/* An attention of c's shape, layer: its buffers (what the forward pass
+ * keeps in b[3] and the backward pass's scratch in b[5]: keep floats each)
+ * and its q, k, v checked apart; `tag` names the tensors when there are
+ * several shapes. */
+static int check_qkv(GradCheck *c, const char *layer, size_t keep, const char *tag) {
+    float **b = c->buf;
+    const size_t C = (size_t)c->C, BTC = (size_t)c->B * c->T * C;
+    b[0] = randn(BTC, 0); b[1] = zeros(BTC); b[2] = randn(3 * BTC, 2); b[3] = zeros(keep);
+    b[4] = zeros(3 * BTC); b[5] = zeros(keep);
     /* q, k and v are the three C-wide parts of each 3C-wide row of qkv */
     Checked t[3];
     char names[3][32];
     for (int k = 0; k < 3; k++) {
         snprintf(names[k], sizeof names[k], "d%c%s", "qkv"[k], tag);
-        t[k] = (Checked){.name = names[k], .x = b[2] + (size_t)k * C, .grad = b[4] + (size_t)k * C,
-                         .n = BTC, .run = (size_t)C, .ld = 3 * (size_t)C};
+        t[k] = (Checked){.name = names[k], .x = b[2] + k * C, .grad = b[4] + k * C, .n = BTC,
+                         .run = C, .ld = 3 * C};
     }
-    return layer_done(&c, check_tensors("attention", &c, t, 3, H_STEP, TOL, 1000));
+    return layer_done(c, check_tensors(layer, c, t, 3, H_STEP, TOL, 1000));
+}
+static int check_attention_shape(int B, int T, int C, int NH, const char *tag) {
+    GradCheck c = {.loss = loss_attention, .backward = backward_attention,
+                   .B = B, .T = T, .C = C, .NH = NH};
+    return check_qkv(&c, "attention", (size_t)B * NH * T * T, tag);
+}
+/* Fused attention (lab 05's forward pass, the library's backward): the
+ * same gradient check, the lse in b[3] and the backward pass's D in b[5]
+ * (scratch: garbage on entry) */
+static double loss_fused(GradCheck *c) {
+    float **b = c->buf;
+    attention_fused_forward(b[1], b[3], b[2], c->B, c->T, c->C, c->NH);
+    return dot(b[0], b[1], (size_t)c->B * c->T * c->C);
+}
+static void backward_fused(GradCheck *c) {
+    float **b = c->buf;
+    loss_fused(c);
+    for (size_t i = 0; i < (size_t)c->B * c->NH * c->T; i++)
+        b[5][i] = 1e3f * rng_normal(g_seed, RNG_STREAM_TEST, i, 78);
+    attention_fused_backward(b[4], b[5], b[0], b[2], b[1], b[3], c->B, c->T, c->C, c->NH);
+}
+static int check_fused_shape(int B, int T, int C, int NH, const char *tag) {
+    GradCheck c = {.loss = loss_fused, .backward = backward_fused, .B = B, .T = T, .C = C,
+                   .NH = NH};
+    return check_qkv(&c, "fused attention", (size_t)B * NH * T, tag);
 }
 /* A short sequence, and one longer than the blocks a backward pass that
  * skips the masked half may cut T into (lab 00's extension), and not a
@@ -422,6 +449,21 @@ static int check_model(void) {
                                                .n_head = 2, .n_embd = 16});
 }
 
+/* within one tile, and over two query tiles and two key tiles (the last
+ * ones partial); then the model with
+ * it. Skipped in a build without lab 05's extension. */
+static int check_fused(void) {
+    if (!program_fused_attention()) {
+        printf("fused attention: skipped: this build has no fused attention (lab 05)\n");
+        return 0;
+    }
+    kernels_set_cpu_fused_forward(program_fused_attention());
+    return check_fused_shape(2, 5, 8, 2, "") + check_fused_shape(1, 300, 8, 2, " (T=300)") +
+           check_model_of("model, fused attention",
+                          (GPTConfig){.vocab_size = 32, .ctx_len = 8, .n_layer = 2, .n_head = 2,
+                                      .n_embd = 16, .attention = ATTENTION_FUSED});
+}
+
 /* A mixture of experts (lab 08) in the second block, wired into the
  * model: 3 experts, each token routed to all 3, dropless, a large aux
  * weight so that its gradient shows. Top-k and capacity are piecewise
@@ -528,7 +570,8 @@ typedef struct { const char *name; int (*run)(void); } LayerCheck;
 static const LayerCheck g_checks[] = {
     {"encoder", check_encoder}, {"matmul", check_matmul}, {"gelu", check_gelu},
     {"residual", check_residual}, {"crossentropy", check_crossentropy},
-    {"layernorm", check_layernorm}, {"attention", check_attention}, {"model", check_model}, {"moe", check_moe_model}};
+    {"layernorm", check_layernorm}, {"attention", check_attention}, {"model", check_model}, {"fused", check_fused},
+    {"moe", check_moe_model}};
 #define NUM_CHECKS (int)(sizeof g_checks / sizeof g_checks[0])
 
 int main(int argc, char **argv) {

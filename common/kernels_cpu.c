@@ -56,42 +56,16 @@ void encoder_backward_cpu(float *dwte, float *dwpe, const float *dout, const int
     }
 }
 
-/* Row reductions in LANES interleaved partial results, combined in a fixed
- * order at the end: a single running float sum is a chain the compiler may
- * not reorder (so it stays scalar), LANES of them are one vector add per
- * LANES elements. The order depends on n alone, never on the threads. */
-enum { LANES = 16 };
-
-static float row_sum(const float *x, int n) {
-    float acc[LANES] = {0}, s = 0.0f;
-    int j = 0;
-    for (; j + LANES <= n; j += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += x[j + l];
-    for (; j < n; j++) s += x[j];
-    for (int l = 0; l < LANES; l++) s += acc[l];
-    return s;
-}
-
-/* sum of (x - m)^2 over the row */
+/* sum of (x - m)^2 over the row, in math_shared.h's REDUCE_LANES partial
+ * sums like row_sum */
 static float row_sum_sq_dev(const float *x, float m, int n) {
-    float acc[LANES] = {0}, s = 0.0f;
+    float acc[REDUCE_LANES] = {0}, s = 0.0f;
     int j = 0;
-    for (; j + LANES <= n; j += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += (x[j + l] - m) * (x[j + l] - m);
+    for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
+        for (int l = 0; l < REDUCE_LANES; l++) acc[l] += (x[j + l] - m) * (x[j + l] - m);
     for (; j < n; j++) s += (x[j] - m) * (x[j] - m);
-    for (int l = 0; l < LANES; l++) s += acc[l];
+    for (int l = 0; l < REDUCE_LANES; l++) s += acc[l];
     return s;
-}
-
-static float row_max(const float *x, int n) {
-    float acc[LANES], mx = x[0];
-    for (int l = 0; l < LANES; l++) acc[l] = x[0];
-    int j = 0;
-    for (; j + LANES <= n; j += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
-    for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-    for (int l = 0; l < LANES; l++) mx = acc[l] > mx ? acc[l] : mx;
-    return mx;
 }
 
 void layernorm_forward_cpu(float *out, float *mean, float *rstd, const float *inp,
@@ -204,14 +178,14 @@ void attention_probs_forward_cpu(float *att, const float *qkv, int B, int T, int
 }
 
 /* Fused attention's backward pass (kernels.h) for head bh = b NH + h, by
- * tiles of FUSED_TILE query rows I against the key tiles J = [j0, j0 + n)
- * on or left of the diagonal (j0 <= i0; only the diagonal tile is masked).
- * Each tile's P and dS live in two FUSED_TILE^2 buffers that stay in cache
- * and five small GEMMs do the arithmetic, so T x T never exists. The
- * exponent s - lse is <= 0 (lse >= the row's max) up to rounding, which
- * exp_nonpositive takes. One thread owns the head: dk, dv add up over the
- * query tiles without races. */
-enum { FUSED_TILE = 64 };
+ * tiles of FUSED_QT query rows I = [i0, i0 + m) against key tiles
+ * J = [j0, j0 + n) of up to FUSED_KT rows, from 0 to I's last query (row i
+ * sees keys j <= i0 + i). Each tile's P and dS live in two buffers that
+ * stay in cache and five small GEMMs do the arithmetic, so T x T never
+ * exists. The exponent s - lse is <= 0 (lse >= the row's max) up to
+ * rounding, which exp_nonpositive takes. One thread owns the head: dk, dv
+ * add up over the query tiles without races. */
+enum { FUSED_QT = 128, FUSED_KT = 256 };
 static void fused_backward_head_cpu(float *dqkv, const float *dout, const float *qkv,
                                     const float *lse, const float *D, int bh, int T, int C,
                                     int NH) {
@@ -222,32 +196,33 @@ static void fused_backward_head_cpu(float *dqkv, const float *dout, const float 
     float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
     const float *dy = dout + (size_t)b * T * C + h * hs;
     const float *lse_h = lse + (size_t)bh * T, *D_h = D + (size_t)bh * T;
-    float P[FUSED_TILE * FUSED_TILE], dS[FUSED_TILE * FUSED_TILE];
-    for (int i0 = 0; i0 < T; i0 += FUSED_TILE) {
-        const int m = T - i0 < FUSED_TILE ? T - i0 : FUSED_TILE;
+    float P[FUSED_QT * FUSED_KT], dS[FUSED_QT * FUSED_KT];
+    for (int i0 = 0; i0 < T; i0 += FUSED_QT) {
+        const int m = T - i0 < FUSED_QT ? T - i0 : FUSED_QT;
         const float *qI = q + (size_t)i0 * rs, *dyI = dy + (size_t)i0 * C;
-        for (int j0 = 0; j0 <= i0; j0 += FUSED_TILE) {
-            const int n = j0 < i0 ? FUSED_TILE : m;
+        for (int j0 = 0; j0 < i0 + m; j0 += FUSED_KT) {
+            const int n = i0 + m - j0 < FUSED_KT ? i0 + m - j0 : FUSED_KT;
             const size_t J = (size_t)j0 * rs;
             /* P = e^(scale q_I k_J^T - lse), zero where key j > query i */
-            sgemm_rowmajor_cpu(0, 1, m, n, hs, scale, qI, rs, k + J, rs, 0.0f, P, FUSED_TILE);
+            sgemm_rowmajor_cpu(0, 1, m, n, hs, scale, qI, rs, k + J, rs, 0.0f, P, FUSED_KT);
             for (int i = 0; i < m; i++) {
-                float *p = P + i * FUSED_TILE;
-                const int seen = j0 < i0 ? n : i + 1;
+                float *p = P + i * FUSED_KT;
+                int seen = i0 + i - j0 + 1;
+                seen = seen < 0 ? 0 : seen > n ? n : seen;
                 const float l = lse_h[i0 + i];
                 for (int j = 0; j < seen; j++) p[j] = exp_nonpositive(p[j] - l);
                 for (int j = seen; j < n; j++) p[j] = 0.0f;
             }
-            sgemm_rowmajor_cpu(1, 0, n, hs, m, 1.0f, P, FUSED_TILE, dyI, C, 1.0f, dv + J, rs);
-            sgemm_rowmajor_cpu(0, 1, m, n, hs, 1.0f, dyI, C, v + J, rs, 0.0f, dS, FUSED_TILE);
+            sgemm_rowmajor_cpu(1, 0, n, hs, m, 1.0f, P, FUSED_KT, dyI, C, 1.0f, dv + J, rs);
+            sgemm_rowmajor_cpu(0, 1, m, n, hs, 1.0f, dyI, C, v + J, rs, 0.0f, dS, FUSED_KT);
             for (int i = 0; i < m; i++) {  /* dS = P o (dP - D) */
-                float *ds = dS + i * FUSED_TILE;
-                const float *p = P + i * FUSED_TILE, d = D_h[i0 + i];
+                float *ds = dS + i * FUSED_KT;
+                const float *p = P + i * FUSED_KT, d = D_h[i0 + i];
                 for (int j = 0; j < n; j++) ds[j] = p[j] * (ds[j] - d);
             }
-            sgemm_rowmajor_cpu(0, 0, m, hs, n, scale, dS, FUSED_TILE, k + J, rs, 1.0f,
+            sgemm_rowmajor_cpu(0, 0, m, hs, n, scale, dS, FUSED_KT, k + J, rs, 1.0f,
                                dq + (size_t)i0 * rs, rs);
-            sgemm_rowmajor_cpu(1, 0, n, hs, m, scale, dS, FUSED_TILE, qI, rs, 1.0f, dk + J, rs);
+            sgemm_rowmajor_cpu(1, 0, n, hs, m, scale, dS, FUSED_KT, qI, rs, 1.0f, dk + J, rs);
         }
     }
 }

@@ -67,6 +67,34 @@ static inline HD float exp_nonpositive(float x) {
     return x <= -87.0f ? 0.0f : p * two_k;
 }
 
+/* Row reductions in REDUCE_LANES interleaved partial results, combined in
+ * a fixed order at the end: a single running float sum is a chain the
+ * compiler may not reorder (so it stays scalar), REDUCE_LANES of them are
+ * one vector add per REDUCE_LANES elements. The order depends on n alone,
+ * never on the threads. row_max needs n >= 1. */
+enum { REDUCE_LANES = 16 };
+
+static inline HD float row_sum(const float *x, int n) {
+    float acc[REDUCE_LANES] = {0}, s = 0.0f;
+    int j = 0;
+    for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
+        for (int l = 0; l < REDUCE_LANES; l++) acc[l] += x[j + l];
+    for (; j < n; j++) s += x[j];
+    for (int l = 0; l < REDUCE_LANES; l++) s += acc[l];
+    return s;
+}
+
+static inline HD float row_max(const float *x, int n) {
+    float acc[REDUCE_LANES], mx = x[0];
+    for (int l = 0; l < REDUCE_LANES; l++) acc[l] = x[0];
+    int j = 0;
+    for (; j + REDUCE_LANES <= n; j += REDUCE_LANES)
+        for (int l = 0; l < REDUCE_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    for (int l = 0; l < REDUCE_LANES; l++) mx = acc[l] > mx ? acc[l] : mx;
+    return mx;
+}
+
 /* tanh u = sign(u) (1 - e) / (1 + e), e = e^{-2|u|} <= 1: no overflow for
  * any u, absolute error about one float ulp of 1 (what 1 + tanh needs). */
 static inline HD float tanh_fast(float u) {

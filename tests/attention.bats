@@ -5,13 +5,14 @@
 # the grader's tolerance, parameters within 1e-5) with every category of
 # memory as the planner predicts; the fused run follows the materialized
 # one; what it keeps grows linearly in T where the materialized run's grows
-# with T^2. Runs use T = 128, two tiles of the kernels' 64, so that the
-# online softmax merges tiles.
+# with T^2. Runs use T = 320: three tiles of the CPU kernels' 128 queries,
+# two of their 256 keys (the last ones partial), so that the online softmax
+# merges tiles.
 load helpers
 
 S="$BUILD/solutions"
 GPT="$S/00_single_device/train_gpt"
-COMMON=(--config tiny --ctx 128 --batch 4 --steps 3 --eval-every 100 --threads 1)
+COMMON=(--config tiny --ctx 320 --batch 4 --steps 3 --eval-every 100 --threads 1)
 
 setup_file() {
     export FUSED="$BATS_FILE_TMPDIR/fused" MATERIALIZED="$BATS_FILE_TMPDIR/materialized"
@@ -34,7 +35,7 @@ fused_follows() {
     follows_base "${BASE:-$FUSED}" "$out" "$name"
 }
 
-@test "attention: the fused kernels give the materialized output, each row's log-sum-exp and the same gradients, over one tile, a partial one and many" {
+@test "attention: the fused kernels give the materialized output, each row's log-sum-exp and the same gradients, over one tile, a partial one and several" {
     require_solution 00 05
     run t 60 "$BUILD/tests/test_fused_attention"
     echo "$output"
@@ -75,9 +76,9 @@ fused_follows() {
     require_solution 00 05 11
     BASE="$MATERIALIZED" same_run "$FUSED"
     act() { awk -F, '$1 == 0 && $2 == "activations" { print $4 }' "$1/memory.csv"; }
-    # tiny: 4 blocks, 4 heads, B 4, T 128: the probabilities were 4 x 4 x 4 x 128^2 floats,
-    # the lse is 4 x 4 x 4 x 128; the scratch's datt becomes D (B NH T T -> B NH T)
-    [ "$(act "$MATERIALIZED")" -eq $(($(act "$FUSED") + 4 * 4 * 4 * 4 * 128 * 127)) ]
+    # tiny: 4 blocks, 4 heads, B 4, T 320: the probabilities were 4 x 4 x 4 x 320^2 floats,
+    # the lse is 4 x 4 x 4 x 320 (4 bytes each)
+    [ "$(act "$MATERIALIZED")" -eq $(($(act "$FUSED") + 4 * 4 * 4 * 4 * 320 * 319)) ]
     local out="$BATS_TEST_TMPDIR/bf16"
     run t 60 "$GPT" "${COMMON[@]}" --attention fused --precision bf16 --out "$out"
     [ "$status" -eq 0 ] && [[ "$output" != *DIFFERENT* ]] || { echo "$output"; false; }

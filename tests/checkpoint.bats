@@ -385,12 +385,15 @@ same_files() {
     local d="$BATS_TEST_TMPDIR" flags cc
     flags=$(make -s --no-print-directory -C "$ROOT" print-flags)
     cc=$(sed -n 's/^CC=//p' <<< "$flags")
-    # the library and the programs link without lab 09's object (and lab 11's)
+    # the library and the programs link without lab 09's object (and lab 11's, and lab 05's)
     (cd "$ROOT" && $cc $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") $(sed -n 's/^CFLAGS=//p' <<< "$flags") \
         -c apps/no_checkpoints.c -o "$d/no_checkpoints.o" &&
         $cc $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") $(sed -n 's/^CFLAGS=//p' <<< "$flags") \
         -c apps/no_mixed_precision.c -o "$d/no_mixed_precision.o" &&
+        $cc $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") $(sed -n 's/^CFLAGS=//p' <<< "$flags") \
+        -c apps/no_fused_attention.c -o "$d/no_fused_attention.o" &&
         $cc build/apps/train_gpt.o "$d/no_checkpoints.o" "$d/no_mixed_precision.o" \
+            "$d/no_fused_attention.o" \
             build/apps/backward_kernels.o \
             build/earlier/00_single_device/backprop.o build/libcommon.a \
             $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/train_gpt" &&

@@ -27,8 +27,14 @@ setup() {
     for part in dq dk dv "dq (T=67)" "dk (T=67)" "dv (T=67)"; do
         printf '%s\n' "$output" | grep -q "^attention  *$part  *rel err .* += err .* ok$"
     done
+    # fused attention (lab 05's extension): q, k, v at T = 5 and 300 (two key
+    # tiles), and the model with it, 28
+    for part in dq dk dv "dq (T=300)" "dk (T=300)" "dv (T=300)"; do
+        printf '%s\n' "$output" | grep -q "^fused attention  *$part  *rel err .* += err .* ok$"
+    done
+    [ "$(printf '%s\n' "$output" | grep -c '^model, fused attention .* ok$')" -eq 28 ]
     # every gradient but crossentropy's (in place) is checked for accumulation
-    [ "$(printf '%s\n' "$output" | grep -c ' += err ')" -eq 74 ]  # 45 + the MoE model's 29
+    [ "$(printf '%s\n' "$output" | grep -c ' += err ')" -eq 108 ]  # 45 + fused 34 + MoE 29
     [ "$(printf '%s\n' "$output" | grep -c ' += n/a (in place)')" -eq 1 ]
 }
 
@@ -189,7 +195,10 @@ not_accumulated() {
         > "$d/no_backward_kernels.c"
     (cd "$ROOT" && $cc $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") -c "$d/no_backward_kernels.c" \
         -o "$d/no_backward_kernels.o" &&
-        $cc "$BUILD/apps/gradcheck.o" "$d/no_backward_kernels.o" "$BUILD/libcommon.a" \
+        $cc $(sed -n 's/^CPPFLAGS=//p' <<< "$flags") -c apps/no_fused_attention.c \
+            -o "$d/no_fused_attention.o" &&
+        $cc "$BUILD/apps/gradcheck.o" "$d/no_backward_kernels.o" "$d/no_fused_attention.o" \
+            "$BUILD/libcommon.a" \
             $(sed -n 's/^LDLIBS=//p' <<< "$flags") -o "$d/gradcheck")
     for layer in layernorm attention; do
         run t 60 "$d/gradcheck" --layer "$layer"

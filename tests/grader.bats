@@ -163,8 +163,9 @@ for c, d, v in draws("04_tensor_parallel"):
     tp_seen["dp"].add(d.ranks // tp)
     tp_seen["shapes"].add((v("--n-layer"), h, e))
 assert tp_seen["tp"] == {2, 4} and {1, 2, 3} <= tp_seen["dp"] and len(tp_seen["shapes"]) > 6, tp_seen
-# lab 05: every training case runs --sp (or the extension's --sp-regather) or
-# --recompute (without either its programs never call the lab's file); under
+# lab 05: every training case runs --sp (or the extension's --sp-regather),
+# --recompute or the extension's --attention fused (without any its programs
+# never call the lab's file), fused over more than one key tile of 256; under
 # SP, tp >= 2 divides the heads, the ranks and the sequence; the
 # mid-sequence case's micro-batches split rows inside a sequence (B % tp !=
 # 0); a recomputation always has 2 blocks or more (tiny: 8 sequences, 4
@@ -176,7 +177,10 @@ for c, d, v in draws("05_activation_memory"):
     k, b, tp = int(v("--grad-accum", 1)), int(v("--batch", 8)), int(v("--tp", 1))
     h, e = int(v("--n-head", 4)), int(v("--n-embd", 64))
     sp, mode = "--sp" in d.args or "--sp-regather" in d.args, v("--recompute")
-    assert sp or mode, (c.name, d.label)
+    fused = v("--attention") == "fused"
+    assert sp or mode or fused, (c.name, d.label)
+    if fused:
+        assert int(v("--seq")) > 256, (c.name, d.label)
     assert d.ranks % tp == 0 and h % tp == 0 and e % h == 0 and b % (d.ranks // tp * k) == 0, \
         (c.name, d.label)
     if sp:
@@ -188,7 +192,7 @@ for c, d, v in draws("05_activation_memory"):
     sp_seen["tp"].add(tp)
     sp_seen["modes"].add((sp, mode, c.program, c.extension))
     sp_seen["shapes"].add((v("--n-layer"), h, e))
-assert sp_seen["tp"] == {1, 2, 4} and len(sp_seen["modes"]) == 8 and len(sp_seen["shapes"]) > 6, sp_seen
+assert sp_seen["tp"] == {1, 2, 4} and len(sp_seen["modes"]) == 9 and len(sp_seen["shapes"]) > 6, sp_seen
 # lab 06: every draw is a pipeline (pp >= 2) with room for its mesh (ranks
 # = tp pp dp), a batch of dp m whole micro-batches, a depth that cuts into pp
 # x chunks stages, heads tp divides; the interleaved schedule has 2 chunks or

@@ -9,7 +9,7 @@
 # Lab 00's two come from train_gpt (a loss curve of tiny; the --profile
 # roofline of small), lab 01's from bench/collectives.sh, lab 02's from
 # bench/ddp.sh, lab 03's from bench/zero.sh, lab 04's from bench/tp.sh,
-# lab 05's from bench/act.sh, lab 06's from pipeline_schedule --out (each
+# lab 05's from bench/act.sh and bench/attention.sh, lab 06's from pipeline_schedule --out (each
 # schedule's simulated Gantt chart, p 4, m 8) and from train_pp (a measured
 # timeline of tiny at pp 2 next to its simulation), lab 07's from train_cp
 # (a timeline of the contiguous ring and of zigzag, tiny at cp 2, Tg 256).
@@ -63,6 +63,11 @@ BENCH_OUT="$out/runs/05_activation_memory-bench" bash bench/act.sh > "$out/runs/
 for f in memory step_time seq; do
     copy "$out/runs/05_activation_memory-bench/$f.png" "$out/fig/05/$f.png"
 done
+attention=()
+[ "$quick" = 0 ] || attention=(BENCH_SEQS="64 128 256" BENCH_REPS=1 BENCH_TRAIN_SEQS="64 128")
+env "${attention[@]}" BENCH_OUT="$out/runs/attention-bench" bash bench/attention.sh \
+    > "$out/runs/bench-attention.log"
+copy "$out/runs/attention-bench/attention.png" "$out/fig/05/attention.png"
 # lab 06: the simulator's timelines (no run: they are the same every time)
 sched=$(bench_program 06_pipeline pipeline_schedule)
 for s in gpipe 1f1b "interleaved -v 2 --forward 0.5 --backward 1" zb-h1; do

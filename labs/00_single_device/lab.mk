@@ -9,7 +9,7 @@ programs := train_gpt gradcheck
 # when that lab is available (earlier, or its solution here), else its
 # stand-in; LAB/NAME: one object of a lab
 link.train_gpt := train_gpt 00_single_device 09_checkpoint? 11_mixed_precision? 05_activation_memory?
-link.gradcheck := gradcheck 00_single_device
+link.gradcheck := gradcheck 00_single_device 05_activation_memory?
 # fake_gpu: the programs tests/fake_gpu.bats runs on a pretend GPU
 fake_gpu := train_gpt
 # plugin: the apps/ objects linked with the lab's wherever a program links

@@ -164,33 +164,36 @@ void recompute_attention_probs(const GPTLayout *l, BlockActs *a, int B, int T) {
 void attention_fused_forward_cpu(float *out, float *lse, const float *qkv, int B, int T, int C,
                                  int NH) {
     /* BEGIN SOLUTION */
-    /* A job is one head's tile of TILE query rows I = [i0, i0 + m); its key
-     * tiles J = [j0, j0 + n) run from 0 to the diagonal (j0 <= i0), and
-     * only the diagonal tile is masked. The output rows of I are the
-     * running sum of e^(s - m) v, divided by s at the end. */
-    enum { TILE = 64 };
-    const int hs = C / NH, rs = 3 * C, tiles = (T + TILE - 1) / TILE;
+    /* A job is one head's tile of QT query rows I = [i0, i0 + m); its key
+     * tiles J = [j0, j0 + n) of up to KT rows run from 0 to its last query
+     * (causal: no later key counts), and a row sees the keys j <= i0 + i of
+     * them. The output rows of I are the running sum of e^(s - m) v,
+     * divided by s at the end. */
+    enum { QT = 128, KT = 256 };
+    const int hs = C / NH, rs = 3 * C, tiles = (T + QT - 1) / QT;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for schedule(dynamic)
     for (int job = 0; job < B * NH * tiles; job++) {
-        const int bh = job / tiles, b = bh / NH, h = bh % NH, i0 = job % tiles * TILE;
-        const int m = T - i0 < TILE ? T - i0 : TILE;
+        const int bh = job / tiles, b = bh / NH, h = bh % NH, i0 = job % tiles * QT;
+        const int m = T - i0 < QT ? T - i0 : QT;
         const float *q = qkv + ((size_t)b * T + i0) * rs + h * hs;
         const float *k = qkv + (size_t)b * T * rs + C + h * hs, *v = k + C;
         float *y = out + ((size_t)b * T + i0) * C + h * hs;
-        float S[TILE * TILE], run_max[TILE], run_sum[TILE];
-        for (int j0 = 0; j0 <= i0; j0 += TILE) {
-            const int n = j0 < i0 ? TILE : m;
+        float S[QT * KT], run_max[QT], run_sum[QT];
+        for (int j0 = 0; j0 < i0 + m; j0 += KT) {
+            const int n = i0 + m - j0 < KT ? i0 + m - j0 : KT;
             sgemm_rowmajor_cpu(0, 1, m, n, hs, scale, q, rs, k + (size_t)j0 * rs, rs, 0.0f, S,
-                               TILE);
+                               KT);
             for (int i = 0; i < m; i++) {
-                float *s = S + i * TILE, *yi = y + (size_t)i * C;
-                const int seen = j0 < i0 ? n : i + 1;  /* keys j <= i0 + i */
+                float *s = S + i * KT, *yi = y + (size_t)i * C;
+                int seen = i0 + i - j0 + 1;  /* keys j <= i0 + i: at least 1 in the first */
+                seen = seen < 0 ? 0 : seen > n ? n : seen;
+                /* row_max, row_sum: vector-wide (math_shared.h) */
                 float mx = j0 == 0 ? s[0] : run_max[i];
-                for (int j = 0; j < seen; j++) mx = s[j] > mx ? s[j] : mx;
-                float sum = 0.0f;
-                for (int j = 0; j < seen; j++) sum += s[j] = exp_nonpositive(s[j] - mx);
+                if (seen > 0) mx = fmaxf(mx, row_max(s, seen));
+                for (int j = 0; j < seen; j++) s[j] = exp_nonpositive(s[j] - mx);
                 for (int j = seen; j < n; j++) s[j] = 0.0f;
+                const float sum = row_sum(s, seen);
                 /* the earlier tiles' sum and output, from their max to this one */
                 const float rescale = j0 == 0 ? 0.0f : exp_nonpositive(run_max[i] - mx);
                 run_sum[i] = (j0 == 0 ? 0.0f : run_sum[i] * rescale) + sum;
@@ -198,7 +201,7 @@ void attention_fused_forward_cpu(float *out, float *lse, const float *qkv, int B
                 for (int d = 0; d < hs; d++) yi[d] = j0 == 0 ? 0.0f : yi[d] * rescale;
             }
             /* y_I += P_IJ v_J */
-            sgemm_rowmajor_cpu(0, 0, m, hs, n, 1.0f, S, TILE, v + (size_t)j0 * rs, rs, 1.0f, y, C);
+            sgemm_rowmajor_cpu(0, 0, m, hs, n, 1.0f, S, KT, v + (size_t)j0 * rs, rs, 1.0f, y, C);
         }
         for (int i = 0; i < m; i++) {
             const float inv = 1.0f / run_sum[i];
