@@ -685,8 +685,10 @@ static void print_advice(const char *name, const GPTConfig *cfg, const AdviseOpt
            cl->mem_bytes / 1073741824.0, 1e-9 / cl->intra.beta, cl->intra.alpha * 1e6,
            1e-9 / cl->inter.beta, cl->inter.alpha * 1e6, o->bucket_bytes / 1e6,
            o->dp_overlap ? ", overlapped with the backward" : ", after the backward");
-    printf("%d layouts tried, %d fit; the fastest %d by predicted step time (memory: fp32 states "
-           "and activations, the largest stage; times in seconds):\n", a->n_tried, a->n_fit, n);
+    printf("%d layouts tried, %d fit; the fastest %d by predicted step time (memory: %s states "
+           "and activations, %s attention, the largest stage; times in seconds):\n", a->n_tried,
+           a->n_fit, n, precision_name((Precision)cfg->precision),
+           gpt_attention_name(cfg->attention));
     printf("  %3s %3s %3s %3s %5s %3s %-11s %4s %4s %2s %-9s %4s %-7s %8s %9s %9s %6s %8s %8s %8s "
            "%5s\n", "#", "tp", "cp", "pp", "dp", "ep", "schedule", "m", "rows", "sp", "recompute",
            "zero", "cp-algo", "GiB", "step", "compute", "bubble", "tp", "cp", "dp", "MFU");
@@ -855,11 +857,6 @@ static int parse_option(int c, const char *arg, Args *a) {
 
 /* The flags that belong to another mode than the one given */
 static void check_combinations(Args *a) {
-    /* train_4d's ZeRO-1 keeps fp32 (the trainer says so too) */
-    if (a->precision != PRECISION_FP32 && a->advise && a->ao.zero == 1)
-        USER_ERROR("--precision %s --zero 1: the composed ZeRO-1 keeps fp32 states for now",
-                   precision_name(a->precision));
-    if (a->precision != PRECISION_FP32 && a->advise) a->ao.zero = 0;
     if (a->fp32_grads && a->precision == PRECISION_FP32)
         USER_ERROR("--fp32-grads keeps fp32 gradients under --precision bf16 or fp16");
     if (!a->advise && (a->pinned || a->no_sp))

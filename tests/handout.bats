@@ -167,7 +167,7 @@ expected_files() {
     [[ "$output" == *"bench-ddp: error: the solution of lab 02 is not in this handout: BENCH_COPY=labs runs your program"* ]]
 }
 
-@test "handout: without lab 09's solution, labs 00-08 link no lab 09: with it broken they build, run and grade; a checkpoint flag says they come with lab 09, --precision with lab 11" {
+@test "handout: without lab 09's solution, labs 00-08 link no lab 09: with it broken they build, run and grade; a checkpoint flag says they come with lab 09, --precision with lab 11, --attention fused with lab 05" {
     local c="$H/B-clone"
     # their checkpoints' stand-in (labs/09_checkpoint/lab.mk: absent)
     run make -s -C "$c" print-links
@@ -192,6 +192,12 @@ expected_files() {
     run t 60 "$c/build/labs/02_ddp/train_ddp" --steps 1 --precision bf16
     assert_user_error
     [[ "$output" == *"--precision bf16: this build has no mixed precision: it comes with lab 11"* ]]
+    # and lab 05's fused attention (labs/05_activation_memory/lab.mk: absent) before lab 05
+    run make -s -C "$c" print-links
+    [ "$(grep -cE '^0[0-4]_.* build/apps/no_fused_attention\.o' <<< "$output")" -eq 5 ]
+    run t 60 "$c/build/labs/02_ddp/train_ddp" --steps 1 --attention fused
+    assert_user_error
+    [[ "$output" == *"--attention fused: this build has no fused attention: it is lab 05's extension"* ]]
     # the untouched lab 01 grades (to zero, not implemented) with lab 09 broken
     run t 300 make -s -C "$c" grade LAB=01 GRADE_FLAGS="--case 'ring all-reduce, 2 ranks'"
     echo "$output"

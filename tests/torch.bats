@@ -42,7 +42,7 @@ all_tensors() {
     echo lnfw lnfb
 }
 
-# dump [--bf16] FILE (it runs lab 00's backward passes: skips without its solution)
+# dump [--bf16] [--fused] FILE (it runs lab 00's backward passes: skips without its solution)
 dump() {
     require_solution 00
     timeout 60 "$DUMP_BIN" "$@" > /dev/null
@@ -139,6 +139,18 @@ gap = max(abs(x - y) / abs(y) for x, y in zip(a["losses"], b["losses"]))
 print(f"fp32 against bf16, C: {gap:.2e} relative")
 assert gap > 2.0 ** -8 / 4, gap
 EOF
+}
+
+@test "torch_check: fused attention (torch_dump --fused, T = 300: several tiles) matches PyTorch's plain attention: loss, every gradient, 10 AdamW steps" {
+    need_torch
+    require_solution 05
+    dump --fused "$T/fused.bin"
+    run timeout 300 /usr/bin/python3 "$CHECK_PY" "$T/fused.bin"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"torch_check: PASS"* ]]
+    [[ "$output" == *"gradients: 28 tensors"* ]]
+    [ "$(grep -Ec '^ +[0-9] +[0-9.]+ +[0-9.]+ +[0-9.e+-]+  ok$' <<< "$output")" -eq 10 ]
 }
 
 @test "torch_check: a 1% error in one gradient element fails, naming its tensor" {

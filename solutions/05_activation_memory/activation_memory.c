@@ -10,6 +10,9 @@
  * COMM_FLOAT, fp32 units in mixed precision, widened.h), and the two
  * recomputations. Lab 04's layers are the model you start from:
  * solutions/04_tensor_parallel/tensor_parallel.c, once released, or yours.
+ * The fused-attention extension computes on the host: sgemm_rowmajor_cpu
+ * (kernels_backend.h) on strided tiles, exp_nonpositive, row_max and
+ * row_sum (math_shared.h) on their rows.
  *
  * Check your work: make test runs train_tp --sp and --recompute against
  * lab 04 and lab 00;

@@ -1,6 +1,6 @@
 /* torch_dump: the C model's numbers for a PyTorch cross-check.
  *
- * Usage: torch_dump [--bf16] OUT_FILE
+ * Usage: torch_dump [--bf16] [--fused] OUT_FILE
  *
  * Builds a small GPT (V 256, ctx 16, L 2, NH 2, C 32), initializes it with
  * gpt_init_params(seed 1), makes one batch (B 4, T 16) of random tokens from
@@ -13,6 +13,10 @@
  * compute copy, made from the fp32 master before each step), store their
  * activations and activation gradients rounded, and AdamW updates the fp32
  * master from the fp32 gradients (header version 2: a precision field).
+ * --fused: with fused attention (lab 05's forward pass, the library's
+ * backward; skips with status 77 in a build without it), over sequences
+ * of T = 300 (ctx 300): three tiles of queries, two of keys. PyTorch's
+ * reference is its plain attention all the same.
  *
  * File format, little-endian, no padding:
  *   int32   magic 0x54524348 ("TRCH"), version 2, V, ctx, L, NH, C, B, T,
@@ -32,6 +36,7 @@
 #include "backward_kernels.h"
 #include "check.h"
 #include "fileio.h"
+#include "fused_attention_ops.h"
 #include "kernels.h"
 #include "model.h"
 #include "precision.h"
@@ -45,8 +50,9 @@
 #define DUMP_VERSION 2
 #define NSTEPS 10
 #define SEED 1ULL
-#define BATCH 4  /* B sequences */
-#define SEQ 16   /* of T tokens */
+#define BATCH 4         /* B sequences */
+#define SEQ 16          /* of T tokens */
+#define FUSED_SEQ 300   /* or, with --fused, of these */
 
 /* fwrite n items of size bytes, or die naming the file. */
 static void write_all(FILE *f, const void *data, size_t size, size_t n, const char *path) {
@@ -56,24 +62,36 @@ static void write_all(FILE *f, const void *data, size_t size, size_t n, const ch
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
-    const int bf16 = argc == 3 && strcmp(argv[1], "--bf16") == 0;
-    if (argc != 2 + bf16 || argv[argc - 1][0] == '-') {
+    int bf16 = 0, fused = 0, i = 1;
+    for (; i < argc - 1; i++) {
+        if (strcmp(argv[i], "--bf16") == 0) bf16 = 1;
+        else if (strcmp(argv[i], "--fused") == 0) fused = 1;
+        else break;
+    }
+    if (i != argc - 1 || argv[argc - 1][0] == '-') {
         if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-            printf("usage: %s [--bf16] OUT_FILE\n"
+            printf("usage: %s [--bf16] [--fused] OUT_FILE\n"
                    "Write the C model's initial params, one batch, its loss and gradients,\n"
                    "and %d AdamW losses, for tests/torch_check.py; --bf16: in mixed\n"
-                   "precision (bf16 compute, fp32 master).\n", g_program_name, NSTEPS);
+                   "precision (bf16 compute, fp32 master); --fused: with fused attention,\n"
+                   "T = %d.\n", g_program_name, NSTEPS, FUSED_SEQ);
             return 0;
         }
-        USER_ERROR("usage: %s [--bf16] OUT_FILE", g_program_name);
+        USER_ERROR("usage: %s [--bf16] [--fused] OUT_FILE", g_program_name);
     }
     const char *path = argv[argc - 1];
+    if (fused && !program_fused_attention()) {
+        printf("torch_dump: skipped: this build has no fused attention (lab 05)\n");
+        return 77;
+    }
+    if (fused) kernels_set_cpu_fused_forward(program_fused_attention());
 
-    const GPTConfig cfg = {.vocab_size = 256, .ctx_len = 16, .n_layer = 2, .n_head = 2,
+    const int B = BATCH, T = fused ? FUSED_SEQ : SEQ;
+    const GPTConfig cfg = {.vocab_size = 256, .ctx_len = T, .n_layer = 2, .n_head = 2,
                            .n_embd = 32, .precision = bf16 ? PRECISION_BF16 : PRECISION_FP32,
-                           .fp32_grads = bf16};
+                           .fp32_grads = bf16,
+                           .attention = fused ? ATTENTION_FUSED : ATTENTION_MATERIALIZED};
     kernels_set_precision(cfg.precision);
-    const int B = BATCH, T = SEQ;
     const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
     CHECK(gpt_config_problem(&cfg) == NULL, "bad built-in config");
     const GPTLayout m = gpt_layout_whole(&cfg);
@@ -102,7 +120,7 @@ int main(int argc, char **argv) {
                                          (uint64_t)cfg.vocab_size);
     }
     /* the file's copy, as fixed-width ints */
-    int32_t inputs[BATCH * SEQ], targets[BATCH * SEQ];
+    int32_t inputs[BATCH * FUSED_SEQ], targets[BATCH * FUSED_SEQ];
     for (int i = 0; i < B * T; i++) {
         inputs[i] = acts.inputs[i];
         targets[i] = acts.targets[i];
