@@ -60,15 +60,19 @@ fused_follows() {
     BASE="$moe" fused_follows ep 2 "$S/08_moe/train_moe" --ep 2
 }
 
-@test "attention: the composed trainer's fused layouts (pretend GPUs, selective recomputation where CP keeps no probabilities) follow the one-device fused run" {
+@test "attention: the composed trainer's fused layouts (pretend GPUs: SP, Ulysses and ZB-H1 with selective recomputation, striped, interleaved with ZeRO-1) follow the one-device fused run" {
     require_solution 00 02 03 04 05 06 07 08 09 10
     t 600 make -s -C "$ROOT" fake-gpu > /dev/null
-    local flags
-    for flags in "--pp 2 --tp 2 --sp --recompute selective" \
-        "--tp 2 --cp 2 --cp-algo ulysses --recompute selective"; do
+    local layout np flags
+    for layout in "4 --pp 2 --tp 2 --sp --recompute selective" \
+        "4 --tp 2 --cp 2 --cp-algo ulysses --recompute selective" \
+        "4 --pp 2 --tp 2 --schedule zb-h1 --micro-batches 4 --recompute selective" \
+        "4 --dp 2 --cp 2 --cp-algo striped" \
+        "8 --pp 2 --tp 2 --dp 2 --schedule interleaved --chunks 2 --micro-batches 2 --zero 1"; do
+        read -r np flags <<< "$layout"
         # shellcheck disable=SC2086  # flags is a list
-        fused_follows "4d ${flags// /_}" 4 env FAKE_GPUS=4 "$BUILD/fake_gpu/10_composed/train_4d" \
-            $flags --device cuda
+        fused_follows "4d ${flags// /_}" "$np" env FAKE_GPUS="$np" \
+            "$BUILD/fake_gpu/10_composed/train_4d" $flags --device cuda
     done
 }
 
