@@ -566,12 +566,13 @@ static double time_attention(int B, int T, int C, int NH, int reps) {
 typedef struct { const char *name; int (*run)(void); } LayerCheck;
 
 /* The layers given in common/ first, the student's (layernorm, attention)
- * after them, the whole model last. */
+ * after them, then the whole model; then fused attention (lab 05's
+ * extension, with a model of it) and a model with a mixture of experts. */
 static const LayerCheck g_checks[] = {
     {"encoder", check_encoder}, {"matmul", check_matmul}, {"gelu", check_gelu},
     {"residual", check_residual}, {"crossentropy", check_crossentropy},
-    {"layernorm", check_layernorm}, {"attention", check_attention}, {"model", check_model}, {"fused", check_fused},
-    {"moe", check_moe_model}};
+    {"layernorm", check_layernorm}, {"attention", check_attention}, {"model", check_model},
+    {"fused", check_fused}, {"moe", check_moe_model}};
 #define NUM_CHECKS (int)(sizeof g_checks / sizeof g_checks[0])
 
 int main(int argc, char **argv) {

@@ -643,7 +643,8 @@ template <int HS>
 static __global__ void attention_tiles_forward_kernel(AttnTiles a) {
     extern __shared__ float tile[];
     const int hs = a.C / a.NH, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
-    const int i = blockIdx.x * TILE_ROWS + threadIdx.x, last = blockIdx.x * TILE_ROWS + TILE_ROWS - 1;
+    const int i = blockIdx.x * TILE_ROWS + threadIdx.x;
+    const int last = blockIdx.x * TILE_ROWS + TILE_ROWS - 1;
     const float scale = 1.0f / sqrtf((float)hs);
     float *ks = tile, *vs = tile + TILE_ROWS * hs;
     float q[HS], y[HS], m = -INFINITY, sum = 0.0f;
@@ -684,7 +685,8 @@ template <int HS>
 static __global__ void attention_tiles_dq_kernel(AttnTiles a) {
     extern __shared__ float tile[];
     const int hs = a.C / a.NH, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
-    const int i = blockIdx.x * TILE_ROWS + threadIdx.x, last = blockIdx.x * TILE_ROWS + TILE_ROWS - 1;
+    const int i = blockIdx.x * TILE_ROWS + threadIdx.x;
+    const int last = blockIdx.x * TILE_ROWS + TILE_ROWS - 1;
     const float scale = 1.0f / sqrtf((float)hs);
     float *ks = tile, *vs = tile + TILE_ROWS * hs;
     float q[HS], dy[HS], dq[HS];
@@ -724,7 +726,8 @@ static __global__ void attention_tiles_dkv_kernel(AttnTiles a) {
     const int hs = a.C / a.NH, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
     const int j = blockIdx.x * TILE_ROWS + threadIdx.x, first = blockIdx.x * TILE_ROWS;
     const float scale = 1.0f / sqrtf((float)hs);
-    float *qs = tile, *dys = tile + TILE_ROWS * hs, *ls = dys + TILE_ROWS * hs, *Ds = ls + TILE_ROWS;
+    float *qs = tile, *dys = tile + TILE_ROWS * hs;
+    float *ls = dys + TILE_ROWS * hs, *Ds = ls + TILE_ROWS;
     float k[HS], v[HS], dk[HS], dv[HS];
     for (int d = 0; d < hs; d++) {
         k[d] = j < a.n ? a.k[kv_row(a, b, j) + h * hs + d] : 0.0f;

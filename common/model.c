@@ -109,8 +109,8 @@ size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T) {
  * (model.h), per block res1, ln1, ln2, qkv, atty, fch, fch_gelu and
  * (recompute none, keeps_probs) att, and res2 but the last block's (FULL:
  * res2 alone); the stage's output (the last res2), the statistics, the
- * lse or CP's keep and the ends stay fp32. The fp32 buffers the blocks compute in are the
- * rank's work area, in the scratch (packed_work_floats). The head's
+ * lse or CP's keep and the ends stay fp32. The fp32 buffers the blocks
+ * compute in are the rank's work area, in the scratch (packed_work_floats). The head's
  * logits stay fp32 too: packing them would need a work area as large,
  * which saves memory only with several micro-batches in flight. */
 void gpt_stage_activation_parts(const GPTLayout *l, const GPTStage *st, int B, int T,
@@ -188,7 +188,8 @@ size_t gpt_activation_ints(int B, int T) { return 2 * (size_t)B * T; }
 /* dlnf, dres_out, dres_in: 3 BTC; per block: dres_mid C, dln C, dqkv 3 aw,
  * datty aw, dfch mw, dfch_gelu mw = 14C per token at tp = 1, plus datt
  * NH/tp T T per sequence, or fused attention's D NH/tp T (under context
- * parallelism: none for the ring, Ulysses' heads' B NH'/cp Tg^2 or Tg); under sequence parallelism, seq_full BTC
+ * parallelism: none for the ring, Ulysses' heads' B NH'/cp Tg^2 or Tg);
+ * under sequence parallelism, seq_full BTC
  * (and seq_full2 BTC under sp_regather); under context parallelism the
  * local position embeddings and their gradient, 2 T C. */
 static size_t datt_floats(const GPTLayout *l, int B, int T) {
@@ -213,8 +214,9 @@ static size_t packed_work_floats(const GPTLayout *l, int B, int T) {
     const size_t BT = (size_t)B * T, R = seq_rows(l, BT), LN = ln_rows(l, BT);
     const size_t C = l->cfg.n_embd, aw = l->attn_width, mw = l->mlp_width;
     const int dense = gpt_num_moe_blocks(&l->cfg) < l->cfg.n_layer;
-    return 2 * LN * C + BT * 4 * aw + R * C + (keeps_probs(l) ? gpt_attention_keep_floats(l, B, T) : 0) +
-           (dense ? BT * 2 * mw : 0) + 2 * R * C;
+    return 2 * LN * C + BT * 4 * aw + R * C +
+           (keeps_probs(l) ? gpt_attention_keep_floats(l, B, T) : 0) + (dense ? BT * 2 * mw : 0) +
+           2 * R * C;
 }
 
 /* and a mixture of experts' (moe.h), its own allocation */

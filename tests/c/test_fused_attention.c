@@ -4,8 +4,8 @@
  * backward pass's dq, dk, dv, at lengths around the tiles' 128 queries and
  * 256 keys (one tile, a partial last one, several) and with scores large
  * enough that a later key tile raises a row's max by far: the case an
- * online softmax that forgets to rescale its running sum gets wrong. Skips (77) in a build without lab
- * 05's solution. */
+ * online softmax that forgets to rescale its running sum gets wrong. Skips
+ * (77) in a build without lab 05's solution. */
 #include <math.h>
 #include <stdlib.h>
 
