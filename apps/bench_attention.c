@@ -20,6 +20,7 @@
 #include "config.h"
 #include "fused_attention_ops.h"
 #include "kernels.h"
+#include "model.h"
 #include "rng.h"
 #include "runlog.h"
 
@@ -40,8 +41,7 @@ static int cmp_double(const void *a, const void *b) {
 /* One path at one T: its median forward and backward milliseconds */
 static void time_path(int fused, int B, int T, int C, int NH, int reps, double *fwd_ms,
                       double *bwd_ms) {
-    const size_t BTC = (size_t)B * T * C, rows = (size_t)B * NH * T;
-    const size_t kept = fused ? rows : rows * T;
+    const size_t BTC = (size_t)B * T * C, kept = gpt_attention_whole_keep_floats(fused, B, T, NH);
     float *qkv = filled(3 * BTC, 1), *dout = filled(BTC, 2), *out = filled(BTC, 0);
     float *keep = filled(kept, 0), *scratch = filled(kept, 0), *dqkv = filled(3 * BTC, 0);
     double *f = malloc(reps * sizeof *f), *b = malloc(reps * sizeof *b);

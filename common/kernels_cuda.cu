@@ -625,6 +625,16 @@ static __device__ size_t kv_row(const AttnTiles &a, int b, int j) {
     return ((size_t)b * a.T + a.k0 + j) * a.kv_rs;
 }
 
+/* row i of sequence b's query run in out and dout (C wide) */
+static __device__ size_t out_row(const AttnTiles &a, int b, int i) {
+    return ((size_t)b * a.T + a.q0 + i) * a.C;
+}
+/* the keys the thread block's query rows see together: its last row's */
+static __device__ int block_keys(const AttnTiles &a) {
+    const int last = blockIdx.x * TILE_ROWS + TILE_ROWS - 1;
+    return attention_keys_seen(last < a.n ? last : a.n - 1, a.n, a.mask);
+}
+
 /* Key rows [j0, j0 + TILE_ROWS) of head h into shared ks and vs (hs floats
  * a row; zeros past the run), the thread block's threads together */
 static __device__ void load_key_tile(const AttnTiles &a, float *ks, float *vs, int b, int h,
@@ -644,7 +654,6 @@ static __global__ void attention_tiles_forward_kernel(AttnTiles a) {
     extern __shared__ float tile[];
     const int hs = a.C / a.NH, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
     const int i = blockIdx.x * TILE_ROWS + threadIdx.x;
-    const int last = blockIdx.x * TILE_ROWS + TILE_ROWS - 1;
     const float scale = 1.0f / sqrtf((float)hs);
     float *ks = tile, *vs = tile + TILE_ROWS * hs;
     float q[HS], y[HS], m = -INFINITY, sum = 0.0f;
@@ -653,7 +662,7 @@ static __global__ void attention_tiles_forward_kernel(AttnTiles a) {
         q[d] = i < a.n ? a.q[q_row(a, b, i) + h * hs + d] : 0.0f;
         y[d] = 0.0f;
     }
-    const int keys = attention_keys_seen(last < a.n ? last : a.n - 1, a.n, a.mask);
+    const int keys = block_keys(a);
     for (int j0 = 0; j0 < keys; j0 += TILE_ROWS) {
         load_key_tile(a, ks, vs, b, h, j0);
         __syncthreads();
@@ -675,7 +684,7 @@ static __global__ void attention_tiles_forward_kernel(AttnTiles a) {
     }
     if (i >= a.n) return;
     const float inv = seen > 0 ? 1.0f / sum : 0.0f;
-    float *o = a.out + ((size_t)b * a.T + a.q0 + i) * a.C + h * hs;
+    float *o = a.out + out_row(a, b, i) + h * hs;
     for (int d = 0; d < hs; d++) o[d] = y[d] * inv;
     a.lse[(size_t)bh * a.T + a.q0 + i] = seen > 0 ? m + logf(sum) : -INFINITY;
 }
@@ -686,19 +695,18 @@ static __global__ void attention_tiles_dq_kernel(AttnTiles a) {
     extern __shared__ float tile[];
     const int hs = a.C / a.NH, bh = blockIdx.y, b = bh / a.NH, h = bh % a.NH;
     const int i = blockIdx.x * TILE_ROWS + threadIdx.x;
-    const int last = blockIdx.x * TILE_ROWS + TILE_ROWS - 1;
     const float scale = 1.0f / sqrtf((float)hs);
     float *ks = tile, *vs = tile + TILE_ROWS * hs;
     float q[HS], dy[HS], dq[HS];
     const int seen = i < a.n ? attention_keys_seen(i, a.n, a.mask) : 0;
-    const size_t row = ((size_t)b * a.T + a.q0 + i), l = (size_t)bh * a.T + a.q0 + i;
+    const size_t l = (size_t)bh * a.T + a.q0 + i;
     const float lse = i < a.n ? a.lse[l] : 0.0f, Dl = i < a.n ? a.D[l] : 0.0f;
     for (int d = 0; d < hs; d++) {
         q[d] = i < a.n ? a.q[q_row(a, b, i) + h * hs + d] : 0.0f;
-        dy[d] = i < a.n ? a.dout[row * a.C + h * hs + d] : 0.0f;
+        dy[d] = i < a.n ? a.dout[out_row(a, b, i) + h * hs + d] : 0.0f;
         dq[d] = 0.0f;
     }
-    const int keys = attention_keys_seen(last < a.n ? last : a.n - 1, a.n, a.mask);
+    const int keys = block_keys(a);
     for (int j0 = 0; j0 < keys; j0 += TILE_ROWS) {
         load_key_tile(a, ks, vs, b, h, j0);
         __syncthreads();
@@ -740,7 +748,7 @@ static __global__ void attention_tiles_dkv_kernel(AttnTiles a) {
         for (int e = threadIdx.x; e < TILE_ROWS * hs; e += TILE_ROWS) {
             const int i = i0 + e / hs, d = e % hs;
             qs[e] = i < a.n ? a.q[q_row(a, b, i) + h * hs + d] : 0.0f;
-            dys[e] = i < a.n ? a.dout[((size_t)b * a.T + a.q0 + i) * a.C + h * hs + d] : 0.0f;
+            dys[e] = i < a.n ? a.dout[out_row(a, b, i) + h * hs + d] : 0.0f;
         }
         if (i0 + (int)threadIdx.x < a.n) {
             const size_t l = (size_t)bh * a.T + a.q0 + i0 + threadIdx.x;

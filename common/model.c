@@ -85,12 +85,12 @@ size_t gpt_ep_wire_elements(const GPTLayout *l, int B, int T, int overlapped) {
  * its NH' / cp heads over all Tg = cp T positions, their qkv, then their
  * probabilities, or (fused) their output and lse. */
 size_t gpt_attention_keep_floats(const GPTLayout *l, int B, int T) {
-    const size_t NH = l->n_head, cp = l->cp, Tg = cp * T, w = l->attn_width / cp;
-    const int fused = l->cfg.attention == ATTENTION_FUSED;
-    if (cp == 1) return (size_t)B * NH * T * (fused ? 1 : T);
+    const int a = l->cfg.attention, NH = l->n_head, cp = l->cp, Tg = cp * T;
+    const size_t w = l->attn_width / cp;
+    if (cp == 1) return gpt_attention_whole_keep_floats(a, B, T, NH);
     if (l->cp_algo != CP_ULYSSES) return (size_t)B * NH * T;
-    return (size_t)B * Tg * 3 * w +
-           (fused ? (size_t)B * Tg * w + (size_t)B * NH / cp * Tg : (size_t)B * NH / cp * Tg * Tg);
+    return (size_t)B * Tg * 3 * w + gpt_attention_whole_keep_floats(a, B, Tg, NH / cp) +
+           (a == ATTENTION_FUSED ? (size_t)B * Tg * w : 0);
 }
 
 /* Per block, per token of the BT: ln1 C, qkv 3 aw, atty aw, ln2 C, fch mw,
@@ -193,10 +193,11 @@ size_t gpt_activation_ints(int B, int T) { return 2 * (size_t)B * T; }
  * (and seq_full2 BTC under sp_regather); under context parallelism the
  * local position embeddings and their gradient, 2 T C. */
 static size_t datt_floats(const GPTLayout *l, int B, int T) {
-    const size_t rows = l->cfg.attention == ATTENTION_FUSED ? 1 : (size_t)l->cp * T;
-    if (l->cp == 1) return (size_t)B * l->n_head * T * rows;
-    const size_t Tg = (size_t)l->cp * T;
-    return l->cp_algo == CP_ULYSSES ? (size_t)B * l->n_head / l->cp * Tg * rows : 0;
+    const int a = l->cfg.attention;
+    if (l->cp == 1) return gpt_attention_whole_keep_floats(a, B, T, l->n_head);
+    return l->cp_algo == CP_ULYSSES
+               ? gpt_attention_whole_keep_floats(a, B, l->cp * T, l->n_head / l->cp)
+               : 0;
 }
 
 static size_t scratch_floats_of_blocks(const GPTLayout *l, int B, int T) {
