@@ -195,7 +195,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps deps-gpu data demo test slides slide-figures skeletons bench $(BENCHMARKS:%=bench-%) clean help grade references print-flags print-links print-programs print-benchmarks tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
+.PHONY: all deps deps-gpu data demo test slides slide-figures skeletons bench $(BENCHMARKS:%=bench-%) clean help grade grade-inputs gradescope references print-flags print-links print-programs print-benchmarks tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -207,8 +207,10 @@ help:
 	@echo "make test       install missing packages, build, run the whole test suite"
 	@echo "make data       generate the synthetic corpus $(BUILD)/data/synth.tok"
 	@echo "make english    build a real English corpus from Debian's fortunes-min"
-	@echo "make grade      grade labs/ against the reference runs (LAB=01 for one lab)"
+	@echo "make grade      grade labs/ against the reference runs (LAB=01 for one lab); fails when a"
+	@echo "                point is lost (FAIL_UNDER=80% or points sets the bar)"
 	@echo "make references rerun the solutions and rewrite grader/reference/"
+	@echo "make gradescope LAB=01 [GRADE_FLAGS=--hidden]  write build/gradescope/autograder-01_*.zip"
 	@echo "make skeletons  regenerate the student files in labs/ from solutions/"
 	@echo "make handout DEST=dir [RELEASED=00,01] [HINTS=no]  write the tree students get (docs/INSTRUCTORS.md)"
 	@echo "make slides     one lecture deck per lab, offline HTML in build/slides/ (index.html lists them)"
@@ -377,16 +379,22 @@ test:
 
 # Lecture decks: slides/NN_name.md into self-contained HTML under
 # build/slides/ (tools/make_slides.sh), with the charts the labs'
-# benchmarks draw (tools/slide_figures.sh: made when missing; make
-# slide-figures remakes them).
+# benchmarks draw (tools/slide_figures.sh: made when missing, reused
+# otherwise; make slide-figures remakes them). 150 s on 2 cores, 2026-12-05.
+SLIDE_FIGURES_TIME := about 3 minutes on 2 cores
 slides: deps
 	@$(MAKE) --no-print-directory all data
-	@[ -s $(BUILD)/slides/fig/07/timeline-zigzag.png ] && [ -s $(BUILD)/slides/fig/05/attention.png ] || \
-		bash tools/slide_figures.sh $(BUILD)/slides
+	@if [ -s $(BUILD)/slides/fig/07/timeline-zigzag.png ] && [ -s $(BUILD)/slides/fig/05/attention.png ]; then \
+		echo "slides: reusing the figures in $(BUILD)/slides/fig/ (make slide-figures redraws them: every lab's benchmark, $(SLIDE_FIGURES_TIME))"; \
+	else \
+		echo "slides: no figures in $(BUILD)/slides/fig/ yet: every lab's benchmark draws them, $(SLIDE_FIGURES_TIME)"; \
+		bash tools/slide_figures.sh $(BUILD)/slides; \
+	fi
 	bash tools/make_slides.sh $(BUILD)/slides
 
 slide-figures: deps
 	@$(MAKE) --no-print-directory all data
+	@echo "slide-figures: every lab's benchmark, $(SLIDE_FIGURES_TIME)"
 	bash tools/slide_figures.sh $(BUILD)/slides
 
 # Instructors' targets refuse to run in a handout, with one line.
@@ -473,7 +481,9 @@ tour: deps
 	bash tools/tour.sh
 
 # The autograder (grader/README.md): LAB=01 grades one lab, GRADE_FLAGS adds
-# options (--hidden, --src DIR...). It builds what the graded labs' programs
+# options (--hidden, --src DIR...), FAIL_UNDER=80% (or points) the core's
+# score under which it exits non-zero (default: any point lost; 0: never).
+# It builds what the graded labs' programs
 # link besides the lab's own sources (the grader compiles those itself, and
 # a lab that does not compile scores zero there): a lab is graded whatever
 # state the other labs' files are in.
@@ -481,8 +491,16 @@ LAB ?= all
 GRADE_LABS := $(if $(filter all,$(LAB)),$(LAB_NAMES),$(filter $(LAB) $(LAB)_%,$(LAB_NAMES)))
 GRADE_INPUTS := $(LIBCOMMON) $(BUILD)/data/synth.tok $(sort $(foreach l,$(GRADE_LABS),$(foreach p,$($(l).programs),$(call student_links,$(l),$(p)))))
 grade: deps
-	@$(MAKE) --no-print-directory $(GRADE_INPUTS)
-	python3 grader/grade.py --lab $(LAB) $(GRADE_FLAGS)
+	@$(MAKE) --no-print-directory grade-inputs
+	python3 grader/grade.py --lab $(LAB) $(if $(FAIL_UNDER),--fail-under '$(FAIL_UNDER)') $(GRADE_FLAGS)
+
+grade-inputs: $(GRADE_INPUTS)
+
+# Gradescope's autograder zip for LAB (one lab), with GRADE_FLAGS written
+# into its run_autograder (grader/README.md, "Gradescope")
+gradescope:
+	$(call not_in_handout,this is a student handout: the autograder is built from the instructor's tree)
+	@python3 grader/gradescope/make_zip.py --lab '$(LAB)' --out $(BUILD)/gradescope --flags='$(GRADE_FLAGS)'
 
 references: deps
 	$(call not_in_handout,this is a student handout: the references are the instructor's)

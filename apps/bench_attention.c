@@ -100,8 +100,8 @@ int main(int argc, char **argv) {
                 USER_ERROR("--path expects materialized or fused, got '%s'", optarg);
             break;
         case 'h':
-            printf("usage: %s [--seqs T1,T2,...] [--batch B] [--heads NH] [--head-size HS] "
-                   "[--reps N] [--path materialized|fused]\n"
+            printf("usage: %s [--seqs T1,T2,...] [--batch B] [--heads NH] [--head-size HS]\n"
+                   "       [--reps N] [--path materialized|fused]\n"
                    "Time materialized and fused attention's kernels (forward, backward) at\n"
                    "each T, B sequences of NH heads of HS (default 128..2048, 1, 12, 64: one\n"
                    "GPT-2 layer), the median of N calls (default 3); CSV on stdout. --path:\n"

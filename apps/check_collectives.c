@@ -380,19 +380,20 @@ typedef struct {
 static void print_usage(void) {
     printf("usage: mpirun -np P %s [--op NAME] [--impl student|library] [--ranks-per-node K]\n"
            "       [--comm-timeout S]\n"
-           "Checks lab 01's collectives bit for bit on P ranks.\n"
-           "NAME: all (default: the core's ops) or one op:",
+           "Checks lab 01's collectives bit for bit on P ranks.\n",
            g_program_name);
+    char names[1024] = "NAME: all (default: the core's ops) or one op:";
     for (int op = 0; op < CHECK_NUM_OPS; op++)
-        printf("%s %s%s", op ? "," : "", g_op_names[op],
-               is_extension(op) ? " (an extension: never in all)" : "");
-    printf("\n--impl library checks comm.h's collectives instead of collectives.c.\n"
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s %s%s", op ? "," : "",
+                 g_op_names[op], is_extension(op) ? " (an extension: never in all)" : "");
+    cli_print_paragraph(names);
+    printf("--impl library checks comm.h's collectives instead of collectives.c.\n"
            "--ranks-per-node K: hierarchical_allreduce's nodes are K consecutive ranks\n"
            "each (default: the machine's nodes, the ranks that share memory).\n"
            "--comm-timeout S ends the job when a communication waits over S seconds\n"
            "(default 300; 0 = never): a deadlock is reported instead of hanging.\n"
-           "Exit status: 0 all pass, 1 a case failed, 3 a lab function is not "
-           "implemented, 4 a communication timed out.\n");
+           "Exit status: 0 all pass, 1 a case failed, 3 a lab function is not implemented,\n"
+           "4 a communication timed out.\n");
 }
 
 /* The options into o; returns 1 for --help (rank 0 printed it), leaving the

@@ -611,16 +611,21 @@ int main(int argc, char **argv) {
                    "       %s --time attention [--shape B,T,C,NH] [--reps N] [--require-skip]\n"
                    "Finite-difference check of each layer's backward pass, and that it\n"
                    "accumulates into its gradients.\n"
-                   "NAME: all (default)", g_program_name, g_program_name);
-            for (int i = 0; i < NUM_CHECKS; i++) printf(", %s", g_checks[i].name);
-            printf("\n--time attention: median time of the attention forward and backward\n"
+                   , g_program_name, g_program_name);
+            char names[512] = "NAME: all (default)";
+            for (int i = 0; i < NUM_CHECKS; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), ", %s",
+                         g_checks[i].name);
+            cli_print_paragraph(names);
+            printf("--time attention: median time of the attention forward and backward\n"
                    "passes (default shape 16,128,128,4, small's; 20 calls; one thread\n"
                    "unless OMP_NUM_THREADS is set), and the multiply-adds the backward pass\n"
                    "asks of sgemm_rowmajor_cpu. --require-skip (the extension's grading): exit\n"
                    "1 unless those are %.0f-%.0f%% of the 4 full T x T GEMMs' (the masked\n"
                    "half skipped, the T x T products still through the kit's GEMM).\n",
                    100 * SKIP_MIN, 100 * SKIP_MAX);
-            printf("Exit status: 0 all pass, 1 a check failed, 2 bad usage, 3 a lab function is not implemented.\n");
+            printf("Exit status: 0 all pass, 1 a check failed, 2 bad usage, 3 a lab function is not\n"
+                   "implemented.\n");
             return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }

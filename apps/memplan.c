@@ -70,6 +70,9 @@ static const char *const g_usage =
     "                        H100 bf16 dense peak; give what a device achieves)\n"
     "    --intra-bw GB/s     (default 450: NVLink per direction)  --intra-lat US (default 3)\n"
     "    --inter-bw GB/s     (default 50: 400 Gb/s InfiniBand)    --inter-lat US (default 10)\n"
+    "    --headroom X        memory a device keeps free of the plan (the CUDA context, NCCL's\n"
+    "                        buffers, the allocator's fragmentation): GiB, or a share of\n"
+    "                        --gpu-mem like 10%                 (default 10%)\n"
     "    --bucket-mb MB      DP gradient buckets (default 25)\n"
     "    --no-overlap        DP traffic after the backward pass (train_4d's buckets)\n"
     "    --top N             rows of the table (default 10)\n"
@@ -393,6 +396,8 @@ typedef struct {
     CostCluster cluster;
     int batch, seq, top, csv;
     size_t bucket_bytes;
+    double headroom;       /* GiB, or with headroom_share a fraction of the memory */
+    int headroom_share;
     int dp_overlap;
     int tp, cp, pp, micro_batches, chunks, zero, ep;  /* 0: searched */
     int sp;                /* -1 searched, 0 off, 1 on */
@@ -518,6 +523,12 @@ static size_t stage_peak(const GPTConfig *cfg, const MemLayout *l, double budget
     return best;
 }
 
+/* The bytes a layout may plan on a device: --gpu-mem less --headroom */
+static double advise_budget(const AdviseOptions *o) {
+    const double m = o->cluster.mem_bytes;
+    return m - (o->headroom_share ? o->headroom * m : o->headroom * 1073741824.0);
+}
+
 static void consider(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, Candidate c) {
     a->n_tried++;
     MemLayout *l = &c.layout.mem;
@@ -530,10 +541,11 @@ static void consider(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, Ca
     if (l->pp > 1)
         l->schedule = advice_schedule(a, c.schedule, l->pp, c.layout.micro_batches, l->chunks);
     MemCategory largest = MEM_PARAMS;
-    c.peak = stage_peak(cfg, l, o->cluster.mem_bytes, &largest);
+    c.peak = stage_peak(cfg, l, advise_budget(o), &largest);
     if (c.peak == 0) {
-        snprintf(why, sizeof why, "memory: over %.4g GiB per device, %s the largest part",
-                 o->cluster.mem_bytes / 1073741824.0, mem_category_name(largest));
+        snprintf(why, sizeof why, "memory: over %.4g GiB per device (%s), %s the largest part",
+                 advise_budget(o) / 1073741824.0, o->headroom > 0 ? "after the headroom" :
+                 "no headroom", mem_category_name(largest));
         reject(a, &c, why);
         return;
     }
@@ -650,6 +662,19 @@ static double model_flops_utilization(const GPTConfig *cfg, const AdviseOptions 
     return gpt_flops_per_token(cfg, o->seq) * o->batch * o->seq / (W * o->cluster.flops * step);
 }
 
+/* "interleaved(v2)": the schedule and its chunks per rank */
+static void schedule_label(const Candidate *c, char *s, size_t size) {
+    if (c->layout.mem.chunks > 1) snprintf(s, size, "%s(v%d)", c->schedule, c->layout.mem.chunks);
+    else snprintf(s, size, "%s", c->schedule);
+}
+
+/* seconds as milliseconds, or "-" for a group that moves nothing */
+static const char *ms_or_dash(char *buf, double seconds) {
+    if (seconds == 0) return "-";
+    snprintf(buf, 16, "%.1f", 1e3 * seconds);
+    return buf;
+}
+
 static const char *link_name(int intra) { return intra ? "intra" : "inter"; }
 
 static void print_advice(const char *name, const GPTConfig *cfg, const AdviseOptions *o,
@@ -679,33 +704,41 @@ static void print_advice(const char *name, const GPTConfig *cfg, const AdviseOpt
            "parameters; batch %d x %d tokens\n",
            name, cfg->n_layer, cfg->n_embd, cfg->n_head, cfg->vocab_size, cfg->ctx_len,
            cfg->n_experts ? ", MoE" : "", gpt_num_params(cfg), o->batch, o->seq);
-    printf("cluster: %d node%s x %d GPUs, %.4g TFLOP/s and %.4g GiB each; intra-node %.4g GB/s "
-           "%.3g us, inter-node %.4g GB/s %.3g us; DP buckets %.4g MB%s\n",
+    printf("cluster: %d node%s x %d GPUs, %.4g TFLOP/s and %.4g GiB each (%.4g GiB planned, the "
+           "rest --headroom); intra-node %.4g GB/s %.3g us, inter-node %.4g GB/s %.3g us; DP "
+           "buckets %.4g MB%s\n",
            cl->nodes, cl->nodes == 1 ? "" : "s", cl->gpus_per_node, cl->flops / 1e12,
-           cl->mem_bytes / 1073741824.0, 1e-9 / cl->intra.beta, cl->intra.alpha * 1e6,
-           1e-9 / cl->inter.beta, cl->inter.alpha * 1e6, o->bucket_bytes / 1e6,
+           cl->mem_bytes / 1073741824.0, advise_budget(o) / 1073741824.0, 1e-9 / cl->intra.beta,
+           cl->intra.alpha * 1e6, 1e-9 / cl->inter.beta, cl->inter.alpha * 1e6,
+           o->bucket_bytes / 1e6,
            o->dp_overlap ? ", overlapped with the backward" : ", after the backward");
     printf("%d layouts tried, %d fit; the fastest %d by predicted step time (memory: %s states "
-           "and activations, %s attention, the largest stage; times in seconds):\n", a->n_tried,
-           a->n_fit, n, precision_name((Precision)cfg->precision),
-           gpt_attention_name(cfg->attention));
-    printf("  %3s %3s %3s %3s %5s %3s %-11s %4s %4s %2s %-9s %4s %-7s %8s %9s %9s %6s %8s %8s %8s "
-           "%5s\n", "#", "tp", "cp", "pp", "dp", "ep", "schedule", "m", "rows", "sp", "recompute",
-           "zero", "cp-algo", "GiB", "step", "compute", "bubble", "tp", "cp", "dp", "MFU");
+           "and activations, %s attention, the largest stage):\n", a->n_tried, a->n_fit, n,
+           precision_name((Precision)cfg->precision), gpt_attention_name(cfg->attention));
+    int width = (int)strlen("schedule");
+    for (int i = 0; i < n; i++) {
+        char s[32];
+        schedule_label(&a->fit[i], s, sizeof s);
+        if ((int)strlen(s) > width) width = (int)strlen(s);
+    }
+    printf("  %3s %3s %3s %3s %5s %3s %-*s %4s %4s %2s %-9s %4s %-7s %7s %9s %10s %6s %8s %8s %8s "
+           "%5s\n", "#", "tp", "cp", "pp", "dp", "ep", width, "schedule", "m", "rows", "sp",
+           "recompute", "zero", "cp-algo", "mem GiB", "step ms", "compute ms", "bubble", "tp ms",
+           "cp ms", "dp ms", "MFU");
     for (int i = 0; i < n; i++) {
         const Candidate *c = &a->fit[i];
         const MemLayout *l = &c->layout.mem;
         const StepCost *k = &c->cost;
-        char sched[24];
-        if (l->chunks > 1) snprintf(sched, sizeof sched, "%s(v%d)", c->schedule, l->chunks);
-        else snprintf(sched, sizeof sched, "%s", c->schedule);
-        printf("  %3d %3d %3d %3d %5d %3d %-11s %4d %4d %2s %-9s %4d %-7s %8.2f %9.4g %9.4g %5.1f%% "
-               "%8.3g %8.3g %8.3g %4.0f%%\n",
-               i + 1, l->tp > 1 ? l->tp : 1, l->cp, l->pp, c->layout.dp, l->ep, sched,
+        char s[32], tp[16], cp[16], dp[16];
+        schedule_label(c, s, sizeof s);
+        printf("  %3d %3d %3d %3d %5d %3d %-*s %4d %4d %2s %-9s %4d %-7s %7.2f %9.1f %10.1f %5.1f%% "
+               "%8s %8s %8s %4.0f%%\n",
+               i + 1, l->tp > 1 ? l->tp : 1, l->cp, l->pp, c->layout.dp, l->ep, width, s,
                c->layout.micro_batches, l->rows, l->sp ? "on" : "-",
                gpt_recompute_name(l->recompute), l->zero_stage,
-               l->cp > 1 ? gpt_cp_algo_name(l->cp_algo) : "-", c->peak / 1073741824.0, k->step,
-               k->compute, 100 * k->bubble_fraction, k->tp, k->cp, k->dp_exposed,
+               l->cp > 1 ? gpt_cp_algo_name(l->cp_algo) : "-", c->peak / 1073741824.0,
+               1e3 * k->step, 1e3 * k->compute, 100 * k->bubble_fraction, ms_or_dash(tp, k->tp),
+               ms_or_dash(cp, k->cp), ms_or_dash(dp, k->dp_exposed),
                100 * model_flops_utilization(cfg, o, k->step));
     }
     if (a->n_reasons == 0) return;
@@ -752,7 +785,8 @@ static const struct option g_options[] = {
     {"schedule", required_argument, 0, 15}, {"chunks", required_argument, 0, 16},
     {"zero", required_argument, 0, 17},     {"no-sp", no_argument, 0, 18},
     {"precision", required_argument, 0, 19}, {"fp32-grads", no_argument, 0, 20},
-    {"attention", required_argument, 0, 21}, {0, 0, 0, 0}};
+    {"attention", required_argument, 0, 21}, {"headroom", required_argument, 0, 22},
+    {0, 0, 0, 0}};
 
 /* The command line: 0 (or "") where a flag was not given. The layout's
  * flags are read by the trainers' parser (parallel_flags.h, into flags:
@@ -797,6 +831,15 @@ static void parse_advise_option(int c, const char *arg, Args *a) {
     case 8: ao->cluster.inter.alpha = 1e-6 * cli_double("--inter-lat", arg, 0, 1e6); break;
     case 9: ao->bucket_bytes = (size_t)(1e6 * cli_double("--bucket-mb", arg, 1e-3, 1e6)); break;
     case 10: ao->dp_overlap = 0; break;
+    case 22: {
+        const size_t n = strlen(arg);
+        ao->headroom_share = n > 0 && arg[n - 1] == '%';
+        char number[64];
+        snprintf(number, sizeof number, "%.*s", (int)(n - ao->headroom_share), arg);
+        ao->headroom = ao->headroom_share ? cli_double("--headroom", number, 0, 99.9) / 100
+                                          : cli_double("--headroom", arg, 0, 1e6);
+        break;
+    }
     case 11: ao->top = (int)cli_int("--top", arg, 1, 1 << 20); break;
     case 12: ao->pp = layout_flag(a, "pp", arg)->pp; a->pinned = 1; break;
     case 13: ao->ep = layout_flag(a, "ep", arg)->ep; a->pinned = 1; break;
@@ -849,7 +892,7 @@ static int parse_option(int c, const char *arg, Args *a) {
             USER_ERROR("--attention expects materialized or fused, got '%s'", arg);
         break;
     default:
-        if (c < 1 || c > 18) return 0;
+        if ((c < 1 || c > 18) && c != 22) return 0;
         parse_advise_option(c, arg, a);
     }
     return 1;
@@ -868,6 +911,9 @@ static void check_combinations(Args *a) {
             USER_ERROR("--advise searches the layouts of the cluster: not with --params, --ranks, "
                        "--overlap-rs, --activations, --fit, --grad-accum or --sp-regather");
         if (a->sp && a->no_sp) USER_ERROR("--sp and --no-sp: give one of them");
+        if (advise_budget(&a->ao) <= 0)
+            USER_ERROR("--headroom %g GiB leaves nothing of --gpu-mem %g GiB for the plan",
+                       a->ao.headroom, a->ao.cluster.mem_bytes / 1073741824.0);
         a->ao.tp = a->tp;
         a->ao.cp = a->cp;
         a->ao.sp = a->sp ? 1 : a->no_sp ? 0 : -1;
@@ -999,7 +1045,8 @@ int main(int argc, char **argv) {
               .ao = {.cluster = {.gpus_per_node = 8, .nodes = 1, .flops = 989e12,
                                  .mem_bytes = 80 * 1073741824.0,
                                  .intra = {3e-6, 1 / 450e9}, .inter = {10e-6, 1 / 50e9}},
-                     .top = 10, .bucket_bytes = 25000000, .dp_overlap = 1, .zero = -1,
+                     .top = 10, .bucket_bytes = 25000000, .headroom = 0.1,
+                     .headroom_share = 1, .dp_overlap = 1, .zero = -1,
                      .sp = -1, .recompute = -1, .cp_algo = -1}};
     opterr = 0;
     int c;

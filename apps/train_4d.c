@@ -212,6 +212,8 @@ int main(int argc, char **argv) {
         .what = "The composed trainer: data, tensor (with sequence parallelism and "
                 "recomputation), pipeline, context and expert parallelism in one "
                 "program, laid out by one mesh.",
+        .example_ranks = 8,
+        .example = "--dp 2 --tp 2 --pp 2 --steps 50",
         .parallel = PAR_DP | PAR_TP | PAR_SP | PAR_RECOMPUTE | PAR_PP | PAR_CP | PAR_EP,
         .extra = g_options, .n_extra = N_OPTIONS, .on_extra = on_option, .ctx = &x,
         PROGRAM_PLUGINS};

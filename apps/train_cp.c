@@ -65,6 +65,8 @@ int main(int argc, char **argv) {
                 "split over --cp ranks, attention across the split by ring "
                 "attention or Ulysses; tensor parallelism inside, data parallelism "
                 "over the rest.",
+        .example_ranks = 2,
+        .example = "--cp 2 --cp-algo zigzag --steps 50",
         .parallel = PAR_CP | PAR_TP,
         PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);

@@ -72,6 +72,8 @@ int main(int argc, char **argv) {
         .lab = "02_ddp",
         .what = "Data-parallel GPT training: every rank trains on its slice of the "
                 "batch, gradients are averaged (lab 02).",
+        .example_ranks = 4,
+        .example = "--ddp bucketed --steps 50",
         .extra = g_ddp_options, .n_extra = N_DDP_OPTIONS, .on_extra = on_ddp_option, .ctx = &dopt,
         PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);

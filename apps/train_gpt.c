@@ -12,6 +12,8 @@ int main(int argc, char **argv) {
     const TrainProgram program = {
         .lab = "00_single_device",
         .what = "Train a GPT on one device (lab 00's reference trainer).",
+        .example_ranks = 0,
+        .example = "--config tiny --steps 50",
         PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
     MemLayout layout = {.ranks = 1, .rows = train_micro_batch_rows(&o, 1), .seq = o.seq};

@@ -107,6 +107,8 @@ int main(int argc, char **argv) {
                 "MoE block's experts split over --ep ranks, tokens sent to their "
                 "experts' ranks and back by all-to-alls; tensor parallelism for "
                 "the dense parts (--tp), data parallelism over the rest.",
+        .example_ranks = 4,
+        .example = "--experts 4 --ep 2 --steps 50",
         .parallel = PAR_EP | PAR_TP,
         .extra = g_moe_options, .n_extra = N_MOE_OPTIONS, .on_extra = on_moe_option, .ctx = &overlap,
         PROGRAM_PLUGINS};

@@ -47,6 +47,8 @@ int main(int argc, char **argv) {
         .what = "Pipeline-parallel GPT training (lab 06): the blocks cut into "
                 "stages over --pp ranks, each step a schedule of micro-batches; "
                 "tensor parallelism inside a stage, data parallelism over the rest.",
+        .example_ranks = 4,
+        .example = "--pp 4 --micro-batches 8 --steps 50",
         .parallel = PAR_PP | PAR_TP,
         PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);

@@ -70,6 +70,8 @@ int main(int argc, char **argv) {
     const TrainProgram program = {
         .lab = lab,
         .what = what,
+        .example_ranks = 2,
+        .example = "--tp 2 --steps 50",
         .parallel = dims,
         .extra = g_tp_options, .n_extra = N_TP_OPTIONS, .on_extra = on_tp_option, .ctx = &topt,
         PROGRAM_PLUGINS};

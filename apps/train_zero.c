@@ -136,6 +136,8 @@ int main(int argc, char **argv) {
     const TrainProgram program = {
         .lab = lab,
         .what = what,
+        .example_ranks = 4,
+        .example = "--zero 3 --steps 50",
         .parallel = dims,
         .extra = g_zero_options, .n_extra = N_ZERO_OPTIONS, .on_extra = on_zero_option, .ctx = &zo,
         PROGRAM_PLUGINS};

@@ -117,7 +117,7 @@ set datafile separator ","
 set multiplot layout 2,2 title "Pipeline bubble, p = 2 on 2 ranks ($CONFIG), last step of $STEPS: formula, simulated, measured"
 set logscale x 2
 set xrange [1.6:20]
-set yrange [0:0.4]
+set yrange [0:*]   # from the data: a measured bubble under load may pass any fixed top
 set grid ytics
 set key top right
 set xlabel "micro-batches per step (m)"

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,3 +45,28 @@ void cli_string(char *dst, size_t size, const char *flag, const char *arg) {
 void cli_bad_option(const char *argv_word, const char *help_hint) {
     USER_ERROR("bad option '%s' (unknown, or missing its value); %s", argv_word, help_hint);
 }
+
+/* text from column lead, words wrapped at CLI_HELP_COLUMNS onto lines
+ * that start at column indent */
+static void print_wrapped(const char *text, int lead, int indent) {
+    int col = printf("%*s", lead, "");
+    for (const char *w = text; *w;) {
+        int spaces = (int)strspn(w, " ");
+        int n = (int)strcspn(w + spaces, " ");
+        const char *word = w + spaces;
+        if (col > indent && col + spaces + n > CLI_HELP_COLUMNS) {
+            col = printf("\n%*s", indent, "") - 1;
+            spaces = 0;
+        }
+        col += printf("%*s%.*s", spaces, "", n, word);
+        w = word + n;
+    }
+    printf("\n");
+}
+
+void cli_print_option(const char *line) {
+    const char *gap = strstr(line, "  ");  /* the flag's padding: the description follows */
+    print_wrapped(line, 2, 2 + (gap ? (int)(gap + strspn(gap, " ") - line) : 0));
+}
+
+void cli_print_paragraph(const char *text) { print_wrapped(text, 0, 0); }

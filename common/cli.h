@@ -15,4 +15,11 @@ void cli_string(char *dst, size_t size, const char *flag, const char *arg);
 /* For getopt_long's '?' and ':' results: one line naming the bad option. */
 void cli_bad_option(const char *argv_word, const char *help_hint);
 
+/* Print one option's --help line ("--flag ARG   what it does"), indented
+ * by two and wrapped at CLI_HELP_COLUMNS, continuation lines aligned with
+ * the start of its description; or a paragraph, wrapped */
+enum { CLI_HELP_COLUMNS = 100 };
+void cli_print_option(const char *line);
+void cli_print_paragraph(const char *text);
+
 #endif

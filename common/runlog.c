@@ -82,16 +82,18 @@ static void print_progress(RunLog *r, int step, float loss, float val_loss, floa
         r->t_start = wall_seconds() - step_ms * 1e-3;
     }
     const int kept = val_loss >= 0 || step == r->total_steps - 1;  /* stays in either mode */
-    if (!r->bar && !kept && step != r->first_step && (step + 1) % r->log_every != 0) return;
+    if (!r->bar && !kept && step != r->first_step && step % r->log_every != 0) return;
     const int open = r->bar && !kept;  /* left for the next step's line to overwrite */
     const double pace = (wall_seconds() - r->t_start) / (step - r->first_step + 1);
     char eta[32], valtxt[32] = "";
     format_duration(eta, sizeof eta, pace * (r->total_steps - step - 1));
     if (val_loss >= 0) snprintf(valtxt, sizeof valtxt, " | val %.4f", val_loss);
-    /* the step padded to the total's width: a bar does not jitter, lines align;
-     * a bar's trailing blanks cover what a longer line left */
+    /* numbered as metrics.csv numbers it, from 0 to the last, total_steps - 1,
+     * padded to the last's width: a bar does not jitter, lines align; a
+     * bar's trailing blanks cover what a longer line left */
+    const int last = r->total_steps - 1;
     printf("%sstep %*d/%d | loss %.4f%s | lr %.2e | %.1fk tok/s | %.1f ms | ETA %s%s%s",
-           r->bar ? "\r" : "", snprintf(NULL, 0, "%d", r->total_steps), step + 1, r->total_steps,
+           r->bar ? "\r" : "", snprintf(NULL, 0, "%d", last), step, last,
            loss, valtxt, lr, tokens_per_s / 1000, step_ms, eta, r->bar ? "   " : "",
            open ? "" : "\n");
     fflush(stdout);

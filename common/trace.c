@@ -61,11 +61,11 @@ size_t trace_count(void) { return g_count; }
 /* This rank's events as text, one per line, in the format `line` writes. */
 typedef int (*EventFormat)(char *dst, size_t size, int rank, const TraceEvent *e);
 
-static char *events_text(int rank, EventFormat line) {
-    size_t cap = 256 * (g_count + 1), len = 0;
+static char *events_text(int rank, EventFormat line, const char *head) {
+    size_t cap = 256 * (g_count + 1) + strlen(head), len = strlen(head);
     char *text = malloc(cap);
     CHECK(text, "out of memory formatting the trace");
-    text[0] = '\0';
+    memcpy(text, head, len + 1);
     for (size_t i = 0; i < g_count; i++) {
         int n = line(text + len, cap - len, rank, &g_events[i]);
         CHECK(n > 0 && (size_t)n < cap - len, "trace line too long");
@@ -74,13 +74,30 @@ static char *events_text(int rank, EventFormat line) {
     return text;
 }
 
+/* trace.json's ids: rank r is process r + 1 (viewers treat pid 0 as
+ * none), its compute thread 1 and its communication thread 2 */
+static int json_tid(const char *category) { return strcmp(category, "comm") == 0 ? 2 : 1; }
+
 static int json_line(char *dst, size_t size, int rank, const TraceEvent *e) {
     /* ph "X" = a complete event; tid by category so comm and compute stack */
     return snprintf(dst, size,
-                    ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":\"%s\","
+                    ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
                     "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"group\":\"%s\",\"bytes\":%zu}}",
-                    e->name, e->category, rank, e->category, e->start * 1e6,
+                    e->name, e->category, rank + 1, json_tid(e->category), e->start * 1e6,
                     (e->end - e->start) * 1e6, e->group, e->bytes);
+}
+
+/* The metadata events that name rank r's process and threads and keep
+ * the processes in rank order (Perfetto and chrome://tracing read them) */
+static void json_names(char *dst, size_t size, int rank) {
+    const int pid = rank + 1;
+    snprintf(dst, size,
+             ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}"
+             ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}"
+             ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"compute\"}}"
+             ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":2,"
+             "\"args\":{\"name\":\"communication\"}}",
+             pid, rank, pid, rank, pid, pid);
 }
 
 static int csv_line(char *dst, size_t size, int rank, const TraceEvent *e) {
@@ -91,7 +108,9 @@ static int csv_line(char *dst, size_t size, int rank, const TraceEvent *e) {
 static void write_gathered(const char *path, EventFormat line, const char *head,
                            const char *tail_fmt) {
     Comm *world = comm_world();
-    char *mine = events_text(world->rank, line);
+    char names[768] = "";
+    if (line == json_line) json_names(names, sizeof names, world->rank);
+    char *mine = events_text(world->rank, line, names);
     char *all = comm_gather_text(world, mine);
     free(mine);
     unsigned long long dropped = g_dropped, total_dropped = 0;

@@ -7,7 +7,8 @@
  *
  * Outputs (collective over the world; rank 0 writes):
  *   trace.json  Chrome/Perfetto trace: open it in ui.perfetto.dev or
- *               chrome://tracing; one process per rank, one thread per category
+ *               chrome://tracing; one process per rank, "rank R" (pid R + 1),
+ *               with two threads, "compute" and "communication"
  *   trace.csv   rank,category,name,group,start_s,end_s,bytes  (gnuplot timelines)
  * The buffer holds TRACE_MAX_EVENTS per rank; later events are counted as
  * dropped (the outputs say how many) rather than growing without bound.

@@ -15,66 +15,74 @@
 #include "precision.h"
 #include "runlog.h"
 
-static const char *const g_usage =
-    "  --config NAME        tiny | small | medium | gpt2-124m   (default tiny)\n"
-    "  --data FILE          token file                (default build/data/synth.tok)\n"
-    "  --out DIR            run directory                (default runs/LAB-CONFIG)\n"
-    "  --steps N            optimizer steps                             (default 200)\n"
-    "  --batch B            sequences per step, all ranks  (default: tiny 8, small 16, gpt2 8)\n"
-    "  --grad-accum K       micro-batches per rank and step               (default 1)\n"
-    "  --dump-params FILE   write the final parameters (raw float32) to FILE\n"
-    "  --save DIR           checkpoints into DIR/step-NNNNNN (checkpoint.h): at the end,\n"
-    "                       and every --save-every K steps; --keep K keeps the newest K\n"
-    "                       of this run's lineage (default all); --save-async writes them\n"
-    "                       in the background, committed at the next save or the end.\n"
-    "                       DIR holds one lineage: a fresh run refuses a DIR of\n"
-    "                       checkpoints; a rewind moves the later ones to DIR/abandoned-N\n"
-    "  --resume PATH        continue from a checkpoint, or DIR's newest; any layout\n"
-    "                       of the same model and --seed (--steps stays the total)\n"
-    "  --seq T              tokens per sequence, <= ctx  (default: the config's ctx)\n"
-    "  --lr X               peak learning rate                         (default 1e-3)\n"
-    "  --min-lr-frac X      cosine floor as a fraction of --lr          (default 0.1)\n"
-    "  --warmup N           linear warmup steps                (default min(10, steps))\n"
-    "  --weight-decay X     AdamW decoupled decay, all parameters        (default 0.1)\n"
-    "  --beta1 X --beta2 X --eps X   AdamW                (default 0.9, 0.95, 1e-8)\n"
-    "  --grad-clip X        clip the global grad norm; 0 = off           (default 1.0)\n"
-    "  --seed N             init and data seed                            (default 1)\n"
-    "  --eval-every K       held-out loss every K steps; 0 = only last   (default 50)\n"
-    "  --eval-batches N     batches per held-out evaluation              (default 4)\n"
-    "  --val-fraction X     tail of the token file held out              (default 0.1)\n"
-    "  --progress MODE      rank 0's console: lines (one every --log-every steps, with an\n"
-    "                       ETA), bar (one line redrawn in place), or auto: the bar when\n"
-    "                       stdout is a terminal (under mpirun: mpirun's stdout), else\n"
-    "                       lines                                        (default auto)\n"
-    "  --log-every N        --progress lines: a line every N steps, the first, the last\n"
-    "                       and those with a held-out loss               (default 10)\n"
-    "  --threads N          OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)\n"
-    "  --profile            time every kernel of the training steps after the first:\n"
-    "                       a table of time, FLOPs, bytes and roofline bound, and\n"
-    "                       OUT/profile.csv (tools/plot_roofline.sh draws it)\n"
-    "  --device cpu|cuda    where to compute; cuda needs `make CUDA=1`     (default cpu)\n"
-    "  --precision P        fp32, or mixed precision: bf16 or fp16 compute weights,\n"
-    "                       activations and their gradients over fp32 master weights\n"
-    "                       and moments (model.h)                       (default fp32)\n"
-    "  --attention A        materialized (the T x T probabilities kept for the backward\n"
-    "                       pass) or fused (tiles with an online softmax, only each row's\n"
-    "                       log-sum-exp kept: lab 05's extension)  (default materialized)\n"
-    "  --fp32-grads         bf16/fp16: fp32 weight gradients (Megatron's main_grad)\n"
-    "                       instead of 2-byte ones (the ZeRO paper's 2 + 2 + 12)\n"
-    "  --loss-scale S       fp16: the dynamic loss scale's start      (default 65536)\n"
-    "  --loss-scale-interval N  fp16: double the scale after N steps without an\n"
-    "                       overflow, halve it on one (and skip the step); 0 keeps\n"
-    "                       S fixed (with S 1: no loss scaling)        (default 2000)\n"
-    "  --count-flushed      fp16 with --fp32-grads: metrics.csv's flushed column, the\n"
-    "                       nonzero gradients fp16 would round to 0 (lab 11's extension)\n"
-    COMM_TIMEOUT_HELP
-    "  --n-layer L --n-head H --n-embd C --ctx T --vocab V   override the named config\n"
-    "  --experts E          a mixture of experts (lab 08): E expert MLPs in every\n"
-    "                       --moe-every n-th block; 0 = dense   (default: the config's)\n"
-    "  --top-k K --capacity-factor F --aux-loss-coef A --moe-every N   the experts' routing:\n"
-    "                       K experts per token (default 1), F (0 = dropless; 1.25),\n"
-    "                       the load-balancing loss's weight (0.01), MoE blocks (every 1)\n"
-    "  -h, --help           this text\n";
+/* --help's groups of the options every trainer shares, after the
+ * program's own; each line fits 100 columns */
+static const char *const g_help_groups[][2] = {
+    {"The model and its data",
+     "  --config NAME        tiny | small | medium | gpt2-124m   (default tiny)\n"
+     "  --n-layer L --n-head H --n-embd C --ctx T --vocab V   override the named config\n"
+     "  --experts E          a mixture of experts (lab 08): E expert MLPs in every\n"
+     "                       --moe-every n-th block; 0 = dense   (default: the config's)\n"
+     "  --top-k K --capacity-factor F --aux-loss-coef A --moe-every N   the experts' routing:\n"
+     "                       K experts per token (default 1), F (0 = dropless; 1.25),\n"
+     "                       the load-balancing loss's weight (0.01), MoE blocks (every 1)\n"
+     "  --data FILE          token file                (default build/data/synth.tok)\n"
+     "  --seq T              tokens per sequence, <= ctx  (default: the config's ctx)\n"
+     "  --batch B            sequences per step, all ranks  (default: tiny 8, small 16, gpt2 8)\n"
+     "  --grad-accum K       micro-batches per rank and step               (default 1)\n"
+     "  --val-fraction X     tail of the token file held out              (default 0.1)\n"},
+    {"Optimization",
+     "  --steps N            optimizer steps                             (default 200)\n"
+     "  --lr X               peak learning rate                         (default 1e-3)\n"
+     "  --min-lr-frac X      cosine floor as a fraction of --lr          (default 0.1)\n"
+     "  --warmup N           linear warmup steps                (default min(10, steps))\n"
+     "  --weight-decay X     AdamW decoupled decay, all parameters        (default 0.1)\n"
+     "  --beta1 X --beta2 X --eps X   AdamW                (default 0.9, 0.95, 1e-8)\n"
+     "  --grad-clip X        clip the global grad norm; 0 = off           (default 1.0)\n"
+     "  --seed N             init and data seed                            (default 1)\n"},
+    {"Compute",
+     "  --device cpu|cuda    where to compute; cuda needs `make CUDA=1`     (default cpu)\n"
+     "  --threads N          OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)\n"
+     "  --precision P        fp32, or mixed precision: bf16 or fp16 compute weights,\n"
+     "                       activations and their gradients over fp32 master weights\n"
+     "                       and moments (model.h)                       (default fp32)\n"
+     "  --fp32-grads         bf16/fp16: fp32 weight gradients (Megatron's main_grad)\n"
+     "                       instead of 2-byte ones (the ZeRO paper's 2 + 2 + 12)\n"
+     "  --loss-scale S       fp16: the dynamic loss scale's start      (default 65536)\n"
+     "  --loss-scale-interval N  fp16: double the scale after N steps without an\n"
+     "                       overflow, halve it on one (and skip the step); 0 keeps\n"
+     "                       S fixed (with S 1: no loss scaling)        (default 2000)\n"
+     "  --count-flushed      fp16 with --fp32-grads: metrics.csv's flushed column, the\n"
+     "                       nonzero gradients fp16 would round to 0 (lab 11's extension)\n"
+     "  --attention A        materialized (the T x T probabilities kept for the backward\n"
+     "                       pass) or fused (tiles with an online softmax, only each row's\n"
+     "                       log-sum-exp kept: lab 05's extension)  (default materialized)\n"},
+    {"Checkpoints",
+     "  --save DIR           checkpoints into DIR/step-NNNNNN (checkpoint.h): at the end,\n"
+     "                       and every --save-every K steps; --keep K keeps the newest K\n"
+     "                       of this run's lineage (default all); --save-async writes them\n"
+     "                       in the background, committed at the next save or the end.\n"
+     "                       DIR holds one lineage: a fresh run refuses a DIR of\n"
+     "                       checkpoints; a rewind moves the later ones to DIR/abandoned-N\n"
+     "  --resume PATH        continue from a checkpoint, or DIR's newest; any layout\n"
+     "                       of the same model and --seed (--steps stays the total)\n"},
+    {"Outputs and the console",
+     "  --out DIR            run directory                (default runs/LAB-CONFIG)\n"
+     "  --eval-every K       held-out loss every K steps; 0 = only last   (default 50)\n"
+     "  --eval-batches N     batches per held-out evaluation              (default 4)\n"
+     "  --progress MODE      rank 0's console: lines (one every --log-every steps, with an\n"
+     "                       ETA), bar (one line redrawn in place), or auto: the bar when\n"
+     "                       stdout is a terminal (under mpirun: mpirun's stdout), else\n"
+     "                       lines                                        (default auto)\n"
+     "  --log-every N        --progress lines: a line every N steps, the first, the last\n"
+     "                       and those with a held-out loss               (default 10)\n"
+     "  --profile            time every kernel of the training steps after the first:\n"
+     "                       a table of time, FLOPs, bytes and roofline bound, and\n"
+     "                       OUT/profile.csv (tools/plot_roofline.sh draws it)\n"
+     "  --dump-params FILE   write the final parameters (raw float32) to FILE\n"
+     COMM_TIMEOUT_HELP
+     "  -h, --help           this text\n"},
+};
 
 enum {
     OPT_CONFIG = 1000, OPT_DATA, OPT_OUT, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MIN_LR,
@@ -365,11 +373,22 @@ static void long_options(const TrainProgram *p, struct option *out) {
     out[n] = (struct option){0, 0, 0, 0};
 }
 
-static void print_help(const TrainProgram *p) {
-    printf("usage: %s [options]\n%s\n\n%s", g_program_name, p->what, g_usage);
+/* The program first: what it is, an example, its own options (its
+ * parallel flags and extras); then the shared ones, grouped */
+static void print_help(const TrainProgram *p, const char *argv0) {
+    printf("usage: %s [options]\n", g_program_name);
+    cli_print_paragraph(p->what);
+    if (p->example_ranks)
+        printf("\nexample, %d ranks:\n  mpirun -np %d %s %s\n", p->example_ranks, p->example_ranks,
+               argv0, p->example);
+    else
+        printf("\nexample:\n  %s %s\n", argv0, p->example);
+    if (p->parallel || p->n_extra) printf("\n%s's own options:\n", g_program_name);
     for (int i = 0; i < PARALLEL_FLAG_COUNT; i++)
-        if (p->parallel & PARALLEL_FLAGS[i].dim) printf("  %s\n", PARALLEL_FLAGS[i].help);
-    for (int i = 0; i < p->n_extra; i++) printf("  %s\n", p->extra[i].help);
+        if (p->parallel & PARALLEL_FLAGS[i].dim) cli_print_option(PARALLEL_FLAGS[i].help);
+    for (int i = 0; i < p->n_extra; i++) cli_print_option(p->extra[i].help);
+    for (size_t g = 0; g < sizeof g_help_groups / sizeof *g_help_groups; g++)
+        printf("\n%s:\n%s", g_help_groups[g][0], g_help_groups[g][1]);
 }
 
 void train_options_parse(int argc, char **argv, TrainOptions *o, const TrainProgram *p) {
@@ -383,7 +402,7 @@ void train_options_parse(int argc, char **argv, TrainOptions *o, const TrainProg
     while ((c = getopt_long(argc, argv, "h", long_opts, &which)) != -1) {
         if (parse_common_option(c, optarg, o, &model)) continue;
         if (c == 'h') {
-            print_help(p);
+            print_help(p, argv[0]);
             exit(0);
         }
         if (c == OPT_PARALLEL) parallel_flags_set(&o->parallel, long_opts[which].name, optarg);

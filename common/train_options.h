@@ -76,6 +76,10 @@ typedef void (*ExtraOptionFn)(void *ctx, const char *name, const char *arg);
 typedef struct {
     const char *lab;   /* names the default run directory runs/LAB-CONFIG */
     const char *what;  /* --help's one-line description */
+    /* --help's example: the program run with these options, under mpirun
+     * on example_ranks ranks (0: alone) */
+    int example_ranks;
+    const char *example;
     unsigned parallel;  /* the ParallelDim bits whose flags it takes (parallel_flags.h) */
     const ExtraOption *extra;  /* its own options, n_extra of them (may be none) */
     int n_extra;

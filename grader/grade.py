@@ -8,6 +8,9 @@ reference runs in grader/reference/, and write the reports.
     grade.py --hidden [--hidden-seed N]                    compare live with the
                                                            solutions, random cases
 
+Exit status: 0 when the core's score reaches --fail-under (default: every
+point), 1 when it does not, 2 on bad input (before any work).
+
 A case kind says what passing means:
     check   the program exits 0 (it checks itself: gradcheck, check_collectives)
     train   it trains, and its metrics/memory/comm/params_checksum files match
@@ -36,6 +39,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 import tomllib
 from dataclasses import dataclass, field
 
@@ -506,19 +510,44 @@ def reference_outputs(lab, case):
     return compare.Outputs(directory=os.path.join(GRADER, "reference", lab.name, slug(case.name)))
 
 
-def grade(args, labs, student):
-    results = {}
+class Progress:
+    """The results so far; the reports are rewritten after each case, with
+    the cases not yet graded marked as not reached: a grader killed at a
+    time limit (Gradescope's) leaves a score for what it finished."""
+
+    def __init__(self, args, labs):
+        self.args, self.labs = args, labs
+        self.start = time.monotonic()
+        self.results = {lab.name: [] for lab in labs}
+
+    def add(self, lab, *results):
+        self.results[lab.name].extend(results)
+        done = sum(map(len, self.results.values()))
+        cases = sum(len(lab.cases) for lab in self.labs)
+        if done < cases:
+            self.write(reports.write_files, f"(partial: {done} of {cases} cases graded so far)")
+
+    def write(self, how, *notes):
+        everything = {lab.name: self.results[lab.name] + [
+            reports.not_reached(c.name, c.points, c.extension)
+            for c in lab.cases[len(self.results[lab.name]):]] for lab in self.labs}
+        if self.args.hidden:
+            notes = (f"(hidden mode, seed {self.args.hidden_seed})",) + notes
+        return how(everything, self.args.out, time.monotonic() - self.start, notes,
+                   self.args.results)
+
+
+def grade(args, labs, student, progress):
     for lab in labs:
         out = os.path.join(args.out, lab.name)
         os.makedirs(out, exist_ok=True)
         programs, reason = student.build(args.src, lab, out)
         if reason:
-            results[lab.name] = zeros(lab, reason)
+            progress.add(lab, *zeros(lab, reason))
             continue
-        results[lab.name] = [score_case(student, c, fixed_draw(c), programs,
-                                        os.path.join(out, slug(c.name)), reference_outputs(lab, c))
-                             for c in lab.cases]
-    return results
+        for c in lab.cases:
+            progress.add(lab, score_case(student, c, fixed_draw(c), programs,
+                                         os.path.join(out, slug(c.name)), reference_outputs(lab, c)))
 
 
 def solution_runs(args, lab, draws):
@@ -551,10 +580,9 @@ def solution_runs(args, lab, draws):
         shutil.rmtree(private, ignore_errors=True)
 
 
-def grade_hidden(args, labs, student):
+def grade_hidden(args, labs, student, progress):
     """Student and solution on the same randomized cases, compared live: no
     stored file can stand in for a run."""
-    results = {}
     for lab in labs:
         out = os.path.join(args.out, lab.name)
         os.makedirs(out, exist_ok=True)
@@ -564,12 +592,11 @@ def grade_hidden(args, labs, student):
         refs = solution_runs(args, lab, draws)
         programs, reason = student.build(args.src, lab, out)
         if reason:
-            results[lab.name] = zeros(lab, reason)
+            progress.add(lab, *zeros(lab, reason))
             continue
-        results[lab.name] = [score_case(student, c, d, programs, os.path.join(out, slug(c.name)),
-                                        refs.get(i, compare.Outputs(files={})))
-                             for i, (c, d) in enumerate(zip(lab.cases, draws))]
-    return results
+        for i, (c, d) in enumerate(zip(lab.cases, draws)):
+            progress.add(lab, score_case(student, c, d, programs, os.path.join(out, slug(c.name)),
+                                         refs.get(i, compare.Outputs(files={}))))
 
 
 def require_solutions(args, labs):
@@ -600,6 +627,34 @@ def make_references(args, labs):
             print(f"grade: reference {lab.name}/{c.name}: {', '.join(names)}")
 
 
+def fail_under(text, labs):
+    """--fail-under's points: "10", or "80%" of the graded core cases' (of
+    the extension cases' when only those are graded, with --case)."""
+    cases = [c for lab in labs for c in lab.cases]
+    best = sum(c.points for c in cases if not c.extension) or sum(c.points for c in cases)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(%?)", text.strip())
+    if not m:
+        raise ManifestError(f"--fail-under takes points (10) or a percentage (80%), got {text!r}")
+    value = float(m.group(1))
+    points = best * value / 100 if m.group(2) else value
+    if points > best + 1e-9:
+        raise ManifestError(f"--fail-under {text} is more than the {fmt(best)} points "
+                            "the graded cases give: every run would fail")
+    return points - 1e-9
+
+
+def scored(results):
+    """(points, best) of the core's cases, or of the extensions' when only
+    those were graded: what --fail-under compares."""
+    rs = [r for lab in results.values() for r in lab]
+    core = [r for r in rs if not r.extension] or rs
+    return sum(r.points for r in core), sum(r.max_points for r in core)
+
+
+def fmt(x):
+    return reports.fmt_points(x)
+
+
 def main():
     ap = argparse.ArgumentParser(description="Grade the labs against reference runs.")
     ap.add_argument("--lab", default="all", help="lab number or name (default: all)")
@@ -619,6 +674,12 @@ def main():
                          "the strongest this machine allows; see grader/README.md)")
     ap.add_argument("--hide", action="append", default=[], metavar="PATH",
                     help="also keep PATH from the student's code (repeatable)")
+    ap.add_argument("--fail-under", default="100%", metavar="SCORE",
+                    help="exit 1 when the core's points are under SCORE: points (10) or a share "
+                         "of the graded cases' (80%%); default 100%%, 0 never fails")
+    ap.add_argument("--results", default=None, metavar="PATH",
+                    help="also write results.json at PATH, after every case (Gradescope's "
+                         "/autograder/results/results.json)")
     ap.add_argument("--make-references", action="store_true",
                     help="rerun the solutions and rewrite the references")
     ap.add_argument("--reference-out", default=os.path.join(GRADER, "reference"),
@@ -626,6 +687,8 @@ def main():
     args = ap.parse_args()
     for d in ("src", "solutions", "out", "reference_out"):
         setattr(args, d, os.path.abspath(getattr(args, d)))
+    if args.results:
+        args.results = os.path.abspath(args.results)
     # a stopped grader still restores what it locked and removes its sandbox
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     iso = None
@@ -642,13 +705,18 @@ def main():
             raise ManifestError(f"no case matches {args.case!r}")
         if not os.path.isdir(args.src):
             raise ManifestError(f"no such directory: {args.src}")
+        threshold = fail_under(args.fail_under, labs)
         if args.hidden or args.make_references:
             require_solutions(args, labs)
-        for flag, path in (("--out", args.out), ("--reference-out", args.reference_out)):
-            if flag == "--out" or args.make_references:
-                problem = reports.output_dir_problem(path)
-                if problem:
-                    raise ManifestError(f"{flag}: {problem}")
+        dirs = [("--out", args.out)]
+        if args.make_references:
+            dirs.append(("--reference-out", args.reference_out))
+        if args.results:
+            dirs.append(("--results", os.path.dirname(args.results)))
+        for flag, path in dirs:
+            problem = reports.output_dir_problem(path)
+            if problem:
+                raise ManifestError(f"{flag}: {problem}")
         if args.make_references:
             make_references(args, labs)
             return 0
@@ -657,14 +725,20 @@ def main():
         iso = sandbox.Isolation(args.isolation, [runner.ROOT, args.solutions, args.out]
                                 + args.hide).start()
         student = Student(iso)
-        results = grade_hidden(args, labs, student) if args.hidden else grade(args, labs, student)
+        progress = Progress(args, labs)
+        (grade_hidden if args.hidden else grade)(args, labs, student, progress)
     except (ManifestError, sandbox.IsolationError) as e:
         print(f"grade: error: {e}", file=sys.stderr)
         return 2
     finally:
         if iso:
             iso.stop()
-    reports.write_all(results, args.out, hidden_seed=args.hidden_seed if args.hidden else None)
+    progress.write(reports.write_all)
+    got, best = scored(progress.results)
+    if got < threshold:
+        print(f"grade: {fmt(got)}/{fmt(best)} is under --fail-under {args.fail_under} "
+              f"({fmt(threshold)} points): exit status 1", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -2,13 +2,20 @@
 Gradescope's results.json, and a loss chart per training case.
 
 Gradescope's format (its autograder specification): top-level "score",
-"output", "tests": [{"name", "score", "max_score", "status", "output"}].
+"output", "output_format", "execution_time" (seconds), "tests": [{"name",
+"score", "max_score", "status", "output", "output_format"}].
 JUnit has no official schema; the shape every CI reader accepts is
-testsuites > testsuite(name, tests, failures, time) > testcase(name,
-classname, time) with a <failure message=...> child when it lost points.
+testsuites > testsuite(name, tests, failures, skipped, time) >
+testcase(name, classname, time) with a <failure message=...> child when it
+lost points, or <skipped> for an extension not attempted.
+
+The reports are rewritten after every case (write_files), so a grader
+killed at a time limit leaves the cases it finished scored and the others
+marked as not reached.
 """
 import json
 import os
+import re
 import stat
 import subprocess
 import xml.etree.ElementTree as ET
@@ -35,6 +42,28 @@ class Result:
     @property
     def passed(self):
         return not self.reasons and self.points >= self.max_points
+
+    @property
+    def unattempted(self):
+        """An extension still as the skeleton left it: every reason is its
+        `not implemented`. CI shows it as skipped, not failed: it is optional."""
+        return self.extension and bool(self.reasons) and all(
+            r.startswith("not implemented") for r in self.reasons)
+
+    @property
+    def points_text(self):
+        return f"{fmt_points(self.points)}/{fmt_points(self.max_points)} points"
+
+    @property
+    def reason(self):
+        return "; ".join(self.reasons) if self.reasons else "ok"
+
+
+NOT_REACHED = "not graded: the grader stopped before this case (a time limit?)"
+
+
+def not_reached(name, max_points, extension):
+    return Result(name, 0.0, max_points, [NOT_REACHED], 0.0, "", extension=extension)
 
 
 def fmt_points(x):
@@ -104,32 +133,56 @@ def write_atomic(path, write):
 
 
 def junit(results, path):
+    """One testsuite per lab. The points are in each case's system-out and
+    failure message (CI viewers show those; few show <properties>)."""
     suites = ET.Element("testsuites")
     for lab, rs in results.items():
+        skipped = sum(r.unattempted for r in rs)
+        failures = sum(not r.passed for r in rs) - skipped
         suite = ET.SubElement(suites, "testsuite", name=lab, tests=str(len(rs)),
-                              failures=str(sum(not r.passed for r in rs)), errors="0", skipped="0",
+                              failures=str(failures), errors="0", skipped=str(skipped),
                               time=f"{sum(r.seconds for r in rs):.3f}")
         for r in rs:
             case = ET.SubElement(suite, "testcase", name=r.label, classname=f"grader.{lab}",
                                  time=f"{r.seconds:.3f}")
             ET.SubElement(case, "properties").append(
                 ET.Element("property", name="points", value=f"{fmt_points(r.points)}/{fmt_points(r.max_points)}"))
-            if not r.passed:
-                fail = ET.SubElement(case, "failure", message="; ".join(r.reasons)[:500])
+            if r.unattempted:
+                ET.SubElement(case, "skipped", message=f"optional extension not attempted: {r.reason}"[:500])
+            elif not r.passed:
+                fail = ET.SubElement(case, "failure", message=f"{r.points_text}: {r.reason}"[:500])
                 fail.text = r.output[-2000:]
+            ET.SubElement(case, "system-out").text = f"{r.points_text}: {r.reason}\n"
     write_atomic(path, lambda f: ET.ElementTree(suites).write(f, encoding="unicode",
                                                              xml_declaration=True))
 
 
-def gradescope(results, path, summary):
+def markdown_block(text):
+    """text shown verbatim in Markdown (Gradescope's "md"): a fence longer
+    than any run of backticks inside it."""
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall("`+", text)), default=0))
+    return f"{fence}\n{text}\n{fence}"
+
+
+def gradescope_output(r):
+    """A case's text on Gradescope: its reason, then the end of its log when
+    it lost points (the first FAIL line, a fatal: line, the progress)."""
+    text = f"**{r.points_text}**: {r.reason}"
+    if not r.passed and r.output.strip():
+        text += "\n\nThe end of its log:\n\n" + markdown_block(r.output[-1500:].rstrip())
+    return text
+
+
+def gradescope(results, path, summary, seconds):
     tests = []
     for lab, rs in results.items():
         for r in rs:
             tests.append({"name": f"{lab}: {r.label}", "score": r.points, "max_score": r.max_points,
                           "status": "passed" if r.passed else "failed",
-                          "output": "; ".join(r.reasons) if r.reasons else "ok",
+                          "output": gradescope_output(r), "output_format": "md",
                           "visibility": "visible"})
-    doc = {"score": sum(t["score"] for t in tests), "output": summary,
+    doc = {"score": sum(t["score"] for t in tests), "execution_time": round(seconds),
+           "output": markdown_block(summary), "output_format": "md",
            "visibility": "visible", "tests": tests}
     write_atomic(path, lambda f: json.dump(doc, f, indent=2))
 
@@ -158,16 +211,29 @@ plot '{ref_metrics}' using 'step':'loss' with lines lw 4 lc rgb '#a0c4ff' title 
     return png if res.returncode == 0 and os.path.exists(png) else None
 
 
-def write_all(results, out_dir, hidden_seed=None):
+def shown_path(path):
+    """path relative to the current directory when under it, else whole"""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def write_files(results, out_dir, seconds, notes=(), results_copy=None):
+    """report.txt, junit.xml and results.json in out_dir (and results.json
+    also at results_copy, Gradescope's path); returns the table's text and
+    the core's (points, best)."""
     text, got, best = table(results)
-    if hidden_seed is not None:
-        text += f"\n(hidden mode, seed {hidden_seed})"
-    charts = [r.chart for rs in results.values() for r in rs if r.chart]
-    print(text)
-    for c in charts:
-        print(f"chart: {os.path.relpath(c, ROOT)}")
+    text = "\n".join([text, *notes])
     write_atomic(os.path.join(out_dir, "report.txt"), lambda f: f.write(text + "\n"))
     junit(results, os.path.join(out_dir, "junit.xml"))
-    gradescope(results, os.path.join(out_dir, "results.json"), text)
-    print(f"grade: wrote {os.path.relpath(out_dir, ROOT)}/{{report.txt,junit.xml,results.json}}")
+    for path in filter(None, (os.path.join(out_dir, "results.json"), results_copy)):
+        gradescope(results, path, text, seconds)
+    return text, got, best
+
+
+def write_all(results, out_dir, seconds, notes=(), results_copy=None):
+    text, got, best = write_files(results, out_dir, seconds, notes, results_copy)
+    print(text)
+    for c in (r.chart for rs in results.values() for r in rs if r.chart):
+        print(f"chart: {shown_path(c)}")
+    print(f"grade: wrote {shown_path(out_dir)}/{{report.txt,junit.xml,results.json}}")
     return got, best

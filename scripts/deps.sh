@@ -5,7 +5,8 @@
 #   deps.sh          what building, the demo, the benchmarks, the slides, the
 #                    tour and the simulated cluster need
 #   deps.sh --test   and what only the test suite uses: a headless browser
-#                    that screenshots the slides, and PIL to read them
+#                    that screenshots the slides, PIL to read them, and
+#                    yamllint for the CI files
 #   deps.sh --gpu    only what `make test-gpu` and `make bench-gpu` need (no
 #                    slides, charts or corpora: on a GPU machine without root,
 #                    these are usually there already), and then the CUDA
@@ -24,7 +25,7 @@ set -euo pipefail
 packages=(build-essential openmpi-bin libopenmpi-dev libopenblas-dev libopenblas-openmp-dev
           libdnnl-dev gnuplot-nox bats fortunes-min python3 libxml2-utils pandoc bsdextrautils iproute2
           procps)
-test_packages=(chromium python3-pil)
+test_packages=(chromium python3-pil yamllint)
 gpu_packages=(build-essential openmpi-bin libopenmpi-dev libopenblas-dev libopenblas-openmp-dev
               libdnnl-dev bats python3 procps)
 gpu=0

@@ -18,12 +18,20 @@ MEMPLAN="$BUILD/bin/memplan"
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"layouts tried"* ]]
-    [[ "$output" == *"memory: over"* ]]   # some did not fit, and say which category
-    run t 30 "$MEMPLAN" --advise --config small --batch 16 --gpus-per-node 4 --nodes 2 --gpu-mem 0.01 --csv --top 1000
-    [ "$status" -eq 0 ]
-    # every row fits the 0.01 GiB and the step times never decrease
-    awk -F, 'NR > 1 { if ($15 > 0.01 * 1073741824 || $16 < last) bad = 1; last = $16; n++ }
+    [[ "$output" == *"memory: over 0.009 GiB per device (after the headroom)"* ]]   # and which category
+    # one header row, units in it, the rows under it aligned (an interleaved schedule's "(v2)" too)
+    printf '%s\n' "$output" | grep -q ' mem GiB   step ms compute ms bubble    tp ms    cp ms    dp ms   MFU$'
+    [ "$(printf '%s\n' "$output" | sed -n '/^ *# /,/^left out/p' | sed '$d' | awk '{ print length }' | sort -u | wc -l)" -eq 1 ]
+    # every row fits the 0.01 GiB less the headroom, 10% by default; the step times never decrease
+    local h
+    for h in "" "--headroom 0" "--headroom 0.005" "--headroom 25%"; do
+        # shellcheck disable=SC2086  # h is a flag and its value
+        run t 30 "$MEMPLAN" --advise --config small --batch 16 --gpus-per-node 4 --nodes 2 --gpu-mem 0.01 --csv --top 1000 $h
+        [ "$status" -eq 0 ]
+        awk -F, -v budget="$(case $h in "") echo 0.009;; *%) echo 0.0075;; *0) echo 0.01;; *) echo 0.005;; esac)" \
+            'NR > 1 { if ($15 > budget * 1073741824 || $16 < last) bad = 1; last = $16; n++ }
              END { exit bad || n < 2 }' <<<"$output"
+    done
 }
 
 @test "advise: pinned dimensions; TP inside a node is intra, DP across nodes inter" {
@@ -58,6 +66,11 @@ MEMPLAN="$BUILD/bin/memplan"
     run t 30 "$MEMPLAN" --pp 2
     assert_user_error
     run t 30 "$MEMPLAN" --advise --n-head 5
+    assert_user_error
+    run t 30 "$MEMPLAN" --advise --headroom 80
+    assert_user_error
+    [[ "$output" == *"--headroom 80 GiB leaves nothing of --gpu-mem 80 GiB for the plan"* ]]
+    run t 30 "$MEMPLAN" --advise --headroom 10x
     assert_user_error
 }
 

@@ -128,3 +128,39 @@ PY
     [[ "$output" == *"  --ep N "* && "$output" == *"  --tp N "* && "$output" == *"  --ep-overlap "* ]]
     [[ "$output" != *"  --pp P "* && "$output" != *"  --cp N "* ]]
 }
+
+# --help, as a user reads it: every program's lines fit 100 columns; a
+# trainer's starts with what it is, an example command and its own options
+# (its layout's flags first), then the shared ones in groups
+@test "--help: every program's fits 100 columns; a trainer's gives an example, then its own options before the shared ones" {
+    local lab prog f own
+    cd "$ROOT"   # the example names the program as run: build/... as a user types it
+    while read -r lab prog; do
+        f="build/solutions/$lab/$prog"
+        [ -x "$f" ] || f="build/labs/$lab/$prog"   # a handout: --help needs none of the student's code
+        [ -x "$f" ] || f="build/bin/$prog"
+        case $prog in check_act | check_ckpt) continue ;; esac   # no options: their usage is their error
+        run t 30 "$f" --help
+        [ "$status" -eq 0 ] || { echo "$lab/$prog: status $status"; return 1; }
+        ! printf '%s\n' "$output" | awk -v p="$lab/$prog" 'length > 100 { print p ": " $0; bad = 1 } END { exit !bad }' || return 1
+        [[ $prog == train_* ]] || continue
+        [ "${lines[0]}" = "usage: $prog [options]" ]
+        [[ "$output" == *$'\nexample'*$'\n'"  "*"$f "*"--steps 50"$'\n'* ]] || { echo "$lab/$prog: no example"; return 1; }
+        [[ "$output" == *$'\nThe model and its data:\n  --config NAME '* ]]
+        own=$(printf '%s\n' "$output" | sed -n "/^$prog's own options:$/{n;p}")
+        [ "$prog" = train_gpt ] || [ -n "$own" ] || { echo "$lab/$prog: no own options"; return 1; }
+        [ "${output%%The model and its data:*}" != "$output" ]
+        [[ "${output%%The model and its data:*}" != *"--config NAME"* ]]
+    done < <(make -s -C "$ROOT" print-programs)
+    run t 30 "$(ls "$BUILD"/{solutions,labs}/10_composed/train_4d 2> /dev/null | head -n 1)" --help
+    [[ "$(printf '%s\n' "$output" | sed -n "/^train_4d's own options:$/{n;p}")" == "  --dp N "* ]]
+    # the single-rank example, and a 2-rank one, run as printed (with 2 steps)
+    local ex
+    for f in "$SOL00/train_gpt" "$BUILD/solutions/04_tensor_parallel/train_tp"; do
+        [ -x "$f" ] || continue   # a handout without lab 04's solution
+        ex=$("$f" --help | sed -n '/^example/{n;p}')
+        # shellcheck disable=SC2086  # the example's words
+        run t 120 ${ex/mpirun -np /mpirun --oversubscribe -np } --steps 2 --out "$BATS_TEST_TMPDIR/ex"
+        [ "$status" -eq 0 ] || { echo "$ex: $output"; return 1; }
+    done
+}

@@ -24,8 +24,20 @@ load helpers
         grep -q "^$r,half,reduce_scatter,1,4000," "$csv"
     done
     python3 -m json.tool "$BATS_TEST_TMPDIR/trace.json" > /dev/null
-    run python3 -c "import json,sys; e=json.load(open(sys.argv[1]))['traceEvents']; print(sorted({x['pid'] for x in e}), all(x['ph']=='X' and x['dur']>=0 for x in e))" "$BATS_TEST_TMPDIR/trace.json"
-    [ "$output" = "[0, 1, 2] True" ]
+    # one process per rank, named "rank R" (pid R + 1: viewers take 0 for none), named threads
+    run python3 - "$BATS_TEST_TMPDIR/trace.json" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [x for x in e if x["ph"] == "X"]
+names = {x["pid"]: x["args"]["name"] for x in e if x["name"] == "process_name"}
+threads = {(x["pid"], x["tid"]): x["args"]["name"] for x in e if x["name"] == "thread_name"}
+assert all(x["dur"] >= 0 and (x["pid"], x["tid"]) in threads for x in spans)
+assert all(threads[x["pid"], x["tid"]] == ("communication" if x["cat"] == "comm" else "compute")
+           for x in spans)
+print(sorted({x["pid"] for x in spans}), names)
+PY
+    echo "$output"
+    [ "$output" = "[1, 2, 3] {1: 'rank 0', 2: 'rank 1', 3: 'rank 2'}" ]
     [ "$(head -n 1 "$BATS_TEST_TMPDIR/trace.csv")" = "rank,category,name,group,start_s,end_s,bytes" ]
     [ "$(cut -d, -f1 "$BATS_TEST_TMPDIR/trace.csv" | sort -u | tr '\n' ' ')" = "0 1 2 rank " ]
 }

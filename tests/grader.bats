@@ -31,7 +31,8 @@ grade_full() {
     require_untouched 00 01 02 03 04 05 06 07 08 09 10
     run t 900 $GRADE --src "$ROOT/labs" --out "$BATS_TEST_TMPDIR/g"
     echo "$output"
-    [ "$status" -eq 0 ]
+    [ "$status" -eq 1 ]   # points lost
+    [[ "$output" == *"grade: 0/"*" is under --fail-under 100% ("*" points): exit status 1" ]]
     [ "$(total_of "$BATS_TEST_TMPDIR/g/report.txt" | cut -d/ -f1)" = 0 ]
     cases=$(case_rows "$BATS_TEST_TMPDIR/g/report.txt" | wc -l)
     [ "$cases" -gt 0 ]
@@ -41,7 +42,7 @@ grade_full() {
 @test "grader: JUnit XML and results.json are valid and their totals match the table" {
     require_untouched 00
     run t 600 $GRADE --lab 00 --out "$BATS_TEST_TMPDIR/g"
-    [ "$status" -eq 0 ]
+    [ "$status" -eq 1 ]
     xmllint --noout "$BATS_TEST_TMPDIR/g/junit.xml"
     run python3 - "$BATS_TEST_TMPDIR/g" <<'PY'
 import json, sys, xml.etree.ElementTree as ET
@@ -55,14 +56,25 @@ def pair(prefix):   # "total: 0/12" (the core), "extensions: 0/3"
 assert ext_best > 0   # lab 00 has an extension case, listed as a test of its own
 assert abs(res["score"] - got - ext_got) < 1e-9, (res["score"], got, ext_got)
 assert abs(sum(t["max_score"] for t in res["tests"]) - best - ext_best) < 1e-9
-assert all({"name", "score", "max_score", "output", "status"} <= set(t) for t in res["tests"])
+assert all({"name", "score", "max_score", "output", "output_format", "status"} <= set(t)
+           for t in res["tests"])
+assert res["output_format"] == "md" and res["output"].startswith("```\nlab ")   # the table, verbatim
+assert isinstance(res["execution_time"], int) and res["execution_time"] >= 0
 suites = ET.parse(f"{d}/junit.xml").getroot()
 cases = suites.findall("./testsuite/testcase")
 assert len(cases) == len(res["tests"]), (len(cases), len(res["tests"]))
 failed = sum(1 for c in cases if c.find("failure") is not None)
-assert failed == sum(1 for t in res["tests"] if t["status"] == "failed")
-assert failed == len(cases)   # the untouched skeleton fails everything
-print("ok", len(cases), "cases")
+skipped = [c.get("name") for c in cases if c.find("skipped") is not None]
+# the untouched skeleton fails every core case; its optional extension is
+# not attempted, so CI shows it as skipped
+assert skipped and all(s.startswith("extension: ") for s in skipped), skipped
+assert failed + len(skipped) == len(cases) == sum(1 for t in res["tests"] if t["status"] == "failed")
+suite = suites.find("testsuite")
+assert (suite.get("failures"), suite.get("skipped")) == (str(failed), str(len(skipped)))
+for c, t in zip(cases, res["tests"]):   # the points, where CI viewers show them
+    assert c.find("system-out").text.startswith(f"0/{t['max_score']:g} points: not implemented: ")
+    assert t["output"].startswith(f"**0/{t['max_score']:g} points**: not implemented: ")
+print("ok", len(cases), "cases,", len(skipped), "skipped")
 PY
     echo "$output"
     [ "$status" -eq 0 ]
@@ -83,6 +95,7 @@ PY
     patch -s -d "$src/00_single_device" -p1 < "$ROOT/grader/planted/00-bias-grad-doubled.patch"
     run t 600 $GRADE --lab 00 --hidden --hidden-seed 7 --src "$src" --case "train tiny" --out "$BATS_TEST_TMPDIR/g2"
     echo "$output"
+    [ "$status" -eq 1 ]
     [[ "$output" == *"loss: "* ]]
 }
 
@@ -96,7 +109,7 @@ PY
     local report="$BATS_TEST_TMPDIR/s/report.txt" seed line
     run t 300 $GRADE --lab 01 --out "$BATS_TEST_TMPDIR/s"
     echo "$output"
-    [ "$status" -eq 0 ]
+    [ "$status" -eq 1 ]
     [ "$(grep -cE '^01_collectives +extension: halving-doubling all-reduce, [0-9] ranks +0/[0-9]+ +not implemented: halving_doubling_allreduce$' "$report")" -eq 3 ]
     [ "$(total_of "$report")" = "$(sed -n 's/^01_collectives: //p' "$report")" ]
     [[ "$(sed -n 's/^extensions: //p' "$report")" == 0/[1-9]* ]]
@@ -113,7 +126,7 @@ PY
             --case "halving-doubling all-reduce, 4 ranks" --out "$BATS_TEST_TMPDIR/p$seed"
         line=$(printf '%s\n' "$output" | grep -E '^01_collectives +extension: halving-doubling all-reduce, [0-9]+ ranks \[')
         echo "seed $seed: $line"
-        [ "$status" -eq 0 ]
+        [ "$status" -eq 1 ]   # only the extension's case is graded: its points count
         [[ "$line" == *" 0/1 "*"FAIL"* ]]
     done
 }
@@ -406,6 +419,47 @@ PY
     assert_user_error
     run t 60 $GRADE --src /nonexistent
     assert_user_error
+    run t 60 $GRADE --lab 01 --fail-under 80x
+    assert_user_error
+    run t 60 $GRADE --lab 01 --fail-under 15   # lab 01's core gives 14 points
+    assert_user_error
+    [[ "$output" == "grade: error: --fail-under 15 is more than the 14 points the graded cases give: every run would fail" ]]
+}
+
+# What --fail-under compares, and the reports written after each case: a
+# grader killed at a time limit leaves the finished cases scored, the rest
+# marked as not reached
+@test "grader: --fail-under counts the core's points; reports rewritten after each case mark the rest not reached" {
+    run python3 - "$ROOT/grader" "$BATS_TEST_TMPDIR" <<'PY'
+import json, sys, types
+sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True
+import grade, reports
+lab = grade.load_lab(f"{sys.argv[1]}/cases/01_collectives.toml")
+core = sum(c.points for c in lab.cases if not c.extension)
+assert grade.fail_under("100%", [lab]) == core - 1e-9
+assert abs(grade.fail_under("50%", [lab]) - core / 2) < 1e-6 and grade.fail_under("0", [lab]) < 0
+assert abs(grade.fail_under("7.5", [lab]) - 7.5) < 1e-6
+R = lambda c, pts: reports.Result(c.name, pts, c.points, [] if pts == c.points else ["x"], 1.0, "",
+                                  extension=c.extension)
+full = {lab.name: [R(c, 0.0 if c.extension else c.points) for c in lab.cases]}
+assert grade.scored(full) == (core, core)   # an extension lost: the core is whole
+only_ext = {lab.name: [R(c, 0.0) for c in lab.cases if c.extension]}
+assert grade.scored(only_ext)[0] == 0 and grade.scored(only_ext)[1] > 0
+args = types.SimpleNamespace(out=sys.argv[2], results=f"{sys.argv[2]}/gs/results.json", hidden=False)
+import os; os.makedirs(f"{sys.argv[2]}/gs")
+progress = grade.Progress(args, [lab])
+progress.add(lab, R(lab.cases[0], lab.cases[0].points))   # one case done, then killed
+for path in (f"{sys.argv[2]}/results.json", args.results):
+    res = json.load(open(path))
+    assert res["score"] == lab.cases[0].points and len(res["tests"]) == len(lab.cases)
+    assert [t["status"] for t in res["tests"]][:2] == ["passed", "failed"]
+    assert reports.NOT_REACHED in res["tests"][1]["output"]
+    assert f"(partial: 1 of {len(lab.cases)} cases graded so far)" in res["output"]
+assert "partial: 1 of" in open(f"{sys.argv[2]}/report.txt").read()
+print("ok")
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
 }
 
 @test "grader: --hidden or --make-references in a handout without the solutions: one clear error, before any work" {
@@ -441,18 +495,57 @@ PY
     [ "$status" -eq 0 ]
 }
 
-@test "grader: Gradescope's run_autograder grades a submission of single files into results.json" {
-    require_solution 00
-    local ag="$BATS_TEST_TMPDIR/ag"
-    mkdir -p "$ag/submission"
-    ln -s "$ROOT" "$ag/source"
-    cp "$ROOT/solutions/00_single_device/backprop.c" "$ag/submission/"
-    AUTOGRADER_ROOT="$ag" LAB=00 run t 600 bash "$ROOT/grader/gradescope/run_autograder"
+# `make gradescope`'s zip set up and run as Gradescope does: unpacked into
+# /autograder/source (simulated under a temporary root, AUTOGRADER_ROOT),
+# setup.sh run there, run_autograder copied to /autograder and run on a
+# submission of single files. To keep this test short, the unpacked kit gets
+# a copy of this tree's build, newer than its sources: setup.sh's make then
+# finds it up to date (on Gradescope it builds it).
+@test "grader: make gradescope's zip, unpacked and run as Gradescope does, grades a submission of single files into results.json" {
+    require_instructor "make gradescope runs in the instructor's tree"
+    require_solution 01
+    local ag="$BATS_TEST_TMPDIR/autograder"
+    run make -s -C "$ROOT" gradescope LAB=01
     echo "$output"
     [ "$status" -eq 0 ]
-    run python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['score'], sum(t['max_score'] for t in d['tests']))" \
-        "$ag/results/results.json"
+    [[ "$output" == "gradescope: wrote build/gradescope/autograder-01_collectives.zip ("* ]]
+    run make -s -C "$ROOT" gradescope LAB=all
+    [ "$status" -eq 2 ]
+    [[ "$output" == "gradescope: error: LAB must name one lab (a Gradescope assignment grades one), got 'all';"* ]]
+    run python3 - "$ROOT/build/gradescope/autograder-01_collectives.zip" "$ag/source" <<'PY'
+import os, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+for info in z.infolist():   # as unzip does: the files and their modes
+    os.chmod(z.extract(info, sys.argv[2]), (info.external_attr >> 16) & 0o777)
+names = set(z.namelist())
+assert {"setup.sh", "run_autograder", "Makefile", "solutions/01_collectives/collectives.c"} <= names
+assert not any(n.startswith(("grader/planted/", "build/")) for n in names)
+print("unpacked", len(names))
+PY
     echo "$output"
-    [ "${output% *}" = "${output#* }" ]
-    [ "${output% *}" != 0 ]
+    [ "$status" -eq 0 ]
+    grep -qx 'LAB=01' "$ag/source/run_autograder" && grep -qx 'LAB=01' "$ag/source/setup.sh"
+    tar -C "$ROOT" --exclude=build/sanitize --exclude=build/gpu --exclude=build/fake_gpu \
+        --exclude=build/gradescope -cf - build | tar -C "$ag/source" -xf -
+    find "$ag/source/build" -exec touch {} +
+    run t 300 bash "$ag/source/setup.sh"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    cp "$ag/source/run_autograder" "$ag/run_autograder"
+    mkdir -p "$ag/submission"
+    cp "$ROOT/solutions/01_collectives/collectives.c" "$ag/submission/"
+    AUTOGRADER_ROOT="$ag" run t 600 "$ag/run_autograder"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    run python3 - "$ag/results/results.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+best = sum(t["max_score"] for t in d["tests"])
+assert d["score"] == best > 0 and len(d["tests"]) == 16, (d["score"], best, len(d["tests"]))
+assert all(t["status"] == "passed" and t["output_format"] == "md" for t in d["tests"])
+assert d["output_format"] == "md" and isinstance(d["execution_time"], int)
+print("ok", d["score"], "points")
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
 }

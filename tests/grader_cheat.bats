@@ -58,20 +58,23 @@ all_zero() {
 # --hidden: every case scores zero (prints the grader's output; fails
 # naming what scored)
 grade_cheats() {
-    local lab=$1 variant out variants=src
+    local lab=$1 variant out variants=src rc
     [ "$lab" != 03 ] || variants="src src-ref"
     for variant in $variants; do
         out="$BATS_TEST_TMPDIR/h-$lab-$variant"
+        rc=0
         t 600 $GRADE --lab "$lab" --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
-            --out "$out" || { echo "lab $lab, $variant: the grader failed"; return 1; }
+            --out "$out" || rc=$?
+        lost_points "$rc" || { echo "lab $lab, $variant"; return 1; }
         all_zero "$out/report.txt" || { echo "lab $lab, $variant: a hidden case scored"; return 1; }
     done
     # without --hidden there is no solution's run to copy: the isolation
     # that hides them is the same for every lab, so two labs show it (one
     # replicated, one sharded) and the others' time goes to their hidden cases
     [ "$lab" = 02 ] || [ "$lab" = 03 ] || return 0
-    t 600 $GRADE --lab "$lab" --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/n-$lab" ||
-        { echo "lab $lab: the grader failed"; return 1; }
+    rc=0
+    t 600 $GRADE --lab "$lab" --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/n-$lab" || rc=$?
+    lost_points "$rc" || { echo "lab $lab"; return 1; }
     all_zero "$BATS_TEST_TMPDIR/n-$lab/report.txt" || { echo "lab $lab: a case scored"; return 1; }
 }
 
@@ -104,7 +107,7 @@ grade_cheats() {
     run t 300 $GRADE --lab 02 --case "naive" --hidden --hidden-seed 3 --isolation permissions \
         --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/p"
     echo "$output"
-    [ "$status" -eq 0 ]
+    [ "$status" -eq 1 ]
     [[ "$output" == *"grade: isolation partial: "* ]]
     [ "$(stat -c %a "$ROOT" "$ROOT/solutions")" = "$mode_before" ]
     all_zero "$BATS_TEST_TMPDIR/p/report.txt"

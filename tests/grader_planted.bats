@@ -26,8 +26,10 @@ grade_planted() {
     # lets the rest of the case run (the others keep a quarter of theirs)
     scale=0.25
     [ "$reason" != "timed out" ] || scale=0.05
+    local rc=0
     output=$(t 300 $GRADE --lab "$lab" --src "$src" --case "$case_name" --timeout-scale $scale \
-        --out "$out" 2>&1) || { echo "$name: the grader failed: $output"; return 1; }
+        --out "$out" 2>&1) || rc=$?
+    lost_points "$rc" || { echo "$name: $output"; return 1; }
     # an extension's case is named "extension: CASE" in the table
     line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name +[0-9]")
     echo "$name: $line"
@@ -59,8 +61,10 @@ grade_hidden() {
     src="$BATS_TEST_TMPDIR/src-$name"
     mkdir -p "$src" && cp -r "$ROOT/solutions/$labdir" "$src/"
     patch -s -d "$src/$labdir" -p1 < "$patch" || { echo "$name: does not apply"; return 1; }
+    local rc=0
     output=$(t 300 $GRADE --lab "$lab" --hidden --hidden-seed 7 --src "$src" --case "$case_name" \
-        --out "$BATS_TEST_TMPDIR/out-$name-7" 2>&1) || { echo "$name: the grader failed: $output"; return 1; }
+        --out "$BATS_TEST_TMPDIR/out-$name-7" 2>&1) || rc=$?
+    lost_points "$rc" || { echo "$name: $output"; return 1; }
     line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$(drawn_name "$case_name") \[")
     echo "$name, seed 7: $line"
     [[ "$line" != *" ok" ]] || { echo "$name: the case kept its points"; return 1; }

@@ -2,8 +2,8 @@
 # make handout (tools/make_handout.sh): the tree students get, checked the
 # way a student meets it: a clean clone that builds, grades, benchmarks and
 # tests itself. Two handouts, made once per file:
-#   A  RELEASED=00 HINTS=no: its contents; in a clone, the untouched lab 01
-#      scores 0 with "not implemented", then lab 01 finished (the solution
+#   A  RELEASED=00 HINTS=no: its contents; in a clone, its CI workflow's
+#      steps fail the untouched lab 01 (0/14, "not implemented"), then lab 01 finished (the solution
 #      copied into labs/) scores full and `make bench-collectives` runs it.
 #   B  RELEASED=none: later labs link the student's own lab 00 (lab 02
 #      finished, lab 00 not: lab 02 stops in lab 00's TODO), and a reduced
@@ -53,7 +53,8 @@ expected_files() {
 
 @test "handout: RELEASED=00 HINTS=no copies the tracked files but unreleased solutions, planted bugs and hints; a repository of one commit" {
     local a="$H/A"
-    diff <( (expected_files '^grader/planted/|^solutions/(0[1-9]|[1-9][0-9])_|^labs/[^/]*/HINTS\.md$'; echo START.md; echo .handout) | LC_ALL=C sort) \
+    diff <( (expected_files '^grader/planted/|^solutions/(0[1-9]|[1-9][0-9])_|^labs/[^/]*/HINTS\.md$'
+             echo START.md; echo .handout; echo .github/workflows/grade.yml) | LC_ALL=C sort) \
          <(git -C "$a" ls-files | LC_ALL=C sort)
     # the files themselves, the reference runs among them
     diff -r "$ROOT/solutions/00_single_device" "$a/solutions/00_single_device"
@@ -124,16 +125,41 @@ expected_files() {
     refused "$H/A-clone" "the references are the instructor's" references
 }
 
-@test "handout: a clean clone builds; lab 02 links lab 00's released solution; the untouched lab 01 grades 0, saying not implemented" {
-    local c="$H/A-clone"
+# The handout's CI workflow, linted, and its steps' commands run in the
+# clone as GitHub would (with LAB=01; the step that installs git and make
+# is left out: they are here): the untouched lab 01 fails the job
+@test "handout: a clean clone builds; lab 02 links lab 00's released solution; its CI workflow lints and, run, fails the untouched lab 01 with 0/14" {
+    local c="$H/A-clone" w="$H/A-clone/.github/workflows/grade.yml"
     cmp "$c/build/earlier/00_single_device/backprop.o" "$c/build/solutions/00_single_device/backprop.o"
     [ ! -e "$c/build/solutions/01_collectives" ]
-    run t 300 make -s -C "$c" grade LAB=01
+    (cd "$c" && yamllint .github/workflows/grade.yml grader/ci/gitlab-ci.yml)
+    run python3 - "$w" "$c" <<'PY'
+import os, subprocess, sys, yaml
+flow = yaml.safe_load(open(sys.argv[1]))
+assert flow["permissions"] == {"contents": "read", "checks": "write"}, flow["permissions"]
+job = flow["jobs"]["grade"]
+env = {**os.environ, **job["env"], "LAB": "01", "GITHUB_STEP_SUMMARY": f"{sys.argv[2]}/summary.md"}
+statuses = []
+for step in job["steps"]:
+    if "run" in step and not step["run"].startswith("apt-get"):
+        r = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=sys.argv[2], env=env)
+        statuses.append(r.returncode)
+    # every step after the grade runs whatever its outcome, and reads its outputs
+    if statuses and "uses" in step:
+        assert step["if"] == "always()", step
+        for path in (step["with"].get("path"), step["with"].get("report_paths")):
+            assert path is None or os.path.exists(os.path.join(sys.argv[2], path)), path
+print("statuses", *statuses)
+PY
     echo "$output"
     [ "$status" -eq 0 ]
-    [ "$(sed -n 's/^total: //p' "$c/grader/out/report.txt")" = 0/14 ]
+    [[ "$output" == *"statuses 2 0"* ]]   # make grade failed (make's 2), the summary step ran
+    [[ "$output" == *"grade: 0/14 is under --fail-under 100% (14 points): exit status 1"* ]]
+    grep -q '^total: 0/14$' "$c/summary.md"
     # the 9 cases of the core and the 7 of the two extensions, whose points stay out of total:
-    [ "$(grep -cE '^01_collectives .* 0/[0-9]+ +not implemented: ' "$c/grader/out/report.txt")" -eq 16 ]
+    [ "$(grep -cE '^01_collectives .* 0/[0-9]+ +not implemented: ' "$c/grade-out/report.txt")" -eq 16 ]
+    [ "$(grep -c '<skipped message="optional extension not attempted' "$c/grade-out/junit.xml")" -eq 7 ]
+    rm -rf "$c/grade-out" "$c/summary.md"
 }
 
 @test "handout: a finished lab scores full marks, and its benchmark runs the student's program" {
@@ -159,7 +185,7 @@ expected_files() {
     cp "$ROOT/solutions/02_ddp/ddp.c" "$c/labs/02_ddp/"
     run t 300 make -s -C "$c" grade LAB=02 GRADE_FLAGS="--case 'naive, 2 ranks'"
     echo "$output"
-    [ "$status" -eq 0 ]
+    [ "$status" -ne 0 ]
     grep -qE '^02_ddp +naive, 2 ranks +0/3 +not implemented: layernorm_backward' "$c/grader/out/report.txt"
     # the benchmark of a lab whose solution is not here, asked for: one clear error
     run t 60 make -s -C "$c" bench-ddp BENCH_COPY=solutions
@@ -202,7 +228,7 @@ expected_files() {
     run t 300 make -s -C "$c" grade LAB=01 GRADE_FLAGS="--case 'ring all-reduce, 2 ranks'"
     echo "$output"
     cp "$BATS_TEST_TMPDIR/saved.c" "$c/labs/09_checkpoint/checkpoint_shards.c"
-    [ "$status" -eq 0 ]
+    [ "$status" -ne 0 ]
     grep -qE '^01_collectives +ring all-reduce, 2 ranks +0/[0-9]+ +not implemented' "$c/grader/out/report.txt"
 }
 

@@ -204,6 +204,11 @@ is_png() {
 
 # ---- the grader (tests/grader*.bats, tests/handout.bats) ------------------
 GRADE="python3 $ROOT/grader/grade.py"
+# lost_points STATUS: the grader's exit status says points were lost (1),
+# not that it failed (2: bad input; 124: the test's time limit)
+lost_points() {
+    [ "$1" -eq 1 ] || { echo "the grader exited with status $1, not 1 (points lost)"; return 1; }
+}
 
 # total_of FILE: "got/best" from the report's last line
 total_of() { sed -n 's/^total: //p' "$1"; }

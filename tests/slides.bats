@@ -83,3 +83,34 @@ need_figures() {
     [[ "$output" == *"09_x slide 3 ('Far too long'): overflows"* ]]
     [[ "$output" != *"slide 2"* ]]
 }
+
+# pdf_pages PDF: its page count (Chromium writes each page's dictionary plainly)
+pdf_pages() { /usr/bin/python3 -c "import re,sys; print(len(re.findall(rb'/Type\s*/Page\b(?!s)', open(sys.argv[1],'rb').read())))" "$1"; }
+
+# chrome ARGS... URL: headless Chromium, as tools/check_slides.py runs it
+chrome() {
+    timeout 120 chromium --headless --no-sandbox --disable-gpu --no-first-run \
+        --user-data-dir="$BATS_TEST_TMPDIR/profile" "$@" 2> /dev/null
+}
+
+@test "slides: a deck prints one slide a page; N (or ?notes) shows the speaker notes; flags keep their double dash" {
+    command -v chromium > /dev/null || skip "chromium is not installed (apt-get install chromium): no browser to look with"
+    local kit="$BATS_TEST_TMPDIR/kit" out="$BATS_TEST_TMPDIR/out"
+    mkdir -p "$kit/slides" "$kit/tools"
+    cp "$ROOT/slides/template.html" "$kit/slides/"
+    cp "$ROOT/tools/make_slides.sh" "$ROOT/tools/slide_diagrams.py" "$kit/tools/"
+    printf -- '---\ntitle: "x"\n---\n\n## One\n\n- run with --out DIR\n\n::: notes\nAsk what --out holds.\n:::\n\n## Two\n\n- two\n\n## Three\n\n- three\n' \
+        > "$kit/slides/09_x.md"
+    t 60 bash "$kit/tools/make_slides.sh" "$out" > /dev/null
+    grep -q 'run with --out DIR' "$out/09_x.html"   # not an en dash
+    chrome --no-pdf-header-footer --print-to-pdf="$BATS_TEST_TMPDIR/x.pdf" "file://$out/09_x.html" > /dev/null
+    [ "$(pdf_pages "$BATS_TEST_TMPDIR/x.pdf")" -eq 4 ]   # the title and three slides
+    run chrome --virtual-time-budget=3000 --dump-dom "file://$out/09_x.html?notes#2"
+    [[ "$output" == *'<body class="notes-shown">'* ]]
+    [[ "$(sed -n '/<div id="notes-panel">/,/<\/div>/p' <<< "$output")" == *"Ask what --out holds."* ]]
+    # and a lab's deck, as built for the lecture
+    need_figures
+    t 300 bash "$ROOT/tools/make_slides.sh" "$SLIDES" > /dev/null
+    chrome --no-pdf-header-footer --print-to-pdf="$BATS_TEST_TMPDIR/06.pdf" "file://$SLIDES/06_pipeline.html" > /dev/null
+    [ "$(pdf_pages "$BATS_TEST_TMPDIR/06.pdf")" -eq $(($(grep -c '^## ' "$ROOT/slides/06_pipeline.md") + 1)) ]
+}

@@ -10,9 +10,11 @@
 #                       commas or spaces (00,01), "all" or "none" (the default)
 #   grader/planted/     the planted bugs that test the grader (instructors')
 #   labs/*/HINTS.md     when HINTS=no (HINTS=yes, the default, keeps them)
-# and three more files:
+# and four more files:
 #   START.md            how to start: the commands, where each lab's files are,
 #                       which solutions are released
+#   .github/workflows/grade.yml   grader/ci/github-actions.yml: CI that grades
+#                       each push (when the tree has that file)
 #   .handout            marks the tree as a handout (the Makefile, the tests
 #                       and the benchmarks read it): the released labs, the
 #                       source revision, and checksums of labs/ as handed out
@@ -134,7 +136,12 @@ released_text=${out_labs[*]:-none}
     echo "solution, or your own earlier lab while that solution is not released:"
     echo "finish lab 00 first. \`make grade LAB=NN\` runs the same cases as your"
     echo "instructor's grader, and compares with the reference runs in"
-    echo "\`grader/reference/\`."
+    echo "\`grader/reference/\`; it exits non-zero when a point is lost."
+    echo
+    echo "Pushed to GitHub, this repository grades itself on every push"
+    echo "(\`.github/workflows/grade.yml\`: set \`LAB\` there to your assignment's"
+    echo "lab): the run goes red when a point is lost, and its summary page shows"
+    echo "the points table."
     echo
     echo "Each lab's benchmark runs your program: the table in"
     echo "[docs/TESTING.md](docs/TESTING.md#benchmarks) lists each lab's \`make bench\` target."
@@ -147,6 +154,12 @@ released_text=${out_labs[*]:-none}
     echo "\`solutions/NN_name/\` directory: put it at the top of this tree as it is,"
     echo "and the next \`make\` builds it (and later labs use it)."
 } > "$dest/START.md"
+
+# ---- CI: the workflow that grades each push ---------------------------------
+if [ -f grader/ci/github-actions.yml ]; then
+    mkdir -p "$dest/.github/workflows"
+    cp grader/ci/github-actions.yml "$dest/.github/workflows/grade.yml"
+fi
 
 # ---- README.md: a pointer to START.md --------------------------------------
 if [ -f "$dest/README.md" ]; then

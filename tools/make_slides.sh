@@ -22,7 +22,7 @@ for md in "${decks[@]}"; do
     while read -r fig; do
         [ -s "$out/$fig" ] || die "$md shows $fig, which is not in $out/ (run tools/slide_figures.sh $out, or make slides)"
     done < <(grep -o '](fig/[^)]*)' "$md" | sed 's/^](//; s/)$//')
-    pandoc "$md" -f markdown -t html5 --template slides/template.html --section-divs \
+    pandoc "$md" -f markdown-smart -t html5 --template slides/template.html --section-divs \
         --mathml --self-contained --resource-path="$out" -o "$out/$name.html" \
         || die "pandoc failed on $md"
     title=$(sed -n 's/^title: *"\(.*\)"$/\1/p' "$md" | head -n 1)
@@ -42,7 +42,8 @@ th { border-bottom: 2px solid #1f3a68; }
 </style></head><body>
 <h1>Slides: distributed training, lab by lab</h1>
 <p>One deck per lab, for the lecture before it. Each file opens offline; arrows, space or a
-click move through it, and <code>#N</code> in the address opens slide N.</p>
+click move through it, <code>#N</code> in the address opens slide N, and the key N shows the
+speaker notes. Printed (to PDF), a deck is one slide a page.</p>
 <table><tr><th>deck</th><th>slides</th><th>lab</th></tr>
 $rows</table>
 </body></html>

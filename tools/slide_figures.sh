@@ -24,12 +24,23 @@ quick=${SLIDES_QUICK:-0}
 [[ "$quick" =~ ^[01]$ ]] || die "SLIDES_QUICK must be 0 or 1, got '$quick'"
 mkdir -p "$out"/fig/{00,01,02,03,04,05,06,07} "$out/runs"
 
+# part WHAT: announce the next part (the one before it ends, with its time):
+# a rerun of every benchmark takes minutes, and says where it is
+parts=11 part_no=0 part_start=$SECONDS run_start=$SECONDS
+part() {
+    [ "$part_no" -eq 0 ] || echo "slides: ... $((SECONDS - part_start)) s"
+    part_no=$((part_no + 1)) part_start=$SECONDS
+    [ -z "${1:-}" ] || echo "slides: [$part_no/$parts] $1"
+}
+echo "slides: drawing the decks' figures: each lab's benchmark runs once$([ "$quick" = 1 ] && echo " (SLIDES_QUICK: short runs)")"
+
 # copy SRC DST: a benchmark's chart into the decks' figures, or die naming it
 copy() {
     [ -s "$1" ] || die "the benchmark wrote no $1"
     cp "$1" "$2"
 }
 
+part "lab 00: train_gpt's loss curve (tiny) and --profile roofline (small)"
 train=$(bench_program 00_single_device train_gpt)
 steps=$([ "$quick" = 1 ] && echo 60 || echo 300)
 "$train" --config tiny --steps "$steps" --eval-every 20 --threads 2 --out "$out/runs/00-tiny" > /dev/null
@@ -43,31 +54,38 @@ copy "$out/runs/00-small-profile/roofline.png" "$out/fig/00/roofline-small.png"
 if [ "$quick" = 1 ]; then
     export BENCH_MAX=1M BENCH_STEPS=6 BENCH_SIZES="0.01 0.25" BENCH_CONFIG=tiny
 fi
+part "lab 01: bench/collectives.sh (all-reduce bus bandwidth, 2 and 4 ranks)"
 bash bench/collectives.sh > "$out/runs/bench-collectives.log"
 for np in 2 4; do
     copy "runs/01_collectives-allreduce-np$np/busbw.png" "$out/fig/01/busbw-np$np.png"
 done
+part "lab 02: bench/ddp.sh (bucket sizes, naive and overlapped timelines)"
 bash bench/ddp.sh > "$out/runs/bench-ddp.log"
 for f in bucket_sweep timeline-naive timeline-overlapped; do
     copy "runs/02_ddp-bench/$f.png" "$out/fig/02/$f.png"
 done
+part "lab 03: bench/zero.sh (memory and traffic per ZeRO stage)"
 BENCH_OUT="$out/runs/03_zero-bench" bash bench/zero.sh > "$out/runs/bench-zero.log"
 for f in memory comm; do
     copy "$out/runs/03_zero-bench/$f.png" "$out/fig/03/$f.png"
 done
+part "lab 04: bench/tp.sh"
 BENCH_OUT="$out/runs/04_tensor_parallel-bench" bash bench/tp.sh > "$out/runs/bench-tp.log"
 for f in memory comm step_time; do
     copy "$out/runs/04_tensor_parallel-bench/$f.png" "$out/fig/04/$f.png"
 done
+part "lab 05: bench/act.sh (activation memory, recomputation)"
 BENCH_OUT="$out/runs/05_activation_memory-bench" bash bench/act.sh > "$out/runs/bench-act.log"
 for f in memory step_time seq; do
     copy "$out/runs/05_activation_memory-bench/$f.png" "$out/fig/05/$f.png"
 done
+part "lab 05: bench/attention.sh (materialized and fused attention)"
 attention=()
 [ "$quick" = 0 ] || attention=(BENCH_SEQS="64 128 256" BENCH_REPS=1 BENCH_TRAIN_SEQS="64 128")
 env "${attention[@]}" BENCH_OUT="$out/runs/attention-bench" bash bench/attention.sh \
     > "$out/runs/bench-attention.log"
 copy "$out/runs/attention-bench/attention.png" "$out/fig/05/attention.png"
+part "lab 06: pipeline_schedule's simulated Gantt charts, then a measured 1F1B step"
 # lab 06: the simulator's timelines (no run: they are the same every time)
 sched=$(bench_program 06_pipeline pipeline_schedule)
 for s in gpipe 1f1b "interleaved -v 2 --forward 0.5 --backward 1" zb-h1; do
@@ -86,6 +104,7 @@ bash tools/plot_pipeline.sh "$out/runs/06-train-1f1b/pipeline.csv" "$out/fig/06/
     "tiny, pp 2, 1F1B, m 4: the last step as measured (seconds)" > /dev/null
 bash tools/plot_pipeline.sh "$out/runs/06-train-1f1b/pipeline_sim.csv" "$out/fig/06/simulated-1f1b.png" \
     "the same schedule simulated with the measured mean costs" > /dev/null
+part "lab 07: train_cp's ring and zigzag timelines"
 # lab 07: the ring's causal imbalance and zigzag's balance, as timed (2
 # ranks, one core each: the waits mean something)
 for a in ring zigzag; do
@@ -95,6 +114,7 @@ for a in ring zigzag; do
     bash tools/plot_cp_timeline.sh "$out/runs/07-$a" "$out/fig/07/timeline-$a.png" \
         "tiny, cp 2, Tg 256, $a: one step" > /dev/null
 done
+part "lab 10: the tour (make tour: 10 layouts of train_4d)"
 # lab 10: the tour (tools/tour.sh: one model in 10 layouts of the composed
 # trainer and on one device: the losses overlaid, the busiest rank's memory,
 # the bytes per group), then ZeRO-1 over dp x cp against replicated states in
@@ -105,6 +125,7 @@ TOUR_OUT="$out/runs/10-tour" TOUR_STEPS="$([ "$quick" = 1 ] && echo 20 || echo 1
 for f in losses memory traffic; do
     copy "$out/runs/10-tour/$f.png" "$out/fig/10/tour-$f.png"
 done
+part "lab 10: train_4d's memory with and without ZeRO-1 (8 ranks)"
 LIMIT=300
 t4d=$(bench_program 10_composed train_4d)
 z1="$out/runs/10-zero1.dat"
@@ -125,4 +146,5 @@ for entry in "dp 2 x tp 2 x pp 2|--dp 2 --tp 2 --pp 2" \
 done
 bash tools/plot_stacked_bars.sh "$out/fig/10/zero1.png" "$z1" 7 MB \
     "The busiest rank's peak memory (tiny, 8 ranks): replicated states, then ZeRO-1 over dp x cp"
-echo "slides: figures in $out/fig/ (benchmark logs in $out/runs/)"
+part
+echo "slides: figures in $out/fig/ after $((SECONDS - run_start)) s (benchmark logs in $out/runs/)"
