@@ -3,15 +3,20 @@
  * For each buffer size S (bytes of the whole buffer, doubling from --min-bytes
  * to --max-bytes) and each implementation (the lab's, comm.h's library):
  *   1. run once on known inputs and check the result (wrong code is not timed);
- *   2. run a few warm-up iterations, then a barrier, then `iters` timed ones;
- *      t = the slowest rank's mean time per iteration;
+ *   2. run a few warm-up iterations, then REPEATS blocks of about iters /
+ *      REPEATS timed ones, each after a barrier; a block's time is the
+ *      slowest rank's mean per iteration, and t is the median block (one
+ *      descheduled block cannot move it), with the fastest and slowest
+ *      blocks as its spread;
  *   3. algbw = S / t and busbw = algbw * factor, decimal GB/s, the factor
  *      (nccl-tests, doc/PERFORMANCE.md) making busbw comparable with a link's
  *      bandwidth whatever p is:
  *        allreduce (all four: ring, tree, halving, hierarchical) 2(p-1)/p;
  *        reduce_scatter, allgather, alltoall (p-1)/p; broadcast 1.
  * Out of place, float32, sum, root 0. Rank 0 prints a table and writes
- * DIR/busbw.csv (size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps) and
+ * DIR/busbw.csv (size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps,
+ * busbw_lo_GBps,busbw_hi_GBps: the median block's, then the slowest and
+ * the fastest block's) and
  * DIR/run.json (the options, the memcpy ceiling and the fits below).
  *
  * The alpha-beta fit. Each op's time is modelled in the form of the lab's
@@ -56,6 +61,7 @@
 #define MEMCPY_BYTES ((size_t)64 << 20)
 #define MAX_BYTES ((size_t)1 << 30)
 #define MAX_SIZES 40
+#define REPEATS 5  /* timed blocks per size and implementation: the median and the spread */
 
 typedef enum { BENCH_ALLREDUCE, BENCH_REDUCE_SCATTER, BENCH_ALLGATHER, BENCH_BROADCAST,
                BENCH_ALLTOALL, BENCH_TREE_ALLREDUCE, BENCH_HALVING_ALLREDUCE,
@@ -213,16 +219,32 @@ static size_t wrong_elements(Comm *c, BenchOp op, Impl impl, float *send, float 
     return wrong;
 }
 
-/* Slowest rank's mean seconds per call over iters calls, after warmup. */
-static double time_op(Comm *c, BenchOp op, Impl impl, float *send, float *recv, size_t n,
+/* Seconds per call: the median, fastest and slowest of the blocks */
+typedef struct {
+    double median, fastest, slowest;
+} Timing;
+
+static int by_seconds(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* REPEATS blocks of iters / REPEATS calls (at least one), after warmup:
+ * each block the slowest rank's mean seconds per call */
+static Timing time_op(Comm *c, BenchOp op, Impl impl, float *send, float *recv, size_t n,
                       int warmup, int iters) {
     for (int i = 0; i < warmup; i++) run_op(c, op, impl, send, recv, n);
-    comm_barrier(c);
-    double t0 = MPI_Wtime();
-    for (int i = 0; i < iters; i++) run_op(c, op, impl, send, recv, n);
-    double mean = (MPI_Wtime() - t0) / iters, slowest;
-    MPI_CHECK(MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, c->mpi));
-    return slowest;
+    const int per_block = iters / REPEATS > 0 ? iters / REPEATS : 1;
+    double blocks[REPEATS];
+    for (int r = 0; r < REPEATS; r++) {
+        comm_barrier(c);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < per_block; i++) run_op(c, op, impl, send, recv, n);
+        double mean = (MPI_Wtime() - t0) / per_block;
+        MPI_CHECK(MPI_Allreduce(&mean, &blocks[r], 1, MPI_DOUBLE, MPI_MAX, c->mpi));
+    }
+    qsort(blocks, REPEATS, sizeof *blocks, by_seconds);
+    return (Timing){blocks[REPEATS / 2], blocks[0], blocks[REPEATS - 1]};
 }
 
 /* One core copying MEMCPY_BYTES: the best of 5 copies, in GB/s of data copied.
@@ -248,7 +270,8 @@ static double memcpy_gbps(void) {
 typedef struct {
     size_t bytes, count;
     Impl impl;
-    double seconds;
+    double seconds;  /* the median block's */
+    Timing spread;
 } Row;
 
 /* Least squares of t = a + b S on relative errors: minimize
@@ -304,11 +327,13 @@ static void write_outputs(const char *dir, BenchOp op, int p, const char *impl_a
     make_dirs(dir);
     snprintf(path, sizeof path, "%s/busbw.csv", dir);
     FILE *f = atomic_open(&af, path);
-    fprintf(f, "size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps\n");
+    fprintf(f, "size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps,busbw_lo_GBps,busbw_hi_GBps\n");
     for (int i = 0; i < num_rows; i++) {
-        double algbw = rows[i].bytes / rows[i].seconds / 1e9;
-        fprintf(f, "%zu,%zu,%s,%.3f,%.6g,%.6g\n", rows[i].bytes, rows[i].count,
-                g_impl_names[rows[i].impl], rows[i].seconds * 1e6, algbw, algbw * busbw_factor(op, p));
+        const Row *r = &rows[i];
+        const double algbw = r->bytes / r->seconds / 1e9, k = busbw_factor(op, p) * r->bytes / 1e9;
+        fprintf(f, "%zu,%zu,%s,%.3f,%.6g,%.6g,%.6g,%.6g\n", r->bytes, r->count,
+                g_impl_names[r->impl], r->seconds * 1e6, algbw, algbw * busbw_factor(op, p),
+                k / r->spread.slowest, k / r->spread.fastest);
     }
     atomic_commit(&af);
 
@@ -316,9 +341,9 @@ static void write_outputs(const char *dir, BenchOp op, int p, const char *impl_a
     f = atomic_open(&af, path);
     fprintf(f, "{\n  \"program\": \"bench_collectives\",\n  \"op\": \"%s\",\n  \"ranks\": %d,\n"
                "  \"impl\": \"%s\",\n  \"dtype\": \"float32\",\n  \"min_bytes\": %zu,\n"
-               "  \"max_bytes\": %zu,\n  \"warmup\": %d,\n  \"iters\": %d,\n"
+               "  \"max_bytes\": %zu,\n  \"warmup\": %d,\n  \"iters\": %d,\n  \"repeats\": %d,\n"
                "  \"busbw_factor\": %.6f,\n  \"memcpy_GBps\": %.3f,\n  \"model\": \"%s\"",
-            g_ops[op].name, p, impl_arg, min_bytes, max_bytes, warmup, iters,
+            g_ops[op].name, p, impl_arg, min_bytes, max_bytes, warmup, iters, REPEATS,
             busbw_factor(op, p), memcpy_bw, g_ops[op].model);
     if (g_node) fprintf(f, ",\n  \"nodes\": %d,\n  \"ranks_per_node\": %d", nodes, g_node->size);
     for (int impl = 0; impl < IMPL_NUM; impl++)
@@ -356,7 +381,8 @@ static void print_usage(void) {
            "  --min-bytes S    smallest buffer (default 1K; suffixes K, M, G)\n"
            "  --max-bytes S    largest buffer (default 64M); sizes double in between\n"
            "  --warmup N       untimed runs per size (default 5)\n"
-           "  --iters N        timed runs per size (default 40; fewer from 16M, at least 2)\n"
+           "  --iters N        timed runs per size, in 5 blocks whose median is reported\n"
+           "                   (default 40; fewer from 16M, at least one a block)\n"
            "  --out DIR        busbw.csv and run.json (default runs/01_collectives-OP-npP)\n"
            "  --ranks-per-node K  hierarchical_allreduce's nodes: K consecutive ranks each\n"
            "                   (default: the machine's nodes, the ranks sharing memory)\n"
@@ -508,8 +534,8 @@ static int sweep(Comm *c, const Options *o, const Buffers *b, Row *rows, int *nu
         const int size_warmup = o->warmup < size_iters ? o->warmup : size_iters;
         for (int impl = o->first_impl; impl <= o->last_impl; impl++) {
             if (!right_everywhere(c, o, (Impl)impl, b, n)) return 1;
-            double t = time_op(c, o->op, (Impl)impl, b->send, b->recv, n, size_warmup, size_iters);
-            rows[*num_rows] = (Row){real_bytes, n, (Impl)impl, t};
+            Timing t = time_op(c, o->op, (Impl)impl, b->send, b->recv, n, size_warmup, size_iters);
+            rows[*num_rows] = (Row){real_bytes, n, (Impl)impl, t.median, t};
             if (c->rank == 0) print_row(o->op, c->size, &rows[*num_rows]);
             (*num_rows)++;
         }

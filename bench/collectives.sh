@@ -50,7 +50,7 @@ for np in $RANKS; do
     echo "bench-collectives: mpirun -np $np $BENCH --op allreduce --impl both --max-bytes $MAX --out $out"
     timeout --kill-after=10 "$LIMIT" mpirun --oversubscribe -np "$np" "$BENCH" --op allreduce \
         --impl both --max-bytes "$MAX" --out "$out" || die "bench_collectives failed on $np ranks"
-    bash tools/plot_busbw.sh "$out" "ring all-reduce vs library, $np ranks (float32)"
+    bash tools/plot_busbw.sh "$out" "ring all-reduce vs library, $np ranks (float32): medians of 5 timed blocks, bars from the slowest to the fastest"
     student=$(busbw_at_largest "$out/busbw.csv" student) || die "no student rows in $out/busbw.csv"
     library=$(busbw_at_largest "$out/busbw.csv" library) || die "no library rows in $out/busbw.csv"
     ratio=$(awk -v a="$student" -v b="$library" 'BEGIN { printf "%.2f", a / b }')

@@ -52,6 +52,15 @@ middle_value() {
     sort -g | awk '{ v[++n] = $1 } END { if (!n) exit 1; printf "%.2f\n", (v[int((n + 1) / 2)] + v[int(n / 2) + 1]) / 2 }'
 }
 
+# The lower quartile, the median and the upper quartile of the numbers on
+# stdin, one line "Q1 MEDIAN Q3" (the spread a chart draws around a median:
+# one slow step widens it, it cannot move the median); status 1 when none
+quartiles() {
+    sort -g | awk '
+        function at(q,   x, i) { x = 1 + q * (n - 1); i = int(x); return v[i] + (x - i) * (v[i + 1 > n ? n : i + 1] - v[i]) }
+        { v[++n] = $1 } END { if (!n) exit 1; printf "%.2f %.2f %.2f\n", at(0.25), at(0.5), at(0.75) }'
+}
+
 # Median of column COLUMN of DIR/metrics.csv over the steps from SKIP on:
 # median_column DIR COLUMN.
 median_column() {
@@ -60,6 +69,12 @@ median_column() {
 }
 
 median_step_ms() { median_column "$1" step_ms; }
+
+# step_quartiles_ms DIR: "Q1 MEDIAN Q3" of DIR/metrics.csv's step_ms from SKIP on
+step_quartiles_ms() {
+    awk -F, -v skip="$SKIP" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "step_ms") c = i; next }
+        c && $1 >= skip { print $c }' "$1/metrics.csv" | quartiles
+}
 
 
 # run_ranks NP DIR PROG ARGS...: PROG ARGS --out DIR on NP ranks (more than

@@ -20,6 +20,9 @@
 #            backward pass LAST. That rank waits for no one, so its wait is
 #            communication alone: the part the backward pass did not hide.
 #            Median over the steps.
+# bucket_sweep.csv keeps, besides each median, the lower and upper quartiles
+# over the steps (step_q1_ms, step_q3_ms, exposed_q1_ms, exposed_q3_ms): the
+# chart's bars, so a difference inside them is read as noise.
 # hidden = 1 - exposed(overlapped) / exposed(bucketed), same bucket size:
 #   bucketed starts communicating only after the backward pass, so its
 #   exposed time is all the communication; overlapped hides the rest.
@@ -59,11 +62,12 @@ command -v gnuplot > /dev/null || die "gnuplot not installed (apt-get install gn
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMP_NUM_THREADS=1
 
-# Median exposed communication (ms) of DIR/trace.csv, as defined above. A
+# Exposed communication (ms) of DIR/trace.csv, as defined above, its
+# quartiles "Q1 MEDIAN Q3" over the steps. A
 # step of rank r runs from the end of its previous optimizer event to the end
 # of its own; within it, the wait is the last dp-group event's end minus the
 # last backward event's end (0 if the communication finished first).
-median_exposed_ms() {
+exposed_quartiles_ms() {
     awk -F, -v skip="$SKIP" '
         NR == 1 { next }
         { n++; rank[n] = $1 + 0; cat[n] = $2; name[n] = $3; group[n] = $4; stop[n] = $6 + 0
@@ -87,14 +91,15 @@ median_exposed_ms() {
                 }
                 print least * 1e3
             }
-        }' "$1/trace.csv" | middle_value
+        }' "$1/trace.csv" | quartiles
 }
 
 # run_case MODE [MB]: train into $OUT/MODE-MB ($OUT/naive: naive has no
-# buckets), then append MODE,MB,buckets,mean step,median step,wait,exposed to
+# buckets), then append MODE,MB,buckets,mean step,median step,wait,exposed
+# (the median), then the quartiles of the step and of the exposed wait, to
 # the CSV (MB "NA" for naive).
 run_case() {
-    local mode=$1 mb=${2:-NA} dir log line buckets mean wait median exposed
+    local mode=$1 mb=${2:-NA} dir log line buckets mean wait median exposed sq1 sq3 eq1 eq3
     local args=(--ddp "$mode" --config small --steps "$STEPS" --threads 1 --eval-every 0)
     if [ "$mode" = naive ]; then
         dir=$OUT/naive
@@ -111,13 +116,13 @@ run_case() {
     else buckets=$(sed 's/.*, \([0-9]*\) tensors.*/\1/' <<< "$line"); fi  # naive: one per tensor
     line=$(grep -m 1 'mean step .* ms waiting for gradients' "$log") || die "no summary line in $log"
     read -r mean wait < <(sed 's/.*mean step \([0-9.]*\) ms, of which \([0-9.]*\) ms.*/\1 \2/' <<< "$line")
-    median=$(median_step_ms "$dir") || die "no timed steps in $dir/metrics.csv"
-    exposed=$(median_exposed_ms "$dir") || die "no steps to measure in $dir/trace.csv"
-    echo "$mode,$mb,$buckets,$mean,$median,$wait,$exposed" >> "$CSV"
+    read -r sq1 median sq3 < <(step_quartiles_ms "$dir") || die "no timed steps in $dir/metrics.csv"
+    read -r eq1 exposed eq3 < <(exposed_quartiles_ms "$dir") || die "no steps to measure in $dir/trace.csv"
+    echo "$mode,$mb,$buckets,$mean,$median,$wait,$exposed,$sq1,$sq3,$eq1,$eq3" >> "$CSV"
 }
 
 mkdir -p "$OUT"
-echo "mode,bucket_mb,buckets,mean_step_ms,median_step_ms,wait_ms,exposed_ms" > "$CSV"
+echo "mode,bucket_mb,buckets,mean_step_ms,median_step_ms,wait_ms,exposed_ms,step_q1_ms,step_q3_ms,exposed_q1_ms,exposed_q3_ms" > "$CSV"
 run_case naive
 for mb in $SIZES; do
     run_case bucketed "$mb"
@@ -134,7 +139,7 @@ naive_exposed=$(field naive NA 7)
 xtics=$(awk -F, '$1 == "overlapped" { printf "%s\"%s\\n(%s)\" %s", sep, $2, $3, $2; sep = ", " }' "$CSV")
 xmarks=$(awk -F, '$1 == "overlapped" { printf "%s\"\" %s", sep, $2; sep = ", " }' "$CSV")
 read -r xlo xhi ymax < <(awk -F, 'NR > 1 { if ($1 != "naive") { b = $2 + 0; if (!lo || b < lo) lo = b; if (b > hi) hi = b }
-        if ($7 + 0 > top) top = $7 + 0 }
+        if ($11 + 0 > top) top = $11 + 0 }
     END { printf "%g %g %g\n", lo / 2, hi * 2, 1.5 * top }' "$CSV")
 gnuplot <<EOF_GP
 set terminal pngcairo size 1000,760 font ",11" noenhanced
@@ -147,12 +152,14 @@ set grid
 # the same margins in both charts, so that their x axes line up
 set lmargin 10
 set rmargin 3
-set multiplot layout 2,1 title "DDP on 2 ranks (small config, 1 thread each): bucket size sweep, medians over steps $SKIP..$((STEPS - 1))"
+set multiplot layout 2,1 title "DDP on 2 ranks (small config, 1 thread each): bucket size sweep, medians over steps $SKIP..$((STEPS - 1)), bars from the lower to the upper quartile"
 set xtics ($xmarks)
 set ylabel "step time (ms, median)"
 set yrange [0:*]
 set key bottom right opaque
-plot "$CSV" using 2:(strcol(1) eq "bucketed" ? \$5 : NaN) with linespoints pt 7 ps 1 lw 2 lc rgb "#1f77b4" title "bucketed", \\
+plot "$CSV" using 2:(strcol(1) eq "bucketed" ? \$5 : NaN):8:9 with yerrorbars pt -1 lc rgb "#1f77b4" notitle, \\
+     "$CSV" using 2:(strcol(1) eq "overlapped" ? \$5 : NaN):8:9 with yerrorbars pt -1 lc rgb "#d62728" notitle, \\
+     "$CSV" using 2:(strcol(1) eq "bucketed" ? \$5 : NaN) with linespoints pt 7 ps 1 lw 2 lc rgb "#1f77b4" title "bucketed", \\
      "$CSV" using 2:(strcol(1) eq "overlapped" ? \$5 : NaN) with linespoints pt 5 ps 1 lw 2 lc rgb "#d62728" title "overlapped", \\
      $naive_median with lines dt 2 lw 1.5 lc rgb "#555555" title "naive (one all-reduce per tensor)"
 set xtics ($xtics)
@@ -161,7 +168,9 @@ set bmargin 4.5
 set ylabel "exposed communication (ms, median)"
 set yrange [0:$ymax]
 set key top left opaque
-plot "$CSV" using 2:(strcol(1) eq "bucketed" ? \$7 : NaN) with linespoints pt 7 ps 1 lw 2 lc rgb "#1f77b4" title "bucketed: all of the communication is exposed", \\
+plot "$CSV" using 2:(strcol(1) eq "bucketed" ? \$7 : NaN):10:11 with yerrorbars pt -1 lc rgb "#1f77b4" notitle, \\
+     "$CSV" using 2:(strcol(1) eq "overlapped" ? \$7 : NaN):10:11 with yerrorbars pt -1 lc rgb "#d62728" notitle, \\
+     "$CSV" using 2:(strcol(1) eq "bucketed" ? \$7 : NaN) with linespoints pt 7 ps 1 lw 2 lc rgb "#1f77b4" title "bucketed: all of the communication is exposed", \\
      "$CSV" using 2:(strcol(1) eq "overlapped" ? \$7 : NaN) with linespoints pt 5 ps 1 lw 2 lc rgb "#d62728" title "overlapped: what the backward pass did not hide", \\
      $naive_exposed with lines dt 2 lw 1.5 lc rgb "#555555" title "naive"
 unset multiplot

@@ -188,7 +188,9 @@ HALVING='/^void halving_doubling_allreduce/,/^}/'
     [[ "$output" == *"size_bytes"*"count"*"impl"*"time_us"*"algbw_GBps"*"busbw_GBps"* ]]
     [[ "$output" == *"memcpy ceiling"*"GB/s"* ]]
     [[ "$output" == *"student: alpha = "*" us, 1/beta = "*" GB/s"* ]]
-    [ "$(head -n 1 "$out/busbw.csv")" = "size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps" ]
+    [ "$(head -n 1 "$out/busbw.csv")" = "size_bytes,count,impl,time_us,algbw_GBps,busbw_GBps,busbw_lo_GBps,busbw_hi_GBps" ]
+    # the median block between the slowest and the fastest
+    awk -F, 'NR > 1 && !($7 <= $6 && $6 <= $8) { bad = 1 } END { exit bad }' "$out/busbw.csv"
     # 4 sizes (1K, 2K, 4K, 8K) x 2 implementations
     [ "$(tail -n +2 "$out/busbw.csv" | wc -l)" -eq 8 ]
     for size in 1024 2048 4096 8192; do

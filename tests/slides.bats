@@ -43,6 +43,38 @@ need_figures() {
     done
 }
 
+# Every time or rate a slide states is this build's (a {{key}} filled from
+# the runs its charts come from) or labelled with its source
+@test "slides: no slide states an unsourced measurement; {{key}} is filled from this build's runs" {
+    need_figures
+    t 300 bash "$ROOT/tools/make_slides.sh" "$SLIDES" > /dev/null
+    run /usr/bin/python3 "$ROOT/tools/check_slide_numbers.py" "$SLIDES"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # deck 01's measured slide shows the values of the run its chart was drawn from
+    local ring
+    ring=$(sed -n 's/^01.np2.student.largest=//p' "$SLIDES/fig/values.txt")
+    [ -n "$ring" ]
+    grep -q "ring <span class=\"measured\">$ring</span> GB/s" "$SLIDES/01_collectives.html"
+    # a bare figure, a key with no value: each named
+    mkdir -p "$BATS_TEST_TMPDIR/kit/slides" "$BATS_TEST_TMPDIR/kit/tools" "$BATS_TEST_TMPDIR/out/fig"
+    cp "$ROOT/slides/template.html" "$BATS_TEST_TMPDIR/kit/slides/"
+    cp "$ROOT/tools/make_slides.sh" "$ROOT/tools/slide_diagrams.py" "$BATS_TEST_TMPDIR/kit/tools/"
+    echo "09.busbw=4.2" > "$BATS_TEST_TMPDIR/out/fig/values.txt"
+    printf -- '---\ntitle: "x"\n---\n\n## Ours\n\n- {{09.busbw}} GB/s\n\n## Theirs\n\n- 3.34 GB/s in `12 ms`\n\n## Labelled\n\n- 3.34 GB/s [(a VM, 2026)]{.source}\n' \
+        > "$BATS_TEST_TMPDIR/kit/slides/09_x.md"
+    t 60 bash "$BATS_TEST_TMPDIR/kit/tools/make_slides.sh" "$BATS_TEST_TMPDIR/out" > /dev/null
+    run /usr/bin/python3 "$ROOT/tools/check_slide_numbers.py" "$BATS_TEST_TMPDIR/out"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [ "$(grep -c "^09_x slide" <<< "$output")" -eq 1 ]
+    [[ "$output" == *"09_x slide 3 ('Theirs'): 3.34 GB/s: neither this build's measurement"* ]]
+    sed -i 's/09.busbw/09.missing/' "$BATS_TEST_TMPDIR/kit/slides/09_x.md"
+    run t 60 bash "$BATS_TEST_TMPDIR/kit/tools/make_slides.sh" "$BATS_TEST_TMPDIR/out"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"slides/09_x.md uses {{09.missing}}, which $BATS_TEST_TMPDIR/out/fig/values.txt does not have"* ]]
+}
+
 @test "slides: a deck showing a figure that was not made is one clear error" {
     mkdir -p "$BATS_TEST_TMPDIR/kit/slides" "$BATS_TEST_TMPDIR/kit/tools"
     cp "$ROOT/slides/template.html" "$BATS_TEST_TMPDIR/kit/slides/"

@@ -5,6 +5,12 @@
 # template (slides/template.html); formulas as MathML, images inlined from
 # OUT_DIR/fig/ (tools/slide_figures.sh makes the charts, tools/slide_diagrams.py
 # draws the diagrams, as SVG, every time): each file opens offline.
+#
+# A deck's measured numbers are the build's: {{key}} in a deck is replaced
+# by the value slide_figures.sh wrote for key into OUT_DIR/fig/values.txt
+# (key=value lines, from the same runs the charts are drawn from), as a
+# span of class "measured". A number from elsewhere sits on a slide that
+# says where, [...]{.source} (tools/check_slide_numbers.py checks both).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:-build/slides}
@@ -14,6 +20,21 @@ mkdir -p "$out"
 /usr/bin/python3 tools/slide_diagrams.py "$out" || die "tools/slide_diagrams.py failed"
 decks=(slides/[0-9][0-9]_*.md)
 [ -e "${decks[0]}" ] || die "no slides/NN_name.md"
+# fill MD: the deck with its {{key}} placeholders replaced from values.txt,
+# on stdout; a key without a value is one error line naming it
+values="$out/fig/values.txt"
+fill() {
+    awk -v vals="$values" -v md="$1" '
+        BEGIN { while ((getline line < vals) > 0) { i = index(line, "=")
+                    if (i) v[substr(line, 1, i - 1)] = substr(line, i + 1) } }
+        { rest = $0; done = ""
+          while (match(rest, /[{][{][A-Za-z0-9_.]+[}][}]/)) {
+              key = substr(rest, RSTART + 2, RLENGTH - 4)
+              if (!(key in v)) { print key; exit 1 }
+              done = done substr(rest, 1, RSTART - 1) "[" v[key] "]{.measured}"
+              rest = substr(rest, RSTART + RLENGTH) }
+          print done rest }' "$1"
+}
 rows=""
 for md in "${decks[@]}"; do
     name=$(basename "$md" .md)
@@ -22,8 +43,9 @@ for md in "${decks[@]}"; do
     while read -r fig; do
         [ -s "$out/$fig" ] || die "$md shows $fig, which is not in $out/ (run tools/slide_figures.sh $out, or make slides)"
     done < <(grep -o '](fig/[^)]*)' "$md" | sed 's/^](//; s/)$//')
-    pandoc "$md" -f markdown-smart -t html5 --template slides/template.html --section-divs \
-        --mathml --self-contained --resource-path="$out" -o "$out/$name.html" \
+    filled=$(fill "$md") || die "$md uses {{$(tail -n 1 <<< "$filled")}}, which $values does not have (run tools/slide_figures.sh $out, or make slide-figures)"
+    pandoc -f markdown-smart -t html5 --template slides/template.html --section-divs \
+        --mathml --self-contained --resource-path="$out" -o "$out/$name.html" <<< "$filled" \
         || die "pandoc failed on $md"
     title=$(sed -n 's/^title: *"\(.*\)"$/\1/p' "$md" | head -n 1)
     slides=$(grep -c '^## ' "$md")

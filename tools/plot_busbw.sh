@@ -2,7 +2,8 @@
 # plot_busbw.sh DIR [TITLE]: draw DIR/busbw.csv (bench_collectives) as bus
 # bandwidth against buffer size, one line per implementation, into
 # DIR/busbw.png (gnuplot, PNG), with the memcpy ceiling from DIR/run.json
-# when there.
+# when there. A point is the median of the timed blocks; its bar spans the
+# slowest and the fastest block (the CSV's busbw_lo_GBps, busbw_hi_GBps).
 set -euo pipefail
 dir=${1:?usage: plot_busbw.sh DIR [TITLE]}
 csv="$dir/busbw.csv"
@@ -15,7 +16,10 @@ ranks=$(json_value ranks)
 memcpy=$(json_value memcpy_GBps)
 title=${2:-"${op:-collective} on ${ranks:-?} ranks: bus bandwidth"}
 
-# one "plot" clause per implementation present in the CSV, in a fixed colour
+# one "plot" clause per implementation present in the CSV, in a fixed colour,
+# and its spread as error bars when the CSV has it
+spread=0
+head -n 1 "$csv" | grep -q ',busbw_hi_GBps' && spread=1
 plots=""
 for impl in student library; do
     grep -q ",$impl," "$csv" || continue
@@ -23,13 +27,16 @@ for impl in student library; do
         student) color="#d62728"; label="student (collectives.c)" ;;
         library) color="#1f77b4"; label="library (comm.h, MPI)" ;;
     esac
+    [ "$spread" = 0 ] ||
+        plots+="${plots:+, }\"$csv\" using 1:(strcol(3) eq \"$impl\" ? \$6 : NaN):7:8 with yerrorbars pt -1 lw 1 lc rgb \"$color\" notitle"
     plots+="${plots:+, }\"$csv\" using 1:(strcol(3) eq \"$impl\" ? \$6 : NaN) with linespoints pt 7 ps 0.9 lw 2 lc rgb \"$color\" title \"$label\""
 done
 [ -n "$plots" ] || { echo "plot_busbw: no student or library rows in $csv" >&2; exit 2; }
 # x tics from the smallest size up, every factor of 4 (2 over a short sweep),
 # labelled 1K, 4K, ... 64M, a little room on both sides; top = highest busbw
 read -r xlo xhi top xtics < <(awk -F, '
-    NR > 1 { s = $1 + 0; if (!lo || s < lo) lo = s; if (s > hi) hi = s; if ($6 + 0 > top) top = $6 + 0 }
+    NR > 1 { s = $1 + 0; if (!lo || s < lo) lo = s; if (s > hi) hi = s
+             y = NF >= 8 ? $8 + 0 : $6 + 0; if (y > top) top = y }
     END { printf "%g %g %g ", lo / 1.3, hi * 1.3, top
           for (t = lo; t <= hi; t *= (hi / lo >= 64 ? 4 : 2)) {
               if (t >= 1073741824) l = t / 1073741824 "G"

@@ -7,8 +7,9 @@
 #   rank,index,label,kind,micro,chunk,start,end
 # one row per op of a rank's list (index: its position there), kind as
 # schedule.h's pipe_op_kind_name: forward, backward, backward-input,
-# backward-weight (drawn, each in its colour, labelled with the micro-batch,
-# or micro-batch.chunk when some op has a chunk above 0) and send-act,
+# backward-weight (drawn, each in its colour, labelled with its letter and
+# micro-batch, F3, or micro-batch.chunk, F3.1, when some op has a chunk
+# above 0) and send-act,
 # recv-act, send-grad, recv-grad (messages: not drawn). The bubble is the
 # white space between the bars. Bad input: one error line, exit status 2.
 set -euo pipefail
@@ -30,7 +31,7 @@ trap 'rm -rf "$work"' EXIT
 
 # ---- 1. check the file, keep the compute ops --------------------------------
 # $work/bars: KIND X1 X2 Y LABEL per compute op; prints "RANKS MAKESPAN
-# WIDTH LABELLED KINDS" (LABELLED: micro-batch or micro-batch.chunk). Rank r's row is centred on y = r, the y axis reversed: rank 0
+# WIDTH LABELLED KINDS" (LABELLED: chunked when an op has a chunk above 0, else plain). Rank r's row is centred on y = r, the y axis reversed: rank 0
 # at the top. The chart is wide enough for the shortest bar to be about 30
 # px (1200 to 2400 px; the plot itself some 200 px narrower), and a bar is
 # labelled only when its label fits (a character about 7 px), else its
@@ -63,12 +64,14 @@ summary=$(tr -d '\r' < "$csv" | awk -F, -v csv="$csv" -v bars="$work/bars" '
         if (shortest == "") fail("every compute op takes no time: nothing to draw")
         width = 30 * makespan / shortest + 200
         width = width < 1200 ? 1200 : width > 2400 ? 2400 : int(width)
+        letter["forward"] = "F"; letter["backward"] = "B"
+        letter["backward-input"] = "I"; letter["backward-weight"] = "W"
         for (i = 1; i <= n; i++) {
-            label = chunked ? M[i] "." C[i] : M[i]
+            label = letter[K[i]] (chunked ? M[i] "." C[i] : M[i])
             if ((E[i] - S[i]) / makespan * (width - 200) < 7 * length(label) + 4) label = "-"
             printf "%s %.6g %.6g %d %s\n", K[i], S[i], E[i], R[i], label > bars
         }
-        printf "%d %.6g %d %s", ranks, makespan, width, chunked ? "micro-batch.chunk" : "micro-batch"
+        printf "%d %.6g %d %s", ranks, makespan, width, chunked ? "chunked" : "plain"
         for (k in present) printf " %s", k
         printf "\n"
     }') || exit 2
@@ -99,7 +102,7 @@ gnuplot <<EOF_GP || die "gnuplot could not draw $png"
 set terminal pngcairo size $width,$height font ",11" noenhanced
 set output "$png"
 set title "$title"
-set xlabel "time (bars labelled $labelled)"
+set xlabel "time (bars: the op and its micro-batch$([ "$labelled" = chunked ] && echo ".chunk"), F3 forward, B3 backward)"
 set ylabel "pipeline rank"
 set xrange [0:$makespan]
 set yrange [$ranks - 0.5:-0.5]

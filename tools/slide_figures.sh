@@ -34,6 +34,53 @@ part() {
 }
 echo "slides: drawing the decks' figures: each lab's benchmark runs once$([ "$quick" = 1 ] && echo " (SLIDES_QUICK: short runs)")"
 
+# value KEY VALUE: a number a deck shows as {{KEY}} (tools/make_slides.sh),
+# taken from the run its chart is drawn from
+values="$out/fig/values.txt"
+: > "$values"
+value() { echo "$1=$2" >> "$values"; }
+
+# size_label BYTES: "64 MiB", "512 KiB"
+size_label() {
+    awk -v b="$1" 'BEGIN { if (b >= 1048576) printf "%g MiB", b / 1048576; else printf "%g KiB", b / 1024 }'
+}
+
+# busbw_values NP: lab 01's all-reduce sweep on NP ranks (busbw.csv, run.json)
+# as 01.npNP.*: busbw at the largest size and the peak, ring and library,
+# the alpha-beta fits and the memcpy ceiling
+busbw_values() {
+    local dir="runs/01_collectives-allreduce-np$1" k=01.np$1 largest
+    largest=$(awk -F, 'NR > 1 && $1 > m { m = $1 } END { print m }' "$dir/busbw.csv")
+    value "$k.largest" "$(size_label "$largest")"
+    for impl in student library; do
+        value "$k.$impl.largest" "$(awk -F, -v s="$largest" -v i="$impl" '$1 == s && $3 == i { printf "%.2f", $6 }' "$dir/busbw.csv")"
+        value "$k.$impl.peak" "$(awk -F, -v i="$impl" 'NR > 1 && $3 == i && $6 > m { m = $6 } END { printf "%.2f", m }' "$dir/busbw.csv")"
+        value "$k.$impl.peak_at" "$(size_label "$(awk -F, -v i="$impl" 'NR > 1 && $3 == i && $6 > m { m = $6; s = $1 } END { print s }' "$dir/busbw.csv")")"
+        value "$k.$impl.alpha_us" "$(sed -n "s/.*\"${impl}_alpha_us\": *\([0-9.]*\).*/\1/p" "$dir/run.json" | awk '{ printf "%.1f", $1 }')"
+        value "$k.$impl.inv_beta" "$(sed -n "s/.*\"${impl}_inv_beta_GBps\": *\([0-9.]*\).*/\1/p" "$dir/run.json" | awk '{ printf "%.1f", $1 }')"
+    done
+    value "$k.memcpy" "$(sed -n 's/.*"memcpy_GBps": *\([0-9.]*\).*/\1/p' "$dir/run.json" | awk '{ printf "%.1f", $1 }')"
+}
+
+# ddp_values: lab 02's bench/ddp.sh (bucket_sweep.csv: mode,bucket_mb,buckets,
+# mean_step_ms,median_step_ms,wait_ms,exposed_ms) as 02.*: naive, bucketed
+# and overlapped at the compared size (the sweep's 0.25 MB), overlapped at
+# the sweep's largest, what the overlap hides, communication's share
+ddp_values() {
+    local csv=runs/02_ddp-bench/bucket_sweep.csv main=0.25 largest mode
+    largest=$(awk -F, '$1 == "overlapped" && $2 + 0 > m + 0 { m = $2 } END { print m }' "$csv")
+    value 02.main_mb "$main"
+    value 02.largest_mb "$largest"
+    for mode in naive:NA bucketed:$main overlapped:$main largest:$largest; do
+        awk -F, -v m="${mode%%:*}" -v mb="${mode#*:}" '
+            ($1 == m || (m == "largest" && $1 == "overlapped")) && $2 == mb {
+                printf "02.%s.buckets=%s\n02.%s.step=%.1f\n02.%s.exposed=%.2f\n", m, $3, m, $5, m, $7 }' \
+            "$csv" >> "$values"
+    done
+    awk -F, -v mb="$main" '$2 == mb && $1 == "bucketed" { b = $7; s = $5 } $2 == mb && $1 == "overlapped" { o = $7 }
+        END { printf "02.hidden_pct=%.0f\n02.comm_pct=%.1f\n", 100 * (1 - o / b), 100 * b / s }' "$csv" >> "$values"
+}
+
 # copy SRC DST: a benchmark's chart into the decks' figures, or die naming it
 copy() {
     [ -s "$1" ] || die "the benchmark wrote no $1"
@@ -58,12 +105,14 @@ part "lab 01: bench/collectives.sh (all-reduce bus bandwidth, 2 and 4 ranks)"
 bash bench/collectives.sh > "$out/runs/bench-collectives.log"
 for np in 2 4; do
     copy "runs/01_collectives-allreduce-np$np/busbw.png" "$out/fig/01/busbw-np$np.png"
+    busbw_values "$np"
 done
 part "lab 02: bench/ddp.sh (bucket sizes, naive and overlapped timelines)"
 bash bench/ddp.sh > "$out/runs/bench-ddp.log"
 for f in bucket_sweep timeline-naive timeline-overlapped; do
     copy "runs/02_ddp-bench/$f.png" "$out/fig/02/$f.png"
 done
+ddp_values
 part "lab 03: bench/zero.sh (memory and traffic per ZeRO stage)"
 BENCH_OUT="$out/runs/03_zero-bench" bash bench/zero.sh > "$out/runs/bench-zero.log"
 for f in memory comm; do
