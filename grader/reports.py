@@ -21,7 +21,6 @@ import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclass
@@ -219,21 +218,19 @@ def shown_path(path):
 
 def write_files(results, out_dir, seconds, notes=(), results_copy=None):
     """report.txt, junit.xml and results.json in out_dir (and results.json
-    also at results_copy, Gradescope's path); returns the table's text and
-    the core's (points, best)."""
-    text, got, best = table(results)
+    also at results_copy, Gradescope's path); returns the table's text."""
+    text = table(results)[0]
     text = "\n".join([text, *notes])
     write_atomic(os.path.join(out_dir, "report.txt"), lambda f: f.write(text + "\n"))
     junit(results, os.path.join(out_dir, "junit.xml"))
     for path in filter(None, (os.path.join(out_dir, "results.json"), results_copy)):
         gradescope(results, path, text, seconds)
-    return text, got, best
+    return text
 
 
 def write_all(results, out_dir, seconds, notes=(), results_copy=None):
-    text, got, best = write_files(results, out_dir, seconds, notes, results_copy)
-    print(text)
+    """write_files, then the table, the charts and where they are on the console"""
+    print(write_files(results, out_dir, seconds, notes, results_copy))
     for c in (r.chart for rs in results.values() for r in rs if r.chart):
         print(f"chart: {shown_path(c)}")
     print(f"grade: wrote {shown_path(out_dir)}/{{report.txt,junit.xml,results.json}}")
-    return got, best

@@ -144,15 +144,26 @@ for s in gpipe 1f1b "interleaved -v 2 --forward 0.5 --backward 1" zb-h1; do
     copy "$out/runs/06-$name/gantt.png" "$out/fig/06/gantt-$name.png"
 done
 # and one measured step against its simulation (2 ranks: the measured
-# bubble means nothing with more ranks than cores)
+# bubble means nothing with more ranks than cores). The trainer times its
+# last step; a step during which the machine ran something else is mostly
+# idle bars, so the chart shows the shortest of 3 runs' last steps
 LIMIT=300
-run_ranks 2 "$out/runs/06-train-1f1b" "$(bench_program 06_pipeline train_pp)" --pp 2 \
-    --schedule 1f1b --micro-batches 4 --config tiny --steps "$([ "$quick" = 1 ] && echo 5 || echo 20)" \
-    --eval-every 0 --threads 1
-bash tools/plot_pipeline.sh "$out/runs/06-train-1f1b/pipeline.csv" "$out/fig/06/measured-1f1b.png" \
-    "tiny, pp 2, 1F1B, m 4: the last step as measured (seconds)" > /dev/null
-bash tools/plot_pipeline.sh "$out/runs/06-train-1f1b/pipeline_sim.csv" "$out/fig/06/simulated-1f1b.png" \
-    "the same schedule simulated with the measured mean costs" > /dev/null
+best="" best_span=""
+for run in 1 2 3; do
+    dir="$out/runs/06-train-1f1b-$run"
+    run_ranks 2 "$dir" "$(bench_program 06_pipeline train_pp)" --pp 2 --schedule 1f1b \
+        --micro-batches 4 --config tiny --steps "$([ "$quick" = 1 ] && echo 5 || echo 20)" \
+        --eval-every 0 --threads 1
+    span=$(awk -F, 'NR > 1 { if (lo == "" || $7 < lo) lo = $7; if ($8 > hi) hi = $8 } END { print hi - lo }' \
+        "$dir/pipeline.csv")
+    if [ -z "$best" ] || awk -v a="$span" -v b="$best_span" 'BEGIN { exit !(a < b) }'; then
+        best=$dir best_span=$span
+    fi
+done
+bash tools/plot_pipeline.sh "$best/pipeline.csv" "$out/fig/06/measured-1f1b.png" \
+    "tiny, pp 2, 1F1B, m 4: the last step as measured, the shortest of 3 runs (seconds)" > /dev/null
+bash tools/plot_pipeline.sh "$best/pipeline_sim.csv" "$out/fig/06/simulated-1f1b.png" \
+    "the same schedule simulated with that run's mean costs" > /dev/null
 part "lab 07: train_cp's ring and zigzag timelines"
 # lab 07: the ring's causal imbalance and zigzag's balance, as timed (2
 # ranks, one core each: the waits mean something)
