@@ -177,22 +177,23 @@ echo "bench-act: wrote $OUT/memory.png"
 
 # ---- step time and FLOPs ---------------------------------------------------
 TIME=$OUT/time.csv
-echo "layout,recompute,median_step_ms,gflop_per_step,time_vs_none,flop_vs_none" > "$TIME"
+echo "layout,recompute,median_step_ms,gflop_per_step,time_vs_none,flop_vs_none,q1_vs_none,q3_vs_none" > "$TIME"
 for base in $TIMED; do
     ms0= gf0=
     for mode in none selective full; do
         dir=$OUT/$base$([ "$mode" = none ] || echo "-$mode")
-        ms=$(median_step_ms "$dir") || die "no timed steps in $dir/metrics.csv"
+        read -r q1 ms q3 < <(step_quartiles_ms "$dir") || die "no timed steps in $dir/metrics.csv"
         [ -s "$dir/profile.csv" ] || die "$dir/profile.csv is missing (train_tp --profile)"
         gf=$(awk -F, 'NR > 1 { s += $5 } END { printf "%.6f\n", s }' "$dir/profile.csv")
         ms0=${ms0:-$ms} gf0=${gf0:-$gf}
-        echo "$base,$mode,$ms,$gf,$(awk -v a="$ms" -v b="$ms0" -v f="$gf" -v g="$gf0" \
-            'BEGIN { printf "%.3f,%.3f", a / b, f / g }')" >> "$TIME"
+        echo "$base,$mode,$ms,$gf,$(awk -v a="$ms" -v b="$ms0" -v f="$gf" -v g="$gf0" -v l="$q1" -v h="$q3" \
+            'BEGIN { printf "%.3f,%.3f,%.3f,%.3f", a / b, f / g, l / b, h / b }')" >> "$TIME"
     done
 done
-# one cluster per layout and measure, one bar per mode
+# one cluster per layout and measure, one bar per mode: its value, then the
+# ends of its bar (the step time's quartiles; a FLOP count has none)
 awk -F, 'NR > 1 { k = $1; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
-        tr[k, $2] = $5; fr[k, $2] = $6 }
+        tr[k, $2] = $5 "," $7 "," $8; fr[k, $2] = $6 "," $6 "," $6 }
     END { for (i = 1; i <= n; i++) { k = order[i]; name = k; sub(/^tp/, "tp ", name); sub(/-sp$/, " + SP", name)
             printf "%s: step time,%s,%s,%s\n", name, tr[k, "none"], tr[k, "selective"], tr[k, "full"]
             printf "%s: FLOPs,%s,%s,%s\n", name, fr[k, "none"], fr[k, "selective"], fr[k, "full"] } }' \
@@ -201,10 +202,10 @@ awk -F, 'NR > 1 { k = $1; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
     echo "set terminal pngcairo size 1000,560 font \",11\" noenhanced"
     echo "set output \"$OUT/step_time.png\""
     echo "set datafile separator \",\""
-    echo "set title \"The price of activation recomputation, config $CONFIG, 1 thread per rank (cores here: $CORES), relative to none\\nstep time: median over steps $SKIP..$((STEPS - 1)) of metrics.csv; FLOPs: rank 0's per step, profile.csv (train_tp --profile)\\nnone: $(awk -F, '$2 == "none" { l = $1; sub(/^tp/, "tp ", l); sub(/-sp$/, " + SP", l)
+    echo "set title \"The price of activation recomputation, config $CONFIG, 1 thread per rank (cores here: $CORES), relative to none\\nstep time: median over steps $SKIP..$((STEPS - 1)) of metrics.csv (bars: its quartiles); FLOPs: rank 0's, --profile\\nnone: $(awk -F, '$2 == "none" { l = $1; sub(/^tp/, "tp ", l); sub(/-sp$/, " + SP", l)
         printf "%s%s %.1f ms, %.3f GFLOP", n++ ? "; " : "", l, $3, $4 }' "$TIME")\""
     echo "set style data histograms"
-    echo "set style histogram clustered gap 1"
+    echo "set style histogram errorbars gap 1 lw 1"
     echo "set style fill solid 0.85 border -1"
     echo "set ylabel \"relative to recompute none\""
     echo "set yrange [0:*]"
@@ -218,9 +219,9 @@ awk -F, 'NR > 1 { k = $1; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
     for mode in none selective full; do
         xtic=
         [ "$i" -gt 0 ] || xtic=":xtic(1)"
-        plot="$plot \"$OUT/time.dat\" using $((i + 2))$xtic title \"recompute $mode\" lc rgb \"${COLORS[$((i * 2))]}\","
+        plot="$plot \"$OUT/time.dat\" using $((3 * i + 2)):$((3 * i + 3)):$((3 * i + 4))$xtic title \"recompute $mode\" lc rgb \"${COLORS[$((i * 2))]}\","
         # bar j of cluster x stands at x + (j - 1) / (3 bars + gap 1)
-        plot="$plot \"\" using (\$0 + ($i - 1) / 4.0):$((i + 2)):(sprintf(\"%.2f\", \$$((i + 2)))) with labels offset 0,0.8 notitle,"
+        plot="$plot \"\" using (\$0 + ($i - 1) / 4.0):$((3 * i + 4)):(sprintf(\"%.2f\", \$$((3 * i + 2)))) with labels offset 0,0.8 notitle,"
         i=$((i + 1))
     done
     echo "${plot%,}"

@@ -68,7 +68,7 @@ allreduce_bytes() {
 mkdir -p "$OUT"
 CSV=$OUT/tp.csv
 CATS="params grads optimizer activations comm workspace"
-echo "config,tp,ranks,params,grads,optimizer,activations,comm,workspace,total,predicted_total,plan_equal,tp_payload_per_step,tp_wire_per_step,tp_predicted_per_step,dp_payload_per_step,median_step_ms" > "$CSV"
+echo "config,tp,ranks,params,grads,optimizer,activations,comm,workspace,total,predicted_total,plan_equal,tp_payload_per_step,tp_wire_per_step,tp_predicted_per_step,dp_payload_per_step,median_step_ms,step_q1_ms,step_q3_ms" > "$CSV"
 for config in $CONFIGS; do
     for tp in $DEGREES; do
         echo "bench-tp: $config, tp $tp on $tp rank(s): 2 and $STEPS steps"
@@ -99,8 +99,8 @@ for config in $CONFIGS; do
         else
             predicted=NaN  # a group of one: nothing to predict
         fi
-        median=$(median_step_ms "$long") || die "no timed steps in $long/metrics.csv"
-        echo "$row,$total,$ptotal,$equal,$tp_step,$wire,$predicted,$dp_step,$median" >> "$CSV"
+        read -r q1 median q3 < <(step_quartiles_ms "$long") || die "no timed steps in $long/metrics.csv"
+        echo "$row,$total,$ptotal,$equal,$tp_step,$wire,$predicted,$dp_step,$median,$q1,$q3" >> "$CSV"
     done
 done
 
@@ -181,12 +181,13 @@ echo "bench-tp: wrote $OUT/comm.png"
     echo "set terminal pngcairo size 900,540 font \",11\" noenhanced"
     echo "set output \"$OUT/step_time.png\""
     echo "set datafile separator \",\""
-    echo "set title \"Median step time vs tensor-parallel degree (ranks = tp, 1 thread each, cores here: $(nproc))\\nmedian over steps $SKIP..$((STEPS - 1)) of metrics.csv's step_ms\""
+    echo "set title \"Median step time vs tensor-parallel degree (ranks = tp, 1 thread each, cores here: $(env -u OMP_NUM_THREADS nproc))\\nmedian over steps $SKIP..$((STEPS - 1)) of metrics.csv's step_ms, bars from the lower to the upper quartile\""
     tp_axes "ms per step"
     plot="plot"
     i=0
     for config in $CONFIGS; do
-        plot="$plot \"$OUT/tp-$config.dat\" using 2:17 with linespoints lw 2 pt 7 ps 1.5 lc rgb \"${COLORS[$((i % 2))]}\" title \"$config\","
+        plot="$plot \"$OUT/tp-$config.dat\" using 2:17:18:19 with yerrorbars pt -1 lc rgb \"${COLORS[$((i % 2))]}\" notitle,"
+        plot="$plot \"\" using 2:17 with linespoints lw 2 pt 7 ps 1.5 lc rgb \"${COLORS[$((i % 2))]}\" title \"$config\","
         plot="$plot \"\" using 2:17:(sprintf(\"%.1f\", \$17)) with labels offset 0,1 notitle,"
         i=$((i + 1))
     done

@@ -179,16 +179,16 @@ echo "bench-zero: wrote $OUT/comm.png"
 
 # ---- speed -----------------------------------------------------------------
 SPEED=$OUT/speed.csv
-echo "ranks,layout,median_step_ms,peak_mib_per_rank,states_mib_per_rank" > "$SPEED"
+echo "ranks,layout,median_step_ms,peak_mib_per_rank,states_mib_per_rank,step_q1_ms,step_q3_ms" > "$SPEED"
 for np in 2 4; do
     for layout in ddp zero1 zero2 zero3 zero3-noprefetch; do
         echo "bench-zero: speed, $layout on $np ranks, $STEPS steps"
         dir=$OUT/speed-$layout-$np
         train "$layout" "$np" "$dir" --steps "$STEPS" --eval-every 0 --eval-batches 1
-        median=$(median_step_ms "$dir") || die "no timed steps in $dir/metrics.csv"
+        read -r q1 median q3 < <(step_quartiles_ms "$dir") || die "no timed steps in $dir/metrics.csv"
         read -r total states < <(awk -F, '$1 == 0 { t += $4; if ($2 == "params" || $2 == "grads" || $2 == "optimizer") s += $4 }
             END { printf "%.2f %.2f\n", t / 1048576, s / 1048576 }' "$dir/memory.csv")
-        echo "$np,$layout,$median,$total,$states" >> "$SPEED"
+        echo "$np,$layout,$median,$total,$states,$q1,$q3" >> "$SPEED"
     done
 done
 
@@ -200,6 +200,7 @@ echo "model states per rank at N = 4 ($PRECISION; bytes per parameter: params + 
 awk -F, 'NR > 1 { printf "  %-6s %6.3f + %6.3f + %6.3f = %6.3f  (formula %.3f)\n", $1, $2, $3, $4, $5, $6 }' "$STATES"
 echo "sent per step (units of Phi elements, $ELEM bytes each):"
 awk -F, 'NR > 1 { printf "  %-12s %.4f  (formula %.4f)\n", $1, $5, $6 }' "$COMM"
-echo "speed ($CONFIG, 1 thread per rank, median over steps $SKIP..$((STEPS - 1))):"
-printf '  %-5s %-17s %14s %18s %18s\n' ranks layout median_step_ms peak_MiB_per_rank states_MiB_per_rank
-awk -F, 'NR > 1 { printf "  %-5s %-17s %14s %18s %18s\n", $1, $2, $3, $4, $5 }' "$SPEED"
+echo "speed ($CONFIG, 1 thread per rank, median over steps $SKIP..$((STEPS - 1)), and its quartiles:"
+echo "medians inside each other's quartiles are the same speed, measured on a busy machine)"
+printf '  %-5s %-17s %14s %17s %18s %18s\n' ranks layout median_step_ms quartiles_ms peak_MiB_per_rank states_MiB_per_rank
+awk -F, 'NR > 1 { printf "  %-5s %-17s %14s %17s %18s %18s\n", $1, $2, $3, $6 "-" $7, $4, $5 }' "$SPEED"
