@@ -9,7 +9,10 @@
 #            step as measured (idle time per rank from the executor's op
 #            times), as the simulator predicts it with that step's mean
 #            forward and backward times, and the formula
-#            ((p-1)/(m+p-1), (p-1)/(v m+p-1), ZB-H1's) -> bubble.png
+#            ((p-1)/(m+p-1), (p-1)/(v m+p-1), ZB-H1's) -> bubble.png. One
+#            step is one sample: each case runs BENCH_RUNS times, the
+#            measured point is the median run's, its bar the lowest and
+#            highest, and the median run gives the rest (simulation, Gantt)
 #   memory   at m = 8: each stage's activations peak (memory.csv) against
 #            the planner's prediction from the schedule ("ok" or
 #            "DIFFERENT"; exit status 1 after a difference) -> memory.png
@@ -20,6 +23,7 @@
 # are printed, never checked.
 #
 #   BENCH_STEPS    steps of each run (default 6; the report is the last's)
+#   BENCH_RUNS     runs of each case (default 3)
 #   BENCH_CONFIG   tiny | small (default small)
 #   BENCH_TIMEOUT  seconds allowed to each run (default 300)
 #   BENCH_OUT      output directory (default runs/06_pipeline-bench)
@@ -32,6 +36,7 @@ SKIP=1
 source bench/common.sh
 
 STEPS=${BENCH_STEPS:-6}
+RUNS=${BENCH_RUNS:-3}
 LIMIT=${BENCH_TIMEOUT:-300}
 CONFIG=${BENCH_CONFIG:-small}
 PP=$(bench_program 06_pipeline train_pp)
@@ -41,6 +46,7 @@ SCHEDULES="gpipe 1f1b interleaved zb-h1"
 MICRO="2 4 8 16"
 
 check_steps "$STEPS" 2
+[[ "$RUNS" =~ ^[1-9]$ ]] || die "BENCH_RUNS must be 1 to 9, got '$RUNS'"
 check_timeout "$LIMIT"
 [[ "$CONFIG" =~ ^(tiny|small)$ ]] || die "BENCH_CONFIG must be tiny or small, got '$CONFIG'"
 [ -x "$PP" ] || die "$PP is missing: run 'make bench-pp'"
@@ -60,22 +66,31 @@ schedule_flags() {
 mkdir -p "$OUT"
 BUBBLE=$OUT/bubble.csv
 MEM=$OUT/memory.csv
-echo "schedule,m,measured,simulated,formula,step_ms" > "$BUBBLE"
+echo "schedule,m,measured,simulated,formula,step_ms,measured_lo,measured_hi" > "$BUBBLE"
 echo "schedule,stage,measured_bytes,planned_bytes,equal" > "$MEM"
 different=0
 for s in $SCHEDULES; do
     for m in $MICRO; do
         read -ra flags <<< "$(schedule_flags "$s" "$m")"
-        dir=$OUT/$s-m$m
-        echo "bench-pp: $s, m = $m, $STEPS steps"
-        run_ranks 2 "$dir" "$PP" "${flags[@]}" --config "$CONFIG" --threads 1 --steps "$STEPS" \
-            --eval-every 0 --eval-batches 1
-        # "measured 0.241, simulated 0.273 with ... formula 0.273"
+        echo "bench-pp: $s, m = $m, $STEPS steps, $RUNS runs"
+        : > "$OUT/runs.txt"
+        for ((r = 1; r <= RUNS; r++)); do
+            dir=$OUT/$s-m$m-run$r
+            run_ranks 2 "$dir" "$PP" "${flags[@]}" --config "$CONFIG" --threads 1 --steps "$STEPS" \
+                --eval-every 0 --eval-batches 1
+            # "measured 0.241, simulated 0.273 with ... formula 0.273"
+            bubble=$(sed -n 's/.*bubble of the last step: measured \([0-9.]*\), .*/\1/p' "$dir.log")
+            [ -n "$bubble" ] || die "no bubble report in $dir.log"
+            echo "$bubble $dir" >> "$OUT/runs.txt"
+        done
+        # the median run stands for the case; the others give the bar
+        read -r lo hi dir < <(sort -g "$OUT/runs.txt" | awk '{ b[NR] = $1; d[NR] = $2 }
+            END { print b[1], b[NR], d[int((NR + 1) / 2)] }')
         read -r measured simulated formula < <(sed -n \
             's/.*bubble of the last step: measured \([0-9.]*\), simulated \([0-9.]*\) .*formula \([0-9.]*\);.*/\1 \2 \3/p' \
             "$dir.log")
         [ -n "${formula:-}" ] || die "no bubble report in $dir.log"
-        echo "$s,$m,$measured,$simulated,$formula,$(median_step_ms "$dir")" >> "$BUBBLE"
+        echo "$s,$m,$measured,$simulated,$formula,$(median_step_ms "$dir"),$lo,$hi" >> "$BUBBLE"
         [ "$m" -eq 8 ] || continue
         # the planner's lines, one block per stage: "train_pp stage R: ..."
         for stage in 0 1; do
@@ -88,18 +103,19 @@ for s in $SCHEDULES; do
         done
         if [ "$s" != gpipe ]; then
             tools/plot_pipeline.sh "$dir/pipeline.csv" "$OUT/gantt-$s-measured.png" \
-                "$s, p 2, m 8, measured (last step of $CONFIG)"
+                "$s, p 2, m 8, measured (last step of $CONFIG, the median of $RUNS runs)"
             tools/plot_pipeline.sh "$dir/pipeline_sim.csv" "$OUT/gantt-$s-simulated.png" \
                 "$s, p 2, m 8, simulated with the measured mean costs"
         fi
     done
 done
 
+rm -f "$OUT/runs.txt"
 echo
 echo "bench-pp: bubble fraction, pp 2 on 2 ranks, $CONFIG (last step of $STEPS)"
-printf "%-12s %4s %9s %10s %8s %9s\n" schedule m measured simulated formula "step ms"
-tail -n +2 "$BUBBLE" | while IFS=, read -r s m me si fo ms; do
-    printf "%-12s %4s %9s %10s %8s %9s\n" "$s" "$m" "$me" "$si" "$fo" "$ms"
+printf "%-12s %4s %9s %13s %10s %8s %9s\n" schedule m measured "(of $RUNS runs)" simulated formula "step ms"
+tail -n +2 "$BUBBLE" | while IFS=, read -r s m me si fo ms lo hi; do
+    printf "%-12s %4s %9s %13s %10s %8s %9s\n" "$s" "$m" "$me" "$lo-$hi" "$si" "$fo" "$ms"
 done
 echo
 echo "bench-pp: activations peak per stage at m = 8, measured (memory.csv) vs the planner"
@@ -118,15 +134,17 @@ set multiplot layout 2,2 title "Pipeline bubble, p = 2 on 2 ranks ($CONFIG), las
 set logscale x 2
 set xrange [1.6:20]
 set yrange [0:*]   # from the data: a measured bubble under load may pass any fixed top
+set offsets 0, 0, graph 0.4, 0   # room above the data for the key
 set grid ytics
-set key top right
+set key top right opaque
 set xlabel "micro-batches per step (m)"
 set ylabel "bubble fraction (idle / time)"
 do for [s in "gpipe 1f1b interleaved zb-h1"] {
     set title s
     plot "< awk -F, -v s=".s." '\$1 == s' $BUBBLE" using 2:5 with lines lw 2 lc rgb "#444444" title "formula", \
          "" using 2:4 with points pt 6 ps 2 lc rgb "#1f77b4" title "simulated", \
-         "" using 2:3 with linespoints pt 7 ps 1.3 dt 2 lc rgb "#d62728" title "measured"
+         "" using 2:3:7:8 with yerrorbars pt -1 lc rgb "#d62728" notitle, \\
+         "" using 2:3 with linespoints pt 7 ps 1.3 dt 2 lc rgb "#d62728" title "measured: median of $RUNS runs, bar the range"
 }
 unset multiplot
 EOF
