@@ -624,8 +624,8 @@ int main(int argc, char **argv) {
                    "1 unless those are %.0f-%.0f%% of the 4 full T x T GEMMs' (the masked\n"
                    "half skipped, the T x T products still through the kit's GEMM).\n",
                    100 * SKIP_MIN, 100 * SKIP_MAX);
-            printf("Exit status: 0 all pass, 1 a check failed, 2 bad usage, 3 a lab function is not\n"
-                   "implemented.\n");
+            printf("Exit status: 0 all pass, 1 a check failed, 2 bad usage, 3 a lab function\n"
+                   "is not implemented.\n");
             return 0;
         default: cli_bad_option(argv[optind - 1], "see --help");
         }

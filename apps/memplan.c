@@ -731,8 +731,8 @@ static void print_advice(const char *name, const GPTConfig *cfg, const AdviseOpt
         const StepCost *k = &c->cost;
         char s[32], tp[16], cp[16], dp[16];
         schedule_label(c, s, sizeof s);
-        printf("  %3d %3d %3d %3d %5d %3d %-*s %4d %4d %2s %-9s %4d %-7s %7.2f %9.1f %10.1f %5.1f%% "
-               "%8s %8s %8s %4.0f%%\n",
+        printf("  %3d %3d %3d %3d %5d %3d %-*s %4d %4d %2s %-9s %4d %-7s %7.2f %9.1f %10.1f "
+               "%5.1f%% %8s %8s %8s %4.0f%%\n",
                i + 1, l->tp > 1 ? l->tp : 1, l->cp, l->pp, c->layout.dp, l->ep, width, s,
                c->layout.micro_batches, l->rows, l->sp ? "on" : "-",
                gpt_recompute_name(l->recompute), l->zero_stage,

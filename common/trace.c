@@ -92,9 +92,12 @@ static int json_line(char *dst, size_t size, int rank, const TraceEvent *e) {
 static void json_names(char *dst, size_t size, int rank) {
     const int pid = rank + 1;
     snprintf(dst, size,
-             ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}}"
-             ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}"
-             ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"compute\"}}"
+             ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
+             "\"args\":{\"name\":\"rank %d\"}}"
+             ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
+             "\"args\":{\"sort_index\":%d}}"
+             ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,"
+             "\"args\":{\"name\":\"compute\"}}"
              ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":2,"
              "\"args\":{\"name\":\"communication\"}}",
              pid, rank, pid, rank, pid, pid);

@@ -547,7 +547,8 @@ def grade(args, labs, student, progress):
             continue
         for c in lab.cases:
             progress.add(lab, score_case(student, c, fixed_draw(c), programs,
-                                         os.path.join(out, slug(c.name)), reference_outputs(lab, c)))
+                                         os.path.join(out, slug(c.name)),
+                                         reference_outputs(lab, c)))
 
 
 def solution_runs(args, lab, draws):

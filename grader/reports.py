@@ -147,7 +147,8 @@ def junit(results, path):
             ET.SubElement(case, "properties").append(
                 ET.Element("property", name="points", value=f"{fmt_points(r.points)}/{fmt_points(r.max_points)}"))
             if r.unattempted:
-                ET.SubElement(case, "skipped", message=f"optional extension not attempted: {r.reason}"[:500])
+                ET.SubElement(case, "skipped",
+                              message=f"optional extension not attempted: {r.reason}"[:500])
             elif not r.passed:
                 fail = ET.SubElement(case, "failure", message=f"{r.points_text}: {r.reason}"[:500])
                 fail.text = r.output[-2000:]
