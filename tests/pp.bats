@@ -2,9 +2,10 @@
 # Lab 06, pipeline parallelism: train_pp with every schedule on 2 and 4
 # stages, interleaved with 2 chunks per rank, and composed with DP (dp 2 x
 # pp 2) and TP (tp 2 x pp 2), follows the single-device run with as many
-# micro-batches (losses within the grader's tolerance, gathered parameters
-# within 1e-5: the parameters catch a missing 1/m, which AdamW hides from
-# the losses); every stage's memory equals the planner's prediction from
+# micro-batches (losses and the gradient norm within the grader's
+# tolerance: the gradient norm catches a missing 1/m, which AdamW and
+# clipping hide from the losses and, on tiny, from the parameters;
+# gathered parameters within 1e-5); every stage's memory equals the planner's prediction from
 # the schedule; the ranks' own copies of the model agree (the tied
 # embedding's two copies included); the bubble report and its timelines
 # are written; bad input is one clear error.
