@@ -33,11 +33,6 @@ static float *filled(size_t n, uint32_t tag) {
     return x;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* One path at one T: its median forward and backward milliseconds */
 static void time_path(int fused, int B, int T, int C, int NH, int reps, double *fwd_ms,
                       double *bwd_ms) {
@@ -54,8 +49,8 @@ static void time_path(int fused, int B, int T, int C, int NH, int reps, double *
         double t2 = wall_seconds();
         if (r >= 0) f[r] = 1e3 * (t1 - t0), b[r] = 1e3 * (t2 - t1);
     }
-    qsort(f, reps, sizeof *f, cmp_double);
-    qsort(b, reps, sizeof *b, cmp_double);
+    timings_sort(f, reps);
+    timings_sort(b, reps);
     *fwd_ms = f[reps / 2], *bwd_ms = b[reps / 2];
     free(f), free(b);
     float *all[] = {qkv, dout, out, keep, scratch, dqkv};

@@ -53,6 +53,7 @@
 #include "device.h"
 #include "fileio.h"
 #include "mesh.h"
+#include "runlog.h"
 
 /* Large sizes get fewer iterations: at most this many bytes per size and
  * implementation (at least 2 iterations), so that the default sweep to
@@ -224,11 +225,6 @@ typedef struct {
     double median, fastest, slowest;
 } Timing;
 
-static int by_seconds(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* REPEATS blocks of iters / REPEATS calls (at least one), after warmup:
  * each block the slowest rank's mean seconds per call */
 static Timing time_op(Comm *c, BenchOp op, Impl impl, float *send, float *recv, size_t n,
@@ -243,7 +239,7 @@ static Timing time_op(Comm *c, BenchOp op, Impl impl, float *send, float *recv, 
         double mean = (MPI_Wtime() - t0) / per_block;
         MPI_CHECK(MPI_Allreduce(&mean, &blocks[r], 1, MPI_DOUBLE, MPI_MAX, c->mpi));
     }
-    qsort(blocks, REPEATS, sizeof *blocks, by_seconds);
+    timings_sort(blocks, REPEATS);
     return (Timing){blocks[REPEATS / 2], blocks[0], blocks[REPEATS - 1]};
 }
 

@@ -490,11 +490,6 @@ static int check_moe_model(void) {
 #define SKIP_MIN 0.40
 #define SKIP_MAX 0.65
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* What 4 full T x T GEMMs of an attention backward cost on this machine, as
  * the forward pass's two shapes: per head, one (T,hs) x (hs,T) product into
  * (T,T) as q k^T, and three (T,T) x (T,hs) products into (T,hs) as P v. */
@@ -523,7 +518,7 @@ static double median_ms(int what, float **b, int B, int T, int C, int NH, int re
         else attention_forward(b[1], b[3], b[2], B, T, C, NH);
         if (r >= 0) ms[r] = 1e3 * (wall_seconds() - t0);
     }
-    qsort(ms, reps, sizeof *ms, cmp_double);
+    timings_sort(ms, reps);
     double m = ms[reps / 2];
     free(ms);
     return m;

@@ -61,20 +61,21 @@ quartiles() {
         { v[++n] = $1 } END { if (!n) exit 1; printf "%.2f %.2f %.2f\n", at(0.25), at(0.5), at(0.75) }'
 }
 
+# column_values DIR COLUMN: column COLUMN of DIR/metrics.csv over the steps
+# from SKIP on, one a line
+column_values() {
+    awk -F, -v skip="$SKIP" -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next }
+        c && $1 >= skip { print $c }' "$1/metrics.csv"
+}
+
 # Median of column COLUMN of DIR/metrics.csv over the steps from SKIP on:
 # median_column DIR COLUMN.
-median_column() {
-    awk -F, -v skip="$SKIP" -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next }
-        c && $1 >= skip { print $c }' "$1/metrics.csv" | middle_value
-}
+median_column() { column_values "$1" "$2" | middle_value; }
 
 median_step_ms() { median_column "$1" step_ms; }
 
 # step_quartiles_ms DIR: "Q1 MEDIAN Q3" of DIR/metrics.csv's step_ms from SKIP on
-step_quartiles_ms() {
-    awk -F, -v skip="$SKIP" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "step_ms") c = i; next }
-        c && $1 >= skip { print $c }' "$1/metrics.csv" | quartiles
-}
+step_quartiles_ms() { column_values "$1" step_ms | quartiles; }
 
 
 # run_ranks NP DIR PROG ARGS...: PROG ARGS --out DIR on NP ranks (more than

@@ -78,18 +78,16 @@ for s in $SCHEDULES; do
             dir=$OUT/$s-m$m-run$r
             run_ranks 2 "$dir" "$PP" "${flags[@]}" --config "$CONFIG" --threads 1 --steps "$STEPS" \
                 --eval-every 0 --eval-batches 1
-            # "measured 0.241, simulated 0.273 with ... formula 0.273"
-            bubble=$(sed -n 's/.*bubble of the last step: measured \([0-9.]*\), .*/\1/p' "$dir.log")
-            [ -n "$bubble" ] || die "no bubble report in $dir.log"
-            echo "$bubble $dir" >> "$OUT/runs.txt"
+            # "measured 0.241, simulated 0.273 with ... formula 0.273": MEASURED
+            # SIMULATED FORMULA DIR, a line per run
+            line=$(sed -n 's/.*bubble of the last step: measured \([0-9.]*\), simulated \([0-9.]*\) .*formula \([0-9.]*\);.*/\1 \2 \3/p' \
+                "$dir.log")
+            [ -n "$line" ] || die "no bubble report in $dir.log"
+            echo "$line $dir" >> "$OUT/runs.txt"
         done
         # the median run stands for the case; the others give the bar
-        read -r lo hi dir < <(sort -g "$OUT/runs.txt" | awk '{ b[NR] = $1; d[NR] = $2 }
-            END { print b[1], b[NR], d[int((NR + 1) / 2)] }')
-        read -r measured simulated formula < <(sed -n \
-            's/.*bubble of the last step: measured \([0-9.]*\), simulated \([0-9.]*\) .*formula \([0-9.]*\);.*/\1 \2 \3/p' \
-            "$dir.log")
-        [ -n "${formula:-}" ] || die "no bubble report in $dir.log"
+        read -r lo hi measured simulated formula dir < <(sort -g "$OUT/runs.txt" | awk '{ r[NR] = $0 }
+            END { split(r[1], a); split(r[NR], b); print a[1], b[1], r[int((NR + 1) / 2)] }')
         echo "$s,$m,$measured,$simulated,$formula,$(median_step_ms "$dir"),$lo,$hi" >> "$BUBBLE"
         [ "$m" -eq 8 ] || continue
         # the planner's lines, one block per stage: "train_pp stage R: ..."

@@ -19,6 +19,13 @@ double wall_seconds(void) {
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void timings_sort(double *x, size_t n) { qsort(x, n, sizeof *x, by_value); }
+
 ProgressMode runlog_progress_by_name(const char *name) {
     if (strcmp(name, "auto") == 0) return PROGRESS_AUTO;
     if (strcmp(name, "lines") == 0) return PROGRESS_LINES;

@@ -53,6 +53,10 @@ typedef struct {
 
 double wall_seconds(void);
 
+/* Sorts n timings in place, smallest first: x[n / 2] is then their median
+ * and x[0], x[n - 1] their spread (the benchmarks' repeated timings). */
+void timings_sort(double *x, size_t n);
+
 /* --progress's value: auto, lines or bar; anything else is a user error. */
 ProgressMode runlog_progress_by_name(const char *name);
 

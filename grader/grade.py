@@ -639,7 +639,7 @@ def fail_under(text, labs):
     value = float(m.group(1))
     points = best * value / 100 if m.group(2) else value
     if points > best + 1e-9:
-        raise ManifestError(f"--fail-under {text} is more than the {fmt(best)} points "
+        raise ManifestError(f"--fail-under {text} is more than the {reports.fmt_points(best)} points "
                             "the graded cases give: every run would fail")
     return points - 1e-9
 
@@ -650,10 +650,6 @@ def scored(results):
     rs = [r for lab in results.values() for r in lab]
     core = [r for r in rs if not r.extension] or rs
     return sum(r.points for r in core), sum(r.max_points for r in core)
-
-
-def fmt(x):
-    return reports.fmt_points(x)
 
 
 def main():
@@ -737,8 +733,9 @@ def main():
     progress.write(reports.write_all)
     got, best = scored(progress.results)
     if got < threshold:
-        print(f"grade: {fmt(got)}/{fmt(best)} is under --fail-under {args.fail_under} "
-              f"({fmt(threshold)} points): exit status 1", file=sys.stderr)
+        pts = reports.fmt_points
+        print(f"grade: {pts(got)}/{pts(best)} is under --fail-under {args.fail_under} "
+              f"({pts(threshold)} points): exit status 1", file=sys.stderr)
         return 1
     return 0
 

@@ -50,8 +50,12 @@ class Result:
             r.startswith("not implemented") for r in self.reasons)
 
     @property
+    def fraction(self):
+        return f"{fmt_points(self.points)}/{fmt_points(self.max_points)}"
+
+    @property
     def points_text(self):
-        return f"{fmt_points(self.points)}/{fmt_points(self.max_points)} points"
+        return f"{self.fraction} points"
 
     @property
     def reason(self):
@@ -73,8 +77,7 @@ def table(results):
     rows = [("lab", "case", "points", "reason")]
     for lab, rs in results.items():
         for r in rs:
-            reason = "; ".join(r.reasons) if r.reasons else "ok"
-            rows.append((lab, r.label, f"{fmt_points(r.points)}/{fmt_points(r.max_points)}", reason))
+            rows.append((lab, r.label, r.fraction, r.reason))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3] for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths) + "  ------")
@@ -145,7 +148,7 @@ def junit(results, path):
             case = ET.SubElement(suite, "testcase", name=r.label, classname=f"grader.{lab}",
                                  time=f"{r.seconds:.3f}")
             ET.SubElement(case, "properties").append(
-                ET.Element("property", name="points", value=f"{fmt_points(r.points)}/{fmt_points(r.max_points)}"))
+                ET.Element("property", name="points", value=r.fraction))
             if r.unattempted:
                 ET.SubElement(case, "skipped",
                               message=f"optional extension not attempted: {r.reason}"[:500])

@@ -42,7 +42,7 @@ class Slides(html.parser.HTMLParser):
             self.slides[-1][2] = True
         skips = tag in SKIPPED or "measured" in classes or "notes" in classes
         if tag not in ("br", "img", "hr", "meta", "link", "input"):
-            self.stack.append((tag, skips or any(s for _, s in self.stack[-1:])))
+            self.stack.append((tag, skips or (bool(self.stack) and self.stack[-1][1])))
 
     def handle_endtag(self, tag):
         if tag in ("h1", "h2"):

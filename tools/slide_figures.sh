@@ -45,21 +45,27 @@ size_label() {
     awk -v b="$1" 'BEGIN { if (b >= 1048576) printf "%g MiB", b / 1048576; else printf "%g KiB", b / 1024 }'
 }
 
-# busbw_values NP: lab 01's all-reduce sweep on NP ranks (busbw.csv, run.json)
-# as 01.npNP.*: busbw at the largest size and the peak, ring and library,
-# the alpha-beta fits and the memcpy ceiling
+# fixed DECIMALS NUMBER: NUMBER rounded for a slide
+fixed() { awk -v d="$1" -v x="$2" 'BEGIN { printf "%.*f", d, x }'; }
+
+# busbw_values NP: lab 01's all-reduce sweep on NP ranks as 01.npNP.*: ring's
+# and the library's busbw at the largest size and their alpha-beta fits from
+# bench/collectives.sh's summary (KEY=VALUE lines ending its log), the memcpy
+# ceiling from run.json, and each one's peak and where from busbw.csv
 busbw_values() {
-    local dir="runs/01_collectives-allreduce-np$1" k=01.np$1 largest
-    largest=$(awk -F, 'NR > 1 && $1 > m { m = $1 } END { print m }' "$dir/busbw.csv")
-    value "$k.largest" "$(size_label "$largest")"
+    local dir="runs/01_collectives-allreduce-np$1" k=01.np$1 log="$out/runs/bench-collectives.log"
+    local impl key from to digits peak at
+    value "$k.largest" "$(size_label "$(awk -F, 'NR > 1 && $1 > m { m = $1 } END { print m }' "$dir/busbw.csv")")"
     for impl in student library; do
-        value "$k.$impl.largest" "$(awk -F, -v s="$largest" -v i="$impl" '$1 == s && $3 == i { printf "%.2f", $6 }' "$dir/busbw.csv")"
-        value "$k.$impl.peak" "$(awk -F, -v i="$impl" 'NR > 1 && $3 == i && $6 > m { m = $6 } END { printf "%.2f", m }' "$dir/busbw.csv")"
-        value "$k.$impl.peak_at" "$(size_label "$(awk -F, -v i="$impl" 'NR > 1 && $3 == i && $6 > m { m = $6; s = $1 } END { print s }' "$dir/busbw.csv")")"
-        value "$k.$impl.alpha_us" "$(sed -n "s/.*\"${impl}_alpha_us\": *\([0-9.]*\).*/\1/p" "$dir/run.json" | awk '{ printf "%.1f", $1 }')"
-        value "$k.$impl.inv_beta" "$(sed -n "s/.*\"${impl}_inv_beta_GBps\": *\([0-9.]*\).*/\1/p" "$dir/run.json" | awk '{ printf "%.1f", $1 }')"
+        for key in busbw_GBps:largest:2 alpha_us:alpha_us:1 inv_beta_GBps:inv_beta:1; do
+            IFS=: read -r from to digits <<< "$key"
+            value "$k.$impl.$to" "$(fixed "$digits" "$(sed -n "s/^np$1_${impl}_$from=//p" "$log")")"
+        done
+        read -r peak at < <(awk -F, -v i="$impl" 'NR > 1 && $3 == i && $6 > m { m = $6; s = $1 } END { print m, s }' "$dir/busbw.csv")
+        value "$k.$impl.peak" "$(fixed 2 "$peak")"
+        value "$k.$impl.peak_at" "$(size_label "$at")"
     done
-    value "$k.memcpy" "$(sed -n 's/.*"memcpy_GBps": *\([0-9.]*\).*/\1/p' "$dir/run.json" | awk '{ printf "%.1f", $1 }')"
+    value "$k.memcpy" "$(fixed 1 "$(json_number "$dir/run.json" memcpy_GBps)")"
 }
 
 # ddp_values: lab 02's bench/ddp.sh (bucket_sweep.csv: mode,bucket_mb,buckets,
