@@ -47,7 +47,7 @@ DATASET_BINS := $(DATASET_TOOLS:%=$(BUILD)/bin/%)
 # in labs/NN_name/lab.mk (labs/00_single_device/lab.mk explains each line);
 # the rules below are generated from the manifests, and the grader, the
 # sanitizer and pretend-GPU builds and the docs' tests read the same facts
-# (print-links, print-programs).
+# (print-links, print-programs, print-checks).
 LAB_NAMES := $(patsubst labs/%/lab.mk,%,$(wildcard labs/[0-9][0-9]_*/lab.mk))
 SOLVED := $(filter $(LAB_NAMES),$(patsubst solutions/%/,%,$(wildcard solutions/[0-9][0-9]_*/)))
 # $(call copy_of,NN_name): solutions when that lab's solution is here, else labs
@@ -56,16 +56,19 @@ copy_of = $(if $(filter $(1),$(SOLVED)),solutions,labs)
 copies_of = labs $(if $(filter $(1),$(SOLVED)),solutions)
 
 # A manifest's variables, read into NN_name.objects, NN_name.programs,
-# NN_name.link.PROG, NN_name.fake_gpu, NN_name.plugin and NN_name.absent.
+# NN_name.link.PROG, NN_name.checks, NN_name.fake_gpu, NN_name.plugin and
+# NN_name.absent.
 define read_manifest
 objects :=
 programs :=
+checks :=
 fake_gpu :=
 plugin :=
 absent :=
 include labs/$(1)/lab.mk
 $(1).objects := $$(objects)
 $(1).programs := $$(programs)
+$(1).checks := $$(checks)
 $(1).fake_gpu := $$(fake_gpu)
 $(1).plugin := $$(plugin)
 $(1).absent := $$(absent)
@@ -112,10 +115,9 @@ tools.link.memplan := memplan 06_pipeline/schedules
 tools.link.ckpt := ckpt_tool 09_checkpoint?
 tools.link.bench_attention := bench_attention 00_single_device 05_activation_memory?
 TOOL_BINS := $(BUILD)/bin/memplan $(BUILD)/bin/ckpt $(BUILD)/bin/bench_attention
-# tests/c/NAME.c and tests/c/labNN/NAME.c (a lab's student file against the
-# library's validator, simulator or reference) link the labs named here and
-# the others none (tests/layout.bats checks test_layout: the library links
-# without any lab)
+# tests/c/NAME.c link the labs named here and the others none
+# (tests/layout.bats checks test_layout: the library links without any lab).
+# A lab's own checks of the student's code are its programs (lab.mk's checks).
 tests.link.test_model := 00_single_device
 tests.link.test_recompute := 00_single_device
 tests.link.test_pipe_exec := 00_single_device
@@ -124,8 +126,6 @@ tests.link.test_cp_kernels := 00_single_device
 tests.link.test_fused_attention := 00_single_device 05_activation_memory?
 tests.link.torch_dump := 00_single_device 05_activation_memory?
 tests.link.test_costmodel := 06_pipeline/schedules
-tests.link.lab06/test_schedules := 06_pipeline/schedules
-tests.link.lab07/test_ring_attention := 07_context_parallel 00_single_device
 # tests/cuda/ (one rule for all: test_kernels checks lab 00's passes on the GPU)
 tests.link.cuda := 00_single_device
 test_links = $(foreach w,$(tests.link.$(1)),$(call link_word,$(w),tests,earlier))
@@ -151,7 +151,7 @@ NVCC_WERROR := $(if $(filter 1,$(WERROR)),-Werror all-warnings -Xcompiler -Werro
 NVCCFLAGS := -std=c++17 -O2 $(CUDA_ARCH) $(NVCC_WERROR) -Xcompiler -Wall,-Wextra \
 	-MMD -MP -DOMPI_SKIP_MPICXX -DKIT_CUDA -DKIT_NCCL
 NCCL_DIRS := $(if $(filter $(CUDA_HOME),$(NCCL_HOME)),,-I$(NCCL_HOME)/include)
-CUDA_CPPFLAGS = -Icommon -Itests/c -Iapps -I$(CUDA_HOME)/include $(NCCL_DIRS) $(shell mpicc --showme:compile)
+CUDA_CPPFLAGS = -Icommon -Iapps -I$(CUDA_HOME)/include $(NCCL_DIRS) $(shell mpicc --showme:compile)
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
 	$(if $(filter $(CUDA_HOME),$(NCCL_HOME)),,-L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib) \
 	-lnccl -lcublas -lcudart -lstdc++
@@ -186,7 +186,7 @@ endif
 FLAVOR_STAMP := $(FLAVOR) $(CFLAGS)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(BUILD)/flavor 2>/dev/null)" = "$(FLAVOR_STAMP)" ] || echo "$(FLAVOR_STAMP)" > $(BUILD)/flavor)
 
-TEST_SRC := $(wildcard tests/c/*.c tests/c/lab*/*.c)
+TEST_SRC := $(wildcard tests/c/*.c)
 TEST_NAMES := $(TEST_SRC:tests/c/%.c=%)
 TEST_BINS := $(TEST_NAMES:%=$(BUILD)/tests/%)
 
@@ -195,7 +195,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps deps-gpu data demo test slides slide-figures skeletons bench $(BENCHMARKS:%=bench-%) clean help grade grade-inputs gradescope references print-flags print-links print-programs print-benchmarks tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
+.PHONY: all deps deps-gpu data demo test slides slide-figures skeletons bench $(BENCHMARKS:%=bench-%) clean help check grade grade-inputs gradescope references print-flags print-links print-checks print-programs print-benchmarks tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -207,6 +207,8 @@ help:
 	@echo "make test       install missing packages, build, run the whole test suite"
 	@echo "make data       generate the synthetic corpus $(BUILD)/data/synth.tok"
 	@echo "make english    build a real English corpus from Debian's fortunes-min"
+	@echo "make check LAB=06  the lab's own checks of your copy (the gradient checker, the checkers,"
+	@echo "                the generators' test); CHECK_COPY=solutions runs the solution's"
 	@echo "make grade      grade labs/ against the reference runs (LAB=01 for one lab); fails when a"
 	@echo "                point is lost (FAIL_UNDER=80% or points sets the bar)"
 	@echo "make references rerun the solutions and rewrite grader/reference/"
@@ -306,8 +308,8 @@ $(TOOL_BINS):
 	@mkdir -p $(@D)
 	$(CC) $(filter %.o,$^) $(LIBCOMMON) $(LDLIBS) -o $@
 
-# the C unit tests (tests/c/, unit.h; apps/ for the labs' plugins' headers)
-$(BUILD)/tests/c/%.o: CPPFLAGS += -Itests/c -Iapps
+# the C unit tests (tests/c/; apps/ for the labs' plugins' headers)
+$(BUILD)/tests/c/%.o: CPPFLAGS += -Iapps
 define test_rule
 $(BUILD)/tests/$(1): $(BUILD)/tests/c/$(1).o $(call test_links,$(1)) $(LIBCOMMON)
 	@mkdir -p $$(@D)
@@ -496,6 +498,16 @@ grade: deps
 
 grade-inputs: $(GRADE_INPUTS)
 
+# A lab's own checks (its lab.mk's checks: the gradient checker, the
+# collectives' checker, the schedules' test...) on the student's copy,
+# CHECK_COPY=solutions on the solution's: make check LAB=06
+CHECK_COPY ?= labs
+CHECK_LAB := $(if $(filter all,$(LAB)),,$(filter $(LAB) $(LAB)_%,$(LAB_NAMES)))
+check:
+	@[ -n "$(CHECK_LAB)" ] || { echo "check: error: LAB=NN names one lab (make check LAB=06), got LAB=$(LAB)" >&2; exit 2; }
+	@$(MAKE) --no-print-directory all data
+	@bash scripts/check_lab.sh "$(CHECK_LAB)" "$(CHECK_COPY)" "$($(CHECK_LAB).checks)"
+
 # Gradescope's autograder zip for LAB (one lab), with GRADE_FLAGS written
 # into its run_autograder (grader/README.md, "Gradescope")
 gradescope:
@@ -521,6 +533,8 @@ print-flags:
 # docs' tests (print-programs, print-benchmarks)
 print-links:
 	@$(foreach l,$(LAB_NAMES),$(foreach p,$($(l).programs),echo "$(l) $(p) $(call student_links,$(l),$(p))";))
+print-checks:
+	@$(foreach l,$(LAB_NAMES),$(if $($(l).checks),echo "$(l) $($(l).checks)";))
 print-programs:
 	@$(foreach l,$(LAB_NAMES),$(foreach p,$($(l).programs),echo "$(l) $(p)";))
 	@$(foreach b,$(TOOL_BINS) $(DATASET_BINS),echo "tools $(notdir $(b))";)

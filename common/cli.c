@@ -70,3 +70,13 @@ void cli_print_option(const char *line) {
 }
 
 void cli_print_paragraph(const char *text) { print_wrapped(text, 0, 0); }
+
+void cli_no_options(int argc, char **argv, const char *usage, const char *what) {
+    if (argc < 2) return;
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        printf("usage: %s\n", usage);
+        cli_print_paragraph(what);
+        exit(0);
+    }
+    USER_ERROR("unexpected argument '%s': this program takes no options (see --help)", argv[1]);
+}

@@ -22,4 +22,9 @@ enum { CLI_HELP_COLUMNS = 100 };
 void cli_print_option(const char *line);
 void cli_print_paragraph(const char *text);
 
+/* A program that takes no options: --help (or -h) prints its usage line
+ * and what it does (a paragraph, wrapped) and exits 0; any other word is
+ * one error line. */
+void cli_no_options(int argc, char **argv, const char *usage, const char *what);
+
 #endif

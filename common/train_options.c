@@ -42,7 +42,8 @@ static const char *const g_help_groups[][2] = {
      "  --seed N             init and data seed                            (default 1)\n"},
     {"Compute",
      "  --device cpu|cuda    where to compute; cuda needs `make CUDA=1`     (default cpu)\n"
-     "  --threads N          OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)\n"
+     "  --threads N          OpenMP/BLAS threads (default: OMP_NUM_THREADS, else this node's cores\n"
+     "                       shared among its ranks)\n"
      "  --precision P        fp32, or mixed precision: bf16 or fp16 compute weights,\n"
      "                       activations and their gradients over fp32 master weights\n"
      "                       and moments (model.h)                       (default fp32)\n"
@@ -310,6 +311,18 @@ static void resolve_attention(const TrainOptions *o, const TrainProgram *program
     kernels_set_cpu_fused_forward(program->fused_forward);
 }
 
+/* --threads' default: OMP_NUM_THREADS when set, else this node's cores
+ * shared among its ranks (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE): 4 ranks
+ * on 2 cores that each took both would run 8 threads on 2 cores, and every
+ * step would wait on whichever thread the scheduler left out. */
+static int default_threads(void) {
+    if (getenv("OMP_NUM_THREADS")) return omp_get_max_threads();
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const int ranks = local && atoi(local) > 0 ? atoi(local) : 1;
+    const int threads = omp_get_num_procs() / ranks;
+    return threads > 0 ? threads : 1;
+}
+
 /* The options that depend on others: the defaults that follow the model
  * and the run, and the combinations that can't be */
 static void resolve_run(TrainOptions *o) {
@@ -328,7 +341,7 @@ static void resolve_run(TrainOptions *o) {
                    "--save DIR too");
     if (o->out_dir[0] == '\0')
         snprintf(o->out_dir, sizeof o->out_dir, "runs/%s-%s", o->lab, o->config_name);
-    if (o->threads == 0) o->threads = omp_get_max_threads();
+    if (o->threads == 0) o->threads = default_threads();
 }
 
 /* A checkpoint flag given to a program built without checkpoint ops: one

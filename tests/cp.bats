@@ -60,12 +60,12 @@ cp_cases() {
 }
 
 @test "unit: the lab's ring attention (contiguous, zigzag, striped) and Ulysses on 2, 3, 4 ranks equal the whole sequence's attention and pass finite differences" {
-    require_solution 00 07  # build/earlier/: lab 07's solution, lab 00's for the reference
+    require_solution 00 07  # lab 00's attention is the reference
     for np in 2 3 4; do
-        run mpirun_t 120 "$np" "$BUILD/tests/lab07/test_ring_attention"
+        run mpirun_t 120 "$np" "$BUILD/solutions/07_context_parallel/check_ring_attention"
         echo "$np ranks: $output"
         [ "$status" -eq 0 ]
-        [[ "$output" == *"test_ring_attention: "*" checks, 0 failed"* ]]
+        [[ "$output" == *"check_ring_attention: "*" checks, 0 failed"* ]]
     done
 }
 

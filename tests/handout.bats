@@ -7,14 +7,15 @@
 #      copied into labs/) scores full and `make bench-collectives` runs it.
 #   B  RELEASED=none: later labs link the student's own lab 00 (lab 02
 #      finished, lab 00 not: lab 02 stops in lab 00's TODO), and a reduced
-#      `make test` ends green. Its suites are every one with a test that
+#      `make test` ends green, running the student's own checks of lab 06
+#      (its generators, finished). Its suites are every one with a test that
 #      needs a solution, a planted bug or an untouched skeleton, so each of
 #      those skips is taken at least once; comm.bats and data.bats (no such
 #      test) are left out to keep this file near two minutes.
 load helpers
 
-HANDOUT_SUITES=(cli collectives cuda ddp ddp_tools failsafe fake_gpu gpu gradcheck grader sanitize
-                skeleton torch train unit zero zero_tools)
+HANDOUT_SUITES=(cli collectives cuda ddp ddp_tools failsafe fake_gpu gpu gradcheck grader lab_checks
+                sanitize skeleton torch train unit zero zero_tools)
 
 setup_file() {
     in_handout && return 0   # a handout cannot make handouts: every test skips
@@ -235,6 +236,9 @@ PY
 @test "handout: a reduced make test in the clone ends green, skipping what needs solutions, planted bugs or untouched labs" {
     local c="$H/B-clone" s files=()
     for s in "${HANDOUT_SUITES[@]}"; do files+=("tests/$s.bats"); done
+    # lab 06's generators written (built before the suites run side by side)
+    cp "$ROOT/solutions/06_pipeline/schedules.c" "$c/labs/06_pipeline/"
+    make -s -C "$c" -j2 all > /dev/null
     run t 900 bash "$c/tests/run.sh" "${files[@]}"
     printf '%s\n' "$output" | grep -E '^not ok|skip|passed' | head -120
     [ "$status" -eq 0 ]
@@ -244,6 +248,10 @@ PY
     [[ "$output" == *"# skip instructors only: grader/planted/ is not in a handout"* ]]
     [[ "$output" == *"# skip labs/02_ddp is no longer the untouched skeleton"* ]]
     [[ "$output" == *"# skip no lab in this handout has both its solution released and its skeleton untouched"* ]]
+    # the student's own checks: lab 06's ran, the untouched ones are named
+    [[ "$output" == *"# check: ok      build/labs/06_pipeline/check_schedules: check_schedules (lab 06): "*" checks, 0 failed"* ]]
+    [[ "$output" == *"# checked: 06; untouched: 00 01 05 07 09 10 11"* ]]
+    grep -qE "^ok [0-9]+ make test runs the student's own checks of every started lab [^#]*$" <<< "$output"
     # the untouched lab 00's skeleton tests still run
     local line
     line=$(grep -E '^ok [0-9]+ untouched lab 00 trainer builds' <<< "$output")

@@ -220,8 +220,8 @@ san_flags() {
             --send 0.25 --out "$BATS_TEST_TMPDIR/${args%% *}"
         no_reports
     done
-    for test in test_schedule lab06/test_schedules; do
-        run t 120 "$SAN/tests/$test"
+    for test in tests/test_schedule solutions/06_pipeline/check_schedules; do
+        run t 120 "$SAN/$test"
         no_reports
     done
 }

@@ -10,6 +10,10 @@ programs := train_gpt gradcheck
 # stand-in; LAB/NAME: one object of a lab
 link.train_gpt := train_gpt 00_single_device 09_checkpoint? 11_mixed_precision? 05_activation_memory?
 link.gradcheck := gradcheck 00_single_device 05_activation_memory?
+# checks: `make check LAB=00`, the lab's own checks of the student's copy
+# (build/labs/NN_name/; CHECK_COPY=solutions: the solution's): commands of
+# this lab's programs, "NP:" before one that runs on NP ranks, ";" between
+checks := gradcheck
 # fake_gpu: the programs tests/fake_gpu.bats runs on a pretend GPU
 fake_gpu := train_gpt
 # plugin: the apps/ objects linked with the lab's wherever a program links

@@ -4,4 +4,5 @@ objects := collectives
 programs := check_collectives bench_collectives
 link.check_collectives := check_collectives 01_collectives
 link.bench_collectives := bench_collectives 01_collectives
+checks := 3:check_collectives; 4:check_collectives
 fake_gpu := bench_collectives

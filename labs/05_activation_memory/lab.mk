@@ -10,6 +10,7 @@ link.train_tp := train_tp_lab05 act_layers ddp_sync tp_layers 05_activation_memo
 link.train_zero := train_zero_lab05 zero_scaled act_layers 05_activation_memory 03_zero 00_single_device \
 	09_checkpoint? 11_mixed_precision?
 link.check_act := check_act 05_activation_memory
+checks := 2:check_act
 fake_gpu := train_tp train_zero
 # The extension, fused attention's CPU forward pass, plugs into every
 # trainer (apps/fused_attention_ops.c hands it to the kernels); a program

@@ -5,6 +5,7 @@
 objects := checkpoint_shards
 programs := check_ckpt train_gpt train_zero train_tp train_pp
 link.check_ckpt := check_ckpt 09_checkpoint
+checks := check_ckpt
 link.train_gpt := train_gpt 09_checkpoint? 00_single_device 11_mixed_precision? 05_activation_memory?
 link.train_zero := train_zero zero_scaled 09_checkpoint? 03_zero 00_single_device 11_mixed_precision? 05_activation_memory?
 link.train_tp := train_tp ddp_sync tp_layers 09_checkpoint? 04_tensor_parallel 02_ddp 00_single_device 11_mixed_precision? 05_activation_memory?

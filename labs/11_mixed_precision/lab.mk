@@ -5,6 +5,7 @@
 objects := mixed_precision
 programs := check_precision train_gpt train_ddp train_tp
 link.check_precision := check_precision 11_mixed_precision
+checks := check_precision
 link.train_gpt := train_gpt 11_mixed_precision 00_single_device 09_checkpoint? 05_activation_memory?
 link.train_ddp := train_ddp ddp_sync 11_mixed_precision 02_ddp 00_single_device 09_checkpoint? 05_activation_memory?
 link.train_tp := train_tp ddp_sync tp_layers 11_mixed_precision 04_tensor_parallel 02_ddp \

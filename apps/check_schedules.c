@@ -1,15 +1,16 @@
-/* Lab 06's generators (schedules.h) for p = 1..6 ranks and m = 1..12
+/* check_schedules (`make check LAB=06`): lab 06's generators (schedules.h) for p = 1..6 ranks and m = 1..12
  * micro-batches (interleaved: v = 2..4 chunks, m a multiple of p): every
  * schedule passes the validator; with no message cost the simulated bubble
  * is the formula's, on every rank; each rank holds the activations the
  * schedule promises and runs its compute ops in the schedule's order; and
- * pipe_schedule_problem turns away what cannot be built. Links lab 06
- * through build/earlier/: the solution when it is here, else the
- * student's. */
+ * pipe_schedule_problem turns away what cannot be built. Built for each
+ * copy of lab 06: build/labs/ checks the student's generators. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+#include "cli.h"
 #include "schedule.h"
 #include "schedules.h"
 #include "unit.h"
@@ -210,7 +211,13 @@ static void check_problems(void) {
     schedule_free(s);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    program_set_name(argv[0]);
+    cli_no_options(argc, argv,
+                   "check_schedules", "Checks lab 06's schedule generators (schedules.c) for "
+                   "p = 1..6 ranks and m = 1..12 micro-batches: valid, the formula's bubble, the "
+                   "activations promised, each rank's compute order. Exit status 0 when every "
+                   "check passes, 1 when one fails, 3 when a generator is not implemented.");
     for (int p = 1; p <= MAX_P; p++) {
         for (int m = 1; m <= MAX_M; m++) {
             check_gpipe(p, m);
@@ -220,5 +227,5 @@ int main(void) {
         }
     }
     check_problems();
-    return unit_report("test_schedules (lab 06)");
+    return unit_report("check_schedules (lab 06)");
 }

@@ -15,8 +15,8 @@
  *    by every rank. Only the owning rank perturbs its copy; every rank
  *    runs the forward (it is collective) and the loss is the group's sum.
  *
- * Links lab 07 through build/earlier/ (the solution when it is here, else
- * the student's), and lab 00 for the reference. Exits non-zero on any
+ * Built for each copy of lab 07 (build/labs/: the student's, `make check
+ * LAB=07`), with lab 00 for the reference. Exits non-zero on any
  * failure, on every rank. */
 #include <math.h>
 #include <omp.h>
@@ -25,6 +25,7 @@
 
 #include "backward_kernels.h"
 #include "check.h"
+#include "cli.h"
 #include "comm.h"
 #include "kernels.h"
 #include "layout.h"
@@ -277,6 +278,12 @@ static void check_fd(CpAlgo algo, int B, int Tg, int C, int NH) {
 
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
+    cli_no_options(argc, argv,
+                   "mpirun -np P check_ring_attention (P = 2, 3 or 4)",
+                   "Checks lab 07's ring attention (contiguous, zigzag, striped) and Ulysses on P ranks against "
+                   "lab 00's attention of the whole sequence, and by finite differences. Exit "
+                   "status 0 when every check passes on every rank, 1 when one fails, 3 when a "
+                   "function is not implemented.");
     kernels_set_cpu_backward(program_backward_kernels());
     W = comm_init(&argc, &argv);
     /* one thread per rank: the shapes are tiny, and more ranks than cores
@@ -304,10 +311,10 @@ int main(int argc, char **argv) {
     g_unit_failures = total;
     int rc = total ? 1 : 0;
     if (W->rank == 0) {
-        printf("test_ring_attention: %d ranks: ring (contiguous, zigzag, striped) and Ulysses vs "
+        printf("check_ring_attention: %d ranks: ring (contiguous, zigzag, striped) and Ulysses vs "
                "the whole sequence's attention, worst: out %.2g, lse %.2g, dqkv %.2g (relative); "
                "finite differences %.2g (relative)\n", P, worst[0], worst[1], worst[2], worst[3]);
-        rc = unit_report("test_ring_attention");
+        rc = unit_report("check_ring_attention");
     }
     comm_finalize();
     return rc;
