@@ -3,9 +3,9 @@
 # stages, interleaved with 2 chunks per rank, and composed with DP (dp 2 x
 # pp 2) and TP (tp 2 x pp 2), follows the single-device run with as many
 # micro-batches (losses and the gradient norm within the grader's
-# tolerance: the gradient norm catches a missing 1/m, which AdamW and
-# clipping hide from the losses and, on tiny, from the parameters;
-# gathered parameters within 1e-5); every stage's memory equals the planner's prediction from
+# tolerance, gathered parameters within 1e-5: a backward without its 1/m
+# weight is m times the norm, and with clipping off its parameters leave
+# that bound; with clipping on they may not); every stage's memory equals the planner's prediction from
 # the schedule; the ranks' own copies of the model agree (the tied
 # embedding's two copies included); the bubble report and its timelines
 # are written; bad input is one clear error.
@@ -135,4 +135,50 @@ pp_cases() {
     run mpirun_t 60 2 "$PP" "${COMMON[@]}" --pp 2 --micro-batches 3
     assert_user_error
     [[ "$output" == *"--batch 8 must be a multiple"* ]]
+}
+
+# The planted bug of a backward without its 1/m loss weight, on tiny at pp 2,
+# m = 4: every gradient is m times too large. With clipping on (the
+# default), the norm, above the threshold in both runs, is clipped back to
+# it: the updates are the same and the parameters may agree to the bit; the
+# gradient norm alone shows the bug, m times the solution's. With clipping
+# off AdamW still divides most of the factor out (g / sqrt(v)), but not
+# through its epsilon: the parameters leave the 1e-5 bound (measured 5e-5
+# after 12 steps; the solution's 9e-7).
+@test "pp: a backward without its 1/m weight has m times the gradient norm; with clipping off its parameters move apart from one device's" {
+    require_instructor "grader/planted/ is not in a handout"
+    require_solution 00 06
+    cd "$ROOT"
+    local d="$BATS_TEST_TMPDIR" clip norms
+    mkdir -p "$d/src"
+    cp solutions/06_pipeline/pipeline.c "$d/src/"
+    patch -s -d "$d/src" -p1 < grader/planted/06-backward-loss-not-scaled.patch
+    build_variant "$d/src/pipeline.c" 06_pipeline "$d/src" train_pp > /dev/null
+    t 120 "$BUILD/solutions/00_single_device/train_gpt" "${COMMON[@]}" --grad-accum 4 --grad-clip 0 \
+        --out "$d/base" --dump-params "$d/base/params.bin" > /dev/null
+    for clip in 1 0; do
+        PP="$d/src/train_pp" run pp_run "$d/bug-$clip" 2 --pp 2 --micro-batches 4 --grad-clip $clip
+        [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+        run pp_run "$d/right-$clip" 2 --pp 2 --micro-batches 4 --grad-clip $clip
+        [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    done
+    follows_base "$d/base" "$d/right-0" "solution, no clipping"
+    # the gradient norm: m = 4 times the solution's, at every step where
+    # clipping kept the two runs on one path, at the first step without it
+    for clip in 1 0; do
+        norms=$(paste -d, <(cut -d, -f5 "$d/right-$clip/metrics.csv") <(cut -d, -f5 "$d/bug-$clip/metrics.csv") | tail -n +2)
+        [ "$clip" = 1 ] || norms=$(head -n 1 <<< "$norms")
+        awk -F, '{ r = $2 / $1; if (r < 3.999 || r > 4.001) { print "step " NR - 1 ": ratio " r; bad = 1 } }
+                 END { exit bad }' <<< "$norms"
+    done
+    # without clipping the parameters leave the bound
+    python3 - "$d/base/params.bin" "$d/bug-0/params.bin" <<'PY'
+import array, sys
+a, b = array.array("f"), array.array("f")
+a.frombytes(open(sys.argv[1], "rb").read())
+b.frombytes(open(sys.argv[2], "rb").read())
+worst = max(abs(x - y) for x, y in zip(a, b))
+print(f"without 1/m, no clipping: parameters apart by up to {worst:.2g}")
+assert len(a) == len(b) and worst > 1e-5, worst
+PY
 }
