@@ -28,8 +28,10 @@
  * back before its backward: lossless, since they hold the format's
  * values, so the passes give the same bits as fp32 buffers of rounded
  * values would. What the ops of a layout communicate inside a layer
- * (partial sums, keys and values) and an MoE layer's inside are fp32;
- * what CP's ops keep, as they write it.
+ * (partial sums, keys and values) and an MoE layer's inside are fp32
+ * buffers, moved on a 2-byte wire where they are activations (comm.h's
+ * comm_act_dtype: TP's f and g, SP's gathers and scatters, CP's K and V,
+ * MoE's rows); what CP's ops keep, as they write it.
  *
  * Communication inside the passes goes through the layout's
  * TensorParallelOps (below), called unconditionally: the whole model's

@@ -194,7 +194,7 @@ PY
     [[ "$output" == *"bench-ddp: error: the solution of lab 02 is not in this handout: BENCH_COPY=labs runs your program"* ]]
 }
 
-@test "handout: without lab 09's solution, labs 00-08 link no lab 09: with it broken they build, run and grade; a checkpoint flag says they come with lab 09, --precision with lab 11, --attention fused with lab 05" {
+@test "handout: without lab 09's solution, labs 00-08 link no lab 09: with it broken they build, run and grade; a checkpoint flag says they come with lab 09, --precision with lab 11 (and the grader leaves lab 04's bf16 case out), --attention fused with lab 05" {
     local c="$H/B-clone"
     # their checkpoints' stand-in (labs/09_checkpoint/lab.mk: absent)
     run make -s -C "$c" print-links
@@ -219,6 +219,18 @@ PY
     run t 60 "$c/build/labs/02_ddp/train_ddp" --steps 1 --precision bf16
     assert_user_error
     [[ "$output" == *"--precision bf16: this build has no mixed precision: it comes with lab 11"* ]]
+    # so the grader leaves out lab 04's bf16 case (needs = "11_mixed_precision"):
+    # the core's total counts the others only, and a --case of it alone is an error
+    run t 300 make -s -C "$c" grade LAB=04 GRADE_FLAGS="--case 'tp 2, 2 ranks'"
+    echo "$output"
+    [[ "$output" != *"not graded here"* ]]
+    run t 300 make -s -C "$c" grade LAB=04
+    echo "$output"
+    [[ "$output" == *"grade: not graded here: 04_tensor_parallel 'bf16 activations on the wire, tp 2, 2 ranks' (1 points) needs lab 11 (mixed precision)"* ]]
+    [ "$(total_of "$c/grader/out/report.txt")" = 0/12 ]
+    run t 60 make -s -C "$c" grade LAB=04 GRADE_FLAGS="--case bf16"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"grade: error: every case chosen needs a later lab this tree does not have yet"* ]]
     # and lab 05's fused attention (labs/05_activation_memory/lab.mk: absent) before lab 05
     run make -s -C "$c" print-links
     [ "$(grep -cE '^0[0-4]_.* build/apps/no_fused_attention\.o' <<< "$output")" -eq 5 ]

@@ -116,7 +116,8 @@ released_text=${out_labs[*]:-none}
     echo
     echo '```'
     echo "make                # build everything: your labs into build/labs/NN_name/"
-    echo "make test           # the kit's own tests (some skip, saying why: they need solutions not handed out)"
+    echo "make test           # the kit's own tests, and your started labs' own checks (some skip, saying why)"
+    echo "make check LAB=06   # one lab's own checks of your code (gradcheck, the check_* programs)"
     echo "make grade LAB=00   # grade your lab 00 (make grade: every lab); report in grader/out/report.txt"
     echo '```'
     echo
@@ -148,7 +149,10 @@ released_text=${out_labs[*]:-none}
     echo "[docs/TRAINER.md](docs/TRAINER.md) (the programs each lab builds, the trainer),"
     echo "[docs/MULTI_RANK.md](docs/MULTI_RANK.md) and [docs/TESTING.md](docs/TESTING.md)"
     echo "describe the kit; where they name \`build/solutions/...\`, use your"
-    echo "\`build/labs/...\` instead."
+    echo "\`build/labs/...\` instead. The one exception: a README that compares a"
+    echo "run with lab 00's \`train_gpt\` means the one that works, the released"
+    echo "solution's (\`build/solutions/00_single_device/train_gpt\`) once lab 00's"
+    echo "solution is in your tree, else yours."
     echo
     echo "When a solution is released later, your instructor gives you its"
     echo "\`solutions/NN_name/\` directory: put it at the top of this tree as it is,"

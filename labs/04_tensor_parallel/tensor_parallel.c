@@ -8,7 +8,8 @@
  * them; the softmax's statistics stay COMM_FLOAT. The whole model at
  * tp = 1 is the same code with a group of one.
  *
- * Check your work: make test runs train_tp against lab 00 for tp = 1, 2, 4;
+ * Check your work: make grade LAB=04 runs your train_tp in the grader's
+ * cases against the references (losses, memory, every collective);
  *   mpirun -np 2 ./build/labs/04_tensor_parallel/train_tp --tp 2 --steps 20
  */
 #include "tensor_parallel.h"

@@ -14,8 +14,9 @@
  * (kernels_backend.h) on strided tiles, exp_nonpositive, row_max and
  * row_sum (math_shared.h) on their rows.
  *
- * Check your work: make test runs train_tp --sp and --recompute against
- * lab 04 and lab 00;
+ * Check your work: make check LAB=05 (check_act: the layernorm sum on a
+ * pipeline's stages), then make grade LAB=05 runs your train_tp --sp and
+ * --recompute in the grader's cases against the references;
  *   mpirun -np 2 ./build/labs/05_activation_memory/train_tp --tp 2 --sp --steps 20
  */
 #include "activation_memory.h"

@@ -8,8 +8,8 @@
  * and the executor (common/pipe_exec.h) the buffers:
  *   pipe_acts, pipe_acts_release, pipe_grad_out, pipe_grad_in.
  *
- * Check your work: make test runs train_pp with every schedule against
- * lab 00's trainer;
+ * Check your work: make check LAB=06 (your generators), then make grade
+ * LAB=06 runs your train_pp with every schedule against the references;
  *   mpirun -np 2 ./build/labs/06_pipeline/train_pp --pp 2 --schedule 1f1b --micro-batches 4
  */
 #include "pipeline.h"

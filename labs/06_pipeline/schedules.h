@@ -22,8 +22,9 @@
  * timeline (schedule_simulate): each rank's busy and idle time, its
  * bubble fraction and peak activations, and the bubble next to its
  * formula (pipe_bubble_fraction, pipe_bubble_fraction_zb_h1); with
- * --out DIR it also draws the timeline, DIR/gantt.png. make test runs
- * every generator for p = 1..6, m = 1..12 against the formulas.
+ * --out DIR it also draws the timeline, DIR/gantt.png. make check LAB=06
+ * runs every generator for p = 1..6, m = 1..12 against the formulas (in a
+ * handout, make test does too once you have started the lab).
  *
  * Conventions (schedule.h): v = 1 except for the interleaved schedule, so
  * chunk 0 is rank r's one stage, stage r; with v chunks, chunk c of rank r
@@ -41,32 +42,42 @@
 Schedule *schedule_gpipe(int p, int m);
 
 /* 1F1B, as PipeDream-Flush and Megatron-LM's non-interleaved schedule
- * (Narayanan et al. 2021): rank r runs min(p - r - 1, m) warm-up forwards,
- * then alternates one forward and one backward, then runs the backwards
- * left (cool-down). The same bubble as GPipe, but rank r holds at most
- * min(p - r, m) micro-batches' activations. In the steady state rank r
- * sends a gradient to r - 1 while r - 1 sends it an activation: those
- * pairs must be batched (Megatron-LM's send_forward_recv_backward and
- * send_backward_recv_forward), or both wait in a send forever. */
+ * (Narayanan et al. 2021): each rank runs a warm-up of forwards, then
+ * alternates one forward and one backward (the steady state), then runs
+ * the backwards left (the cool-down). The warm-up is the shortest that
+ * keeps every rank busy once micro-batch 0 reaches the last stage, and no
+ * longer: rank r holds at most min(p - r, m) micro-batches' activations
+ * (the checks compare each rank's peak), and the bubble is GPipe's. In
+ * the steady state rank r sends a gradient to r - 1 while r - 1 sends it
+ * an activation: those pairs must be batched (Megatron-LM's
+ * send_forward_recv_backward and send_backward_recv_forward), or both wait
+ * in a send forever. */
 Schedule *schedule_1f1b(int p, int m);
 
 /* Megatron-LM's interleaved 1F1B (Narayanan et al. 2021): rank r holds v
- * chunks, stages r, r + p, ..., r + (v - 1) p. Micro-batches go through the
- * chunks in groups of p: every rank's k-th forward is micro-batch
- * (k / (p v)) p + k % p on chunk (k / p) % v, its k-th backward the same
- * micro-batch on chunk v - 1 - (k / p) % v. Rank r runs
- * min((p - r - 1) 2 + (v - 1) p, m v) warm-up forwards, then one forward
- * and one backward at a time, then the backwards left. Needs v >= 2 and m
- * a multiple of p; bubble (p - 1) / (v m + p - 1), in exchange for v times
- * as many messages. */
+ * chunks, stages r, r + p, ..., r + (v - 1) p, so a micro-batch passes
+ * every rank v times, each forward on stage s after stage s - 1's and each
+ * backward after stage s + 1's. Micro-batches go through the chunks in
+ * groups of p (README, "Interleaving"): needs v >= 2 and m a multiple of
+ * p. Which micro-batch and chunk each rank's k-th forward and k-th
+ * backward take is Megatron-LM's order, and the checks compare every
+ * rank's compute ops with it, in order. As in 1F1B, a warm-up of forwards,
+ * then one forward and one backward at a time, then the backwards left;
+ * the warm-up is Megatron-LM's too, and each rank's peak of chunks'
+ * activations in flight (more than 1F1B's) is checked against it. One
+ * batch of messages after each round of compute (a warm-up or cool-down
+ * op, or a steady-state forward-and-backward pair): what the round made,
+ * sent, and what the next round needs, received. Bubble (p - 1) /
+ * (v m + p - 1), in exchange for v times as many messages. */
 Schedule *schedule_interleaved(int p, int m, int v);
 
 /* ZB-H1 (Qi et al. 2023, Zero Bubble Pipeline Parallelism): 1F1B with each
  * backward split into I (PIPE_BACKWARD_INPUT: the gradient the previous
  * stage waits for) and W (PIPE_BACKWARD_WEIGHT: the weight gradients,
- * which nobody waits for). Rank r runs W of micro-batch i just after I of
- * micro-batch i + r, and the last r W's at the end, in the cool-down's
- * gaps: the activations in flight stay 1F1B's min(p - r, m), and with
+ * which nobody waits for). Rank r runs W of micro-batch i after I of
+ * micro-batch i + r and that I's messages (a lone send and receive, not a
+ * batch), and its last r W's at the end, after its last I: the
+ * activations in flight stay 1F1B's min(p - r, m), and with
  * m >= p and equal costs the bubble is a third of 1F1B's
  * (pipe_bubble_fraction_zb_h1). */
 Schedule *schedule_zb_h1(int p, int m);

@@ -15,8 +15,10 @@
  * is ring_block_mask's: the rest of the ring does not depend on the
  * placement.
  *
- * Check your work: make test runs train_cp with each algorithm against
- * lab 00's trainer, and the gradient check on 2 and 3 ranks;
+ * Check your work: make check LAB=07 (check_ring_attention: each placement
+ * against the whole sequence's attention and finite differences, on 2, 3
+ * and 4 ranks), then make grade LAB=07 runs your train_cp in the grader's
+ * cases;
  *   mpirun -np 2 ./build/labs/07_context_parallel/train_cp --cp 2 --cp-algo zigzag
  */
 #include "ring_attention.h"

@@ -7,8 +7,9 @@
  * heads as --attention runs it: gpt_attention_whole_forward / _backward
  * (model.h; lab 00's kernels, or lab 05's fused ones).
  *
- * Check your work: make test runs train_cp --cp-algo ulysses against lab
- * 00's trainer;
+ * Check your work: make check LAB=07 (Ulysses against the whole
+ * sequence's attention), then make grade LAB=07 (train_cp --cp-algo
+ * ulysses in the grader's cases);
  *   mpirun -np 2 ./build/labs/07_context_parallel/train_cp --cp 2 --cp-algo ulysses
  */
 #include "ulysses.h"
