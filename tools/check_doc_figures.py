@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""check_doc_figures.py [--run] [--list] FILE.md...: the figures a lab's
+README or HINTS states are either rerun or say where they came from.
+
+A block of Markdown (a paragraph, a list, a table, a fenced code block)
+is *checked* when the line before it is a comment naming the command that
+produces its figures (invisible on GitHub; several such lines add their
+outputs together):
+
+    <!-- check: build/labs/06_pipeline/pipeline_schedule --schedule 1f1b -p 4 -m 8 -->
+
+With --run, each command runs once (from a scratch directory that sees
+the kit's build/, so its runs/ go nowhere near the user's; a lab's
+build/labs/NN_name/ is its solution's build/solutions/NN_name/ where that
+is in the tree, and a block whose lab has neither the solution nor a
+started copy is skipped) and every significant figure of the block (a
+number with a decimal point, or an integer of 100 or more; inline code,
+dates and timings aside) must be one of the output's numbers, to the
+figure's own precision: 0.27 is any x with |x - 0.27| <= 0.005, 27% also
+0.27, 47,358,048 exactly.
+
+Without a command, two kinds of figure must be *labelled* with where they
+came from, in their block, the one before it (a table's caption) or the
+first paragraph of their section (a section of measurements says where
+once):
+  - times and rates (ms, µs, s, GB/s, MB/s, GFLOP/s, TFLOP/s, tok/s):
+    another machine's measurement; the label names a machine and a date
+    ("the kit's reference VM, 2 cores, November 2026"), or a source (a
+    paper, a spec sheet);
+  - counts the kit prints (10,000 or more bytes, calls, parameters,
+    checks): a figure that drifts when the code changes; check it.
+Code blocks without a command are not scanned (they are commands and
+code). --list prints each checked block's command and figures.
+
+Exit status 0 when every file passes, 1 with one line per problem
+("FILE:LINE: ..."), 2 on bad usage.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHECK = re.compile(r"^<!--\s*check:\s*(.*?)\s*-->\s*$")
+TIME_UNIT = r"(?:GB/s|MB/s|GFLOP/s|TFLOP/s|k?\s?tok/s|ms|µs|us|s)(?![\w/])"
+TIMING = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?" + TIME_UNIT)
+COUNT = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d{5,})\s*(?:bytes|B|calls|parameters|params|checks)\b")
+NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?%?")
+MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+DATE = re.compile(rf"\b(?:(?:{MONTHS}) 20\d\d|20\d\d-\d\d(?:-\d\d)?)\b")
+MACHINE = re.compile(r"\b(?:VM|cores?|GPUs?|machine|laptop|H100|H200|A100|workstation|node)\b")
+SOURCE = re.compile(r"\b(?:et al\.|paper|spec sheet|datasheet|specification|report)\b", re.I)
+INLINE_CODE = re.compile(r"`[^`]*`")
+COMMENT = re.compile(r"<!--.*?-->", re.S)
+LAB_BUILD = re.compile(r"build/labs/(\d\d_[a-z0-9_]+)/")
+
+
+class Block:
+    def __init__(self, line, text, code, commands, section):
+        self.line, self.text, self.code, self.commands = line, text, code, commands
+        self.section = section   # the index of its section's first block
+
+
+def blocks(path):
+    """The file's blocks, each with the commands of the check lines above it."""
+    out, pending, cur, start, fence, section = [], [], [], 0, None, 0
+    lines = open(path, encoding="utf-8").read().split("\n")
+
+    def close(code=False):
+        nonlocal cur, pending, section
+        if cur:
+            if cur[0].startswith("#"):
+                section = len(out) + 1     # the block after the heading
+            out.append(Block(start, "\n".join(cur), code, pending, section))
+            pending = []
+        cur = []
+
+    for i, line in enumerate(lines, 1):
+        if fence:
+            cur.append(line)
+            if line.strip().startswith(fence):
+                fence = None
+                close(code=True)
+            continue
+        m = CHECK.match(line.strip())
+        if m:
+            close()
+            pending.append(m.group(1))
+            continue
+        if line.strip().startswith(("```", "~~~")):
+            close()
+            fence, start, cur = line.strip()[:3], i, [line]
+            continue
+        if not line.strip() or line.startswith("#"):
+            close()
+            if not line.strip():
+                continue
+        if not cur:
+            start = i
+        cur.append(line)
+    close()
+    return out
+
+
+def prose(text):
+    """A block's text as read: no inline code, no comments."""
+    return INLINE_CODE.sub(" ", COMMENT.sub(" ", text))
+
+
+def says_where(text):
+    return bool((DATE.search(text) and MACHINE.search(text)) or SOURCE.search(text))
+
+
+def labelled(bs, i):
+    """Block i, the one before it (a table's caption) or its section's
+    first paragraph (a section of measurements says where once) names
+    where its numbers came from."""
+    near = [bs[i], bs[i - 1] if i else None, bs[bs[i].section] if bs[i].section < len(bs) else None]
+    return any(b is not None and not b.code and says_where(prose(b.text)) for b in near)
+
+
+def figures(block):
+    """The block's significant figures: (text, value, tolerance, percent)."""
+    text = DATE.sub(" ", prose(block.text) if not block.code else block.text)
+    text = TIMING.sub(" ", text)                       # timings vary run to run
+    text = re.sub(r"\b[A-Za-z_][\w-]*\d[\w-]*", " ", text)   # names: gpt2-124m, tp2, x86_64
+    out = []
+    for m in NUMBER.finditer(text):
+        s = m.group(0)
+        pct = s.endswith("%")
+        num = s.rstrip("%").replace(",", "")
+        if "," in s and not re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?%?", s):
+            continue                                    # a list "1,2,3", not a figure
+        try:
+            value = float(num)
+        except ValueError:
+            continue
+        mant = num.split("e")[0].split("E")[0]
+        decimals = len(mant.split(".")[1]) if "." in mant else 0
+        if decimals == 0 and abs(value) < 100 and not pct:
+            continue
+        exp = int(re.split("[eE]", num)[1]) if re.search("[eE]", num) else 0
+        # a count is exact; a decimal or a percentage is rounded at its last digit
+        tol = 0.5 * 10 ** (exp - decimals) * 1.000001 if decimals or exp or pct else 0
+        out.append((s, value, tol, pct))
+    return out
+
+
+def output_numbers(text):
+    vals = []
+    for m in re.finditer(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text.replace(",", "")):
+        try:
+            vals.append(float(m.group(0)))
+        except ValueError:
+            pass
+    return vals
+
+
+def found(fig, numbers):
+    _, value, tol, pct = fig
+    for x in numbers:
+        if abs(x - value) <= tol or (pct and abs(100 * x - value) <= tol):
+            return True
+    return False
+
+
+def lab_copy(lab):
+    """build/solutions/LAB when that solution is here, else build/labs/LAB when
+    the student started it (not the untouched skeleton), else None."""
+    if os.path.isdir(os.path.join(ROOT, "solutions", lab)):
+        return f"build/solutions/{lab}/"
+    handout = os.path.join(ROOT, ".handout")
+    if os.path.exists(handout):
+        import hashlib
+        for line in open(handout):
+            digest, _, path = line.strip().partition("  ")
+            if path.startswith(f"labs/{lab}/") and os.path.exists(os.path.join(ROOT, path)):
+                if hashlib.sha256(open(os.path.join(ROOT, path), "rb").read()).hexdigest() != digest:
+                    return f"build/labs/{lab}/"
+    return None
+
+
+class Runner:
+    def __init__(self, timeout):
+        self.timeout, self.cache = timeout, {}
+        self.scratch = tempfile.mkdtemp(prefix="doc-check.")
+        os.symlink(os.path.join(ROOT, "build"), os.path.join(self.scratch, "build"))
+        for extra in ("datasets", "tools", "bench", "scripts"):
+            os.symlink(os.path.join(ROOT, extra), os.path.join(self.scratch, extra))
+        self.env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                        OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+
+    def close(self):
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def run(self, command):
+        """(output, None) or (None, why it could not run)."""
+        for lab in LAB_BUILD.findall(command):
+            copy = lab_copy(lab)
+            if copy is None:
+                return None, f"skipped: lab {lab[:2]} has neither its solution here nor a started copy"
+            command = command.replace(f"build/labs/{lab}/", copy)
+        if command not in self.cache:
+            try:
+                res = subprocess.run(["bash", "-c", command], cwd=self.scratch, env=self.env,
+                                     capture_output=True, text=True, timeout=self.timeout)
+                self.cache[command] = (res.stdout + res.stderr, res.returncode)
+            except subprocess.TimeoutExpired:
+                self.cache[command] = ("", f"timed out after {self.timeout} s")
+        out, rc = self.cache[command]
+        if rc != 0:
+            tail = out.strip().splitlines()[-1:] or [""]
+            return None, f"`{command}` failed ({rc if isinstance(rc, str) else 'exit status %d' % rc}): {tail[0][:160]}"
+        return out, None
+
+
+def check_file(path, runner, listing):
+    problems, skipped, checked = [], 0, 0
+    rel = os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
+    bs = blocks(path)
+    for i, b in enumerate(bs):
+        where = f"{rel}:{b.line}"
+        if b.commands:
+            figs = figures(b)
+            if listing:
+                print(f"{where}: {' ; '.join(b.commands)}: {' '.join(f[0] for f in figs) or '(no figure)'}")
+            if not figs:
+                problems.append(f"{where}: a check line above a block with no figure to check")
+                continue
+            if runner is None:
+                continue
+            outs, why = [], None
+            for c in b.commands:
+                out, why = runner.run(c)
+                if out is None:
+                    break
+                outs.append(out)
+            if why and why.startswith("skipped"):
+                skipped += 1
+                continue
+            if why:
+                problems.append(f"{where}: {why}")
+                continue
+            numbers = output_numbers("\n".join(outs))
+            checked += 1
+            for f in figs:
+                if not found(f, numbers):
+                    problems.append(f"{where}: {f[0]} is not in the output of `{' ; '.join(b.commands)}`")
+            continue
+        if b.code:
+            continue
+        text = prose(b.text)
+        if labelled(bs, i):
+            continue
+        for m in TIMING.finditer(text):
+            problems.append(f"{where}: {m.group(0).strip()} is a measurement with no machine and date "
+                            f"(or source) beside it, and no check line")
+        for m in COUNT.finditer(text):
+            problems.append(f"{where}: {m.group(0).strip()} is a figure of the kit's output with no "
+                            f"check line (<!-- check: COMMAND -->) to rerun it")
+    return problems, skipped, checked
+
+
+def main(argv):
+    args = [a for a in argv if not a.startswith("--")]
+    flags = [a for a in argv if a.startswith("--")]
+    if not args or any(f not in ("--run", "--list") for f in flags):
+        print("usage: check_doc_figures.py [--run] [--list] FILE.md...", file=sys.stderr)
+        return 2
+    for a in args:
+        if not os.path.isfile(a):
+            print(f"check_doc_figures: error: no such file: {a}", file=sys.stderr)
+            return 2
+    timeout = int(os.environ.get("DOC_CHECK_TIMEOUT", "120"))
+    runner = Runner(timeout) if "--run" in flags else None
+    problems, skipped, checked = [], 0, 0
+    try:
+        for a in args:
+            p, s, c = check_file(os.path.abspath(a), runner, "--list" in flags)
+            problems += p
+            skipped += s
+            checked += c
+    finally:
+        if runner:
+            runner.close()
+    for p in problems:
+        print(p)
+    ran = f", {checked} checked blocks rerun, {skipped} skipped" if runner else ""
+    print(f"check_doc_figures: {len(args)} files{ran}, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
