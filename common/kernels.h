@@ -166,17 +166,20 @@ void position_forward(float *out, const float *wpe, int first_row, int N, int T,
 void position_backward(float *dwpe, const float *dout, int B, int T, int C);
 /* out[n,:] += bias (N rows of OC) */
 void bias_forward(float *out, const float *bias, int N, int OC);
-/* Softmax and cross-entropy over logits split by columns, V local columns
- * per row of which the first `valid` are real (the rest: the padding of a
- * vocabulary that does not divide; probability 0). In this order:
- *   vocab_logits_max     maxes[n] = max of the row's valid logits (-inf if none)
- *   vocab_target_logit   out[n] = logits[n, targets[n] - first], or 0 when
- *                        another rank holds the target
- *   vocab_softmax_exp    probs = e^(logit - maxes[n]) (may alias logits: read
- *                        the target logit first), sums[n] = their row sum
- *   vocab_crossentropy_finish  with the global maxes, sums and target
- *                        logits: probs /= sums, losses[n] = log(sums[n]) -
- *                        (target_logits[n] - maxes[n]); returns their mean
+/* Softmax and cross-entropy over logits split by columns: a rank holds V
+ * columns of each row, of which the first `valid` are real (the rest: the
+ * padding of a vocabulary that does not divide; probability 0).
+ *   vocab_logits_max     maxes[n] = max of this rank's valid logits of row n
+ *                        (-inf if none)
+ *   vocab_target_logit   out[n] = logits[n, targets[n] - first] where this
+ *                        rank holds the target, else 0
+ *   vocab_softmax_exp    probs = e^(logit - maxes[n]), sums[n] = their sum
+ *                        over this rank's columns (probs may be logits:
+ *                        in place)
+ *   vocab_crossentropy_finish  given each row's max, sum and target logit
+ *                        over the whole vocabulary: probs /= sums,
+ *                        losses[n] = log(sums[n]) - (target_logits[n] -
+ *                        maxes[n]); returns their mean
  *   vocab_crossentropy_backward  probs becomes dloss (probs - onehot) in
  *                        place, the onehot where this rank holds the target */
 void vocab_logits_max(float *maxes, const float *logits, int N, int V, int valid);

@@ -205,7 +205,7 @@ def set_aside_unlinked(labs):
         for c in lab.cases:
             if c.needs and not any(f"/{c.needs}/" in x for x in lab.links.get(c.program, [])):
                 print(f"grade: not graded here: {lab.name} '{c.name}' ({reports.fmt_points(c.points)} "
-                      f"points) needs lab {c.needs[:2]} ({c.needs[3:].replace('_', ' ')}), whose solution "
+                      f"point{'' if c.points == 1 else 's'}) needs lab {c.needs[:2]} ({c.needs[3:].replace('_', ' ')}), whose solution "
                       f"this tree does not have yet; it counts once that lab is released")
                 continue
             keep.append(c)
@@ -720,14 +720,15 @@ def main():
                 lab.cases = [c for c in lab.cases if args.case in c.name]
         if not any(lab.cases for lab in labs):
             raise ManifestError(f"no case matches {args.case!r}")
-        set_aside_unlinked(labs)
-        if not any(lab.cases for lab in labs):
-            raise ManifestError("every case chosen needs a later lab this tree does not have yet")
         if not os.path.isdir(args.src):
             raise ManifestError(f"no such directory: {args.src}")
-        threshold = fail_under(args.fail_under, labs)
         if args.hidden or args.make_references:
             require_solutions(args, labs)
+        if not args.make_references:
+            set_aside_unlinked(labs)
+            if not any(lab.cases for lab in labs):
+                raise ManifestError("every case chosen needs a later lab this tree does not have yet")
+        threshold = fail_under(args.fail_under, labs)
         dirs = [("--out", args.out)]
         if args.make_references:
             dirs.append(("--reference-out", args.reference_out))

@@ -214,13 +214,14 @@ across() {
     t 60 bash "$CL" up --name batsd --nodes 3 --slots 1 > /dev/null
     [ "$(ip netns list | grep -c '^batsd-')" -eq 4 ]
     # something left running in a node, as a crashed job would
-    ip netns exec batsd-n2 sleep 300 &
+    # (named, so that no other sleep on the machine is taken for it)
+    ip netns exec batsd-n2 bash -c 'exec -a dtlab-batsd-leftover sleep 300' &
     run t 60 bash "$CL" down --name batsd
     echo "$output"
     [ "$status" -eq 0 ]
     [ "$(ip netns list | grep -c '^batsd-')" -eq 0 ]
     [ ! -e /tmp/dtlab-cluster-batsd ]
-    ! pgrep -f "sleep 300" > /dev/null || return 1
+    ! pgrep -f dtlab-batsd-leftover > /dev/null || return 1
     ! ip link show | grep -q batsd || return 1
     # and down of nothing is no error
     run t 60 bash "$CL" down --name batsd

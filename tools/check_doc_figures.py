@@ -20,7 +20,7 @@ figure's own precision: 0.27 is any x with |x - 0.27| <= 0.005, 27% also
 0.27, 47,358,048 exactly.
 
 Without a command, two kinds of figure must be *labelled* with where they
-came from, in their block, the one before it (a table's caption) or the
+came from, in their block, the one before a table (its caption) or the
 first paragraph of their section (a section of measurements says where
 once):
   - times and rates (ms, µs, s, GB/s, MB/s, GFLOP/s, TFLOP/s, tok/s):
@@ -114,10 +114,12 @@ def says_where(text):
 
 
 def labelled(bs, i):
-    """Block i, the one before it (a table's caption) or its section's
+    """Block i, the one before it if it is a table (its caption) or its section's
     first paragraph (a section of measurements says where once) names
     where its numbers came from."""
-    near = [bs[i], bs[i - 1] if i else None, bs[bs[i].section] if bs[i].section < len(bs) else None]
+    table = bs[i].text.lstrip().startswith("|")
+    near = [bs[i], bs[i - 1] if i and table else None,
+            bs[bs[i].section] if bs[i].section < len(bs) else None]
     return any(b is not None and not b.code and says_where(prose(b.text)) for b in near)
 
 

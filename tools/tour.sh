@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/tour.sh (`make tour`): the kit's central claim in one page. The same
 # model and batch trained for the same steps in every layout of the
-# composed trainer (build/solutions/10_composed/train_4d) and on one device (lab 00's
+# composed trainer (train_4d: the solution's, or in a handout yours) and on one device (lab 00's
 # train_gpt, the reference), then drawn:
 #   losses.png   the loss curves overlaid: they coincide (the table gives
 #                each layout's largest distance from one device);
@@ -30,8 +30,10 @@ LIMIT=${TOUR_TIMEOUT:-300}
 PRECISION=${TOUR_PRECISION:-fp32}
 [[ "$STEPS" =~ ^[1-9][0-9]*$ ]] || die "TOUR_STEPS must be a positive whole number, got '$STEPS'"
 [[ "$PRECISION" =~ ^(fp32|bf16|fp16)$ ]] || die "TOUR_PRECISION must be fp32, bf16 or fp16, got '$PRECISION'"
-T4D=build/solutions/10_composed/train_4d
-GPT=build/$([ -d solutions/00_single_device ] && echo solutions || echo labs)/00_single_device/train_gpt
+# the solutions' programs where they are here, else the student's (a handout)
+copy_of() { [ -d "solutions/$1" ] && echo solutions || echo labs; }
+T4D=build/$(copy_of 10_composed)/10_composed/train_4d
+GPT=build/$(copy_of 00_single_device)/00_single_device/train_gpt
 [ -x "$T4D" ] && [ -x "$GPT" ] || die "$T4D or $GPT not built (make all)"
 command -v gnuplot > /dev/null || die "gnuplot not installed (apt-get install gnuplot-nox)"
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
@@ -184,7 +186,7 @@ EOF
     echo "td:first-child,th:first-child{text-align:left}img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}</style></head><body>"
     echo "<h1>One model, every layout</h1>"
     echo "<p>Config <code>$CONFIG</code>, $STEPS steps of the same batches, with the composed trainer"
-    echo "(<code>build/solutions/10_composed/train_4d</code>) on this machine's $(nproc) CPU cores. Every run's memory per rank"
+    echo "(<code>$T4D</code>) on this machine's $(nproc) CPU cores. Every run's memory per rank"
     echo "was checked against the planner's prediction, category by category. The losses coincide:"
     echo "every layout trains the same model.</p>"
     echo "<table><tr>"

@@ -28,8 +28,6 @@ void tp_reduce_from_region_forward(const GPTLayout *l, float *x, size_t n) {
     NOT_IMPLEMENTED();
 }
 
-/* f, then the rank's columns: Y_r = X A_r^T + b_r. Backward: dX = sum over
- * ranks of dY_r A_r (each rank's term is partial), dA_r and db_r local. */
 void column_parallel_forward(const GPTLayout *l, float *out, const float *inp, const float *w,
                              const float *b, int N, int IC, int OC) {
     /* TODO: your code here (see the lab README). */
@@ -43,10 +41,6 @@ void column_parallel_backward(const GPTLayout *l, float *dinp, float *dw, float 
     NOT_IMPLEMENTED();
 }
 
-/* The rank's partial product Z_r = Y_r B_r^T, g (the sum), then the bias:
- * once, after the sum (added before it, it would count tp times). Backward:
- * dZ is whole on every rank, so dY_r = dZ B_r and dB_r are local, and the
- * bias gradient, the same on every rank, keeps the replicas equal. */
 void row_parallel_forward(const GPTLayout *l, float *out, const float *inp, const float *w,
                           const float *b, int N, int IC, int OC) {
     /* TODO: your code here (see the lab README). */
@@ -60,10 +54,6 @@ void row_parallel_backward(const GPTLayout *l, float *dinp, float *dw, float *db
     NOT_IMPLEMENTED();
 }
 
-/* Each token's row lives on exactly one rank: every rank looks up the rows
- * it holds (zeros for the others), and the all-reduce assembles the whole
- * embedding; positions are added after it, once. Backward: dout is whole
- * on every rank, so each rank adds into its own rows, with no communication. */
 void vocab_parallel_embedding_forward(const GPTLayout *l, float *out, const int *tokens,
                                       const float *wte, const float *wpe, int B, int T) {
     /* TODO: your code here (see the lab README). */
@@ -76,11 +66,6 @@ void vocab_parallel_embedding_backward(const GPTLayout *l, float *dwte, float *d
     NOT_IMPLEMENTED();
 }
 
-/* softmax(z)_j = e^(z_j - m) / sum_k e^(z_k - m) with m = max_k z_k over the
- * WHOLE vocabulary, and loss = log(sum) - (z_target - m): each of the three
- * row quantities is a reduction over columns that the ranks hold in parts,
- * so each is one all-reduce of N floats (max, then two sums). The logits
- * themselves (N x V) never travel. */
 float vocab_parallel_crossentropy_forward(const GPTLayout *l, float *losses, float *probs,
                                           float *stats, const int *targets, int N) {
     /* TODO: your code here (see the lab README). */
