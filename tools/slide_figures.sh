@@ -113,7 +113,7 @@ run_part() {
 
 # placeholder PNG TEXT: a chart's stand-in, TEXT in its middle
 placeholder() {
-    gnuplot -e "set terminal pngcairo size 960,360 font ',14'; set output '$1'; unset border; unset tics; unset key; set label 1 \"$2\" at graph 0.5, 0.5 center; plot [0:1][0:1] NaN" 2> /dev/null \
+    gnuplot -e "set terminal pngcairo size 960,360 font ',14'; set output '$1'; set border 15 lc rgb '#bbbbbb' dt 2; unset tics; unset key; set label 1 \"$2\" at graph 0.5, 0.5 center; plot [0:1][0:1] NaN" 2> /dev/null \
         || die "gnuplot could not draw $1"
 }
 
