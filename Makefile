@@ -195,7 +195,7 @@ DEMO_CONFIG ?= small
 DEMO_STEPS ?= 300
 DEMO_RANKS ?= 2
 
-.PHONY: all deps deps-gpu data demo test slides slide-figures skeletons bench $(BENCHMARKS:%=bench-%) clean help check grade grade-inputs gradescope references print-flags print-links print-checks print-programs print-benchmarks tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
+.PHONY: all deps deps-gpu data demo test slides slide-figures skeletons bench $(BENCHMARKS:%=bench-%) clean help check doc-check grade grade-inputs gradescope references print-flags print-links print-checks print-programs print-benchmarks tour cluster-up cluster-down cuda-check cuda-tests nvcc-found gpu-build bench-gpu test-gpu fake-gpu sanitize handout
 # Keep the objects of pattern-rule chains (build/apps/*.o...): the tests link
 # lab variants against them, and make would otherwise delete them as intermediates.
 .SECONDARY:
@@ -212,6 +212,7 @@ help:
 	@echo "make grade      grade labs/ against the reference runs (LAB=01 for one lab); fails when a"
 	@echo "                point is lost (FAIL_UNDER=80% or points sets the bar)"
 	@echo "make references rerun the solutions and rewrite grader/reference/"
+	@echo "make doc-check  rerun the command of every figure the labs' READMEs and HINTS check"
 	@echo "make gradescope LAB=01 [GRADE_FLAGS=--hidden]  write build/gradescope/autograder-01_*.zip"
 	@echo "make skeletons  regenerate the student files in labs/ from solutions/"
 	@echo "make handout DEST=dir [RELEASED=00,01] [HINTS=no]  write the tree students get (docs/INSTRUCTORS.md)"
@@ -497,6 +498,13 @@ grade: deps
 	python3 grader/grade.py --lab $(LAB) $(if $(FAIL_UNDER),--fail-under '$(FAIL_UNDER)') $(GRADE_FLAGS)
 
 grade-inputs: $(GRADE_INPUTS)
+
+# The labs' READMEs and HINTS against the kit (tools/check_doc_figures.py):
+# every figure with a check line reruns and agrees, every measurement says
+# where it came from
+doc-check:
+	@$(MAKE) --no-print-directory all data
+	python3 tools/check_doc_figures.py --run $(wildcard labs/*/README.md labs/*/HINTS.md)
 
 # A lab's own checks (its lab.mk's checks: the gradient checker, the
 # collectives' checker, the schedules' test...) on the student's copy,

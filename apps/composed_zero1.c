@@ -101,6 +101,12 @@ void composed_zero1_init(ComposedZero1Run *r, const GPTLayout *layout, Comm *gro
     CHECK(c->tensors, "out of memory");
     gpt_tensor_table(layout, c->tensors);
     zero_init(&c->z, 1, 0, group, c->norm, layout, o->seed);
+    /* the in-place reduce-scatters' scratch, up front: the first step's
+     * pipeline messages meet it as every later step's do */
+    size_t widest = 0;
+    for (int u = 0; u < c->z.nunits; u++)
+        if (c->z.units[u].count && c->z.units[u].shard > widest) widest = c->z.units[u].shard;
+    comm_reserve_scratch(group, widest * comm_dtype_size(c->z.grad_dtype));
     zero_scaled_init(&r->scaled, o, world);
     c->hooks = (ModelHooks){.ctx = r, .loss_scale = zero_scaled_scale(&r->scaled)};
     if (c->z.master) {

@@ -292,6 +292,11 @@ static void *claim_scratch(Comm *c, size_t bytes) {
     return c->scratch;
 }
 
+void comm_reserve_scratch(Comm *c, size_t bytes) {
+    claim_scratch(c, bytes);
+    c->scratch_busy = 0;
+}
+
 /* counts and displacements of the shard split, as MPI wants them */
 static void shard_tables(const Comm *c, size_t n, int *counts, int *displs) {
     for (int r = 0; r < c->size; r++) {

@@ -227,6 +227,11 @@ void comm_allreduce(Comm *c, const void *send, void *recv, size_t n,
  * otherwise). */
 void comm_reduce_scatter(Comm *c, const void *send, void *recv, size_t n,
                          CommDtype dtype, CommRedop redop);
+/* Grow the group's scratch buffer to `bytes` now rather than at the first
+ * in-place reduce-scatter: where that comes after other buffers of the
+ * step are freed (the composed ZeRO-1's, after the pipeline's messages),
+ * the first step's memory peak is then every step's. */
+void comm_reserve_scratch(Comm *c, size_t bytes);
 /* send: shard_count(n, p, rank) elements; recv: n elements */
 void comm_allgather(Comm *c, const void *send, void *recv, size_t n, CommDtype dtype);
 void comm_broadcast(Comm *c, void *buf, size_t n, CommDtype dtype, int root);

@@ -93,6 +93,13 @@ follows_base_tail() {
     awk -F, '$2 == "params" { p[$1] = $3 } $2 == "optimizer" { o[$1] = $3 }
              END { for (r in p) if (o[r] < p[r] || o[r] > p[r] + 64) { print "rank " r ": optimizer " o[r] " params " p[r]; bad = 1 }
                    exit bad }' "$out/memory.csv"
+    # one step meets the planner too: the reduce-scatter's scratch is there
+    # from the start, not from the first step's end (after the pipeline's
+    # messages were freed)
+    run mpirun_t 120 8 "$T4D" --config tiny --steps 1 --threads 1 --dp 2 --tp 2 --pp 2 --zero 1 \
+        --out "$BATS_TEST_TMPDIR/one-step"
+    [ "$status" -eq 0 ]
+    [[ "$output" != *DIFFERENT* ]] || { echo "$output"; return 1; }
 }
 
 @test "composed: a mixture of experts, ep 2 within dp 4 x tp 2 (8 ranks), follows the single-device MoE run" {

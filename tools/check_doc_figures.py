@@ -11,9 +11,9 @@ outputs together):
 
 With --run, each command runs once (from a scratch directory that sees
 the kit's build/, so its runs/ go nowhere near the user's; a lab's
-build/labs/NN_name/ is its solution's build/solutions/NN_name/ where that
-is in the tree, and a block whose lab has neither the solution nor a
-started copy is skipped) and every significant figure of the block (a
+build/labs/NN_name/ is its solution's build/solutions/NN_name/, and in a
+handout a block of a lab whose solution is not released is skipped: the
+figures are the solution's) and every significant figure of the block (a
 number with a decimal point, or an integer of 100 or more; inline code,
 dates and timings aside) must be one of the output's numbers, to the
 figure's own precision: 0.27 is any x with |x - 0.27| <= 0.005, 27% also
@@ -22,7 +22,7 @@ figure's own precision: 0.27 is any x with |x - 0.27| <= 0.005, 27% also
 Without a command, two kinds of figure must be *labelled* with where they
 came from, in their block, the one before a table (its caption) or the
 first paragraph of their section (a section of measurements says where
-once):
+once; a date may break across lines):
   - times and rates (ms, µs, s, GB/s, MB/s, GFLOP/s, TFLOP/s, tok/s):
     another machine's measurement; the label names a machine and a date
     ("the kit's reference VM, 2 cores, November 2026"), or a source (a
@@ -45,14 +45,16 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECK = re.compile(r"^<!--\s*check:\s*(.*?)\s*-->\s*$")
 TIME_UNIT = r"(?:GB/s|MB/s|GFLOP/s|TFLOP/s|k?\s?tok/s|ms|µs|us|s)(?![\w/])"
-TIMING = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?" + TIME_UNIT)
+TIMING = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\s?" + TIME_UNIT)
 COUNT = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d{5,})\s*(?:bytes|B|calls|parameters|params|checks)\b")
-NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?%?")
+# 47,358,048 or 0.27 or 4.7e-7 or 27%; in "1,2,3" only the 1 (not a figure)
+NUMBER = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?%?(?!\d)")
 MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
-DATE = re.compile(rf"\b(?:(?:{MONTHS}) 20\d\d|20\d\d-\d\d(?:-\d\d)?)\b")
+DATE = re.compile(rf"\b(?:(?:{MONTHS})\s+20\d\d|20\d\d-\d\d(?:-\d\d)?)\b")
 MACHINE = re.compile(r"\b(?:VM|cores?|GPUs?|machine|laptop|H100|H200|A100|workstation|node)\b")
 SOURCE = re.compile(r"\b(?:et al\.|paper|spec sheet|datasheet|specification|report)\b", re.I)
 INLINE_CODE = re.compile(r"`[^`]*`")
+CITATION = re.compile(r"(?:et al\.,?|[A-Z][a-z]+,?)\s+\(?(?:19|20)\d\d[a-z]?\)?")   # Qi et al. 2023
 COMMENT = re.compile(r"<!--.*?-->", re.S)
 LAB_BUILD = re.compile(r"build/labs/(\d\d_[a-z0-9_]+)/")
 
@@ -118,14 +120,15 @@ def labelled(bs, i):
     first paragraph (a section of measurements says where once) names
     where its numbers came from."""
     table = bs[i].text.lstrip().startswith("|")
-    near = [bs[i], bs[i - 1] if i and table else None,
-            bs[bs[i].section] if bs[i].section < len(bs) else None]
+    first = next((b for b in bs[bs[i].section:] if not b.code), None)   # the section's first paragraph
+    near = [bs[i], bs[i - 1] if i and table else None, first]
     return any(b is not None and not b.code and says_where(prose(b.text)) for b in near)
 
 
 def figures(block):
     """The block's significant figures: (text, value, tolerance, percent)."""
     text = DATE.sub(" ", prose(block.text) if not block.code else block.text)
+    text = CITATION.sub(" ", text)
     text = TIMING.sub(" ", text)                       # timings vary run to run
     text = re.sub(r"\b[A-Za-z_][\w-]*\d[\w-]*", " ", text)   # names: gpt2-124m, tp2, x86_64
     out = []
@@ -133,8 +136,6 @@ def figures(block):
         s = m.group(0)
         pct = s.endswith("%")
         num = s.rstrip("%").replace(",", "")
-        if "," in s and not re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?%?", s):
-            continue                                    # a list "1,2,3", not a figure
         try:
             value = float(num)
         except ValueError:
@@ -151,12 +152,13 @@ def figures(block):
 
 
 def output_numbers(text):
+    """The numbers a command printed, read both ways a comma can go: as a
+    separator (CSV) and as thousands' (1,234,567); not the digits of a name
+    (F27, tp2)."""
     vals = []
-    for m in re.finditer(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text.replace(",", "")):
-        try:
+    for t in (text, re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)):
+        for m in re.finditer(r"(?<![A-Za-z_\d.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", t):
             vals.append(float(m.group(0)))
-        except ValueError:
-            pass
     return vals
 
 
@@ -169,18 +171,10 @@ def found(fig, numbers):
 
 
 def lab_copy(lab):
-    """build/solutions/LAB when that solution is here, else build/labs/LAB when
-    the student started it (not the untouched skeleton), else None."""
+    """build/solutions/LAB when that solution is here, else None: the figures
+    are the solution's (a student's unfinished copy would fail them)."""
     if os.path.isdir(os.path.join(ROOT, "solutions", lab)):
         return f"build/solutions/{lab}/"
-    handout = os.path.join(ROOT, ".handout")
-    if os.path.exists(handout):
-        import hashlib
-        for line in open(handout):
-            digest, _, path = line.strip().partition("  ")
-            if path.startswith(f"labs/{lab}/") and os.path.exists(os.path.join(ROOT, path)):
-                if hashlib.sha256(open(os.path.join(ROOT, path), "rb").read()).hexdigest() != digest:
-                    return f"build/labs/{lab}/"
     return None
 
 
@@ -202,7 +196,7 @@ class Runner:
         for lab in LAB_BUILD.findall(command):
             copy = lab_copy(lab)
             if copy is None:
-                return None, f"skipped: lab {lab[:2]} has neither its solution here nor a started copy"
+                return None, f"skipped: lab {lab[:2]}'s solution is not in this tree"
             command = command.replace(f"build/labs/{lab}/", copy)
         if command not in self.cache:
             try:
@@ -257,10 +251,10 @@ def check_file(path, runner, listing):
         if labelled(bs, i):
             continue
         for m in TIMING.finditer(text):
-            problems.append(f"{where}: {m.group(0).strip()} is a measurement with no machine and date "
+            problems.append(f"{where}: {' '.join(m.group(0).split())} is a measurement with no machine and date "
                             f"(or source) beside it, and no check line")
         for m in COUNT.finditer(text):
-            problems.append(f"{where}: {m.group(0).strip()} is a figure of the kit's output with no "
+            problems.append(f"{where}: {' '.join(m.group(0).split())} is a figure of the kit's output with no "
                             f"check line (<!-- check: COMMAND -->) to rerun it")
     return problems, skipped, checked
 
