@@ -74,3 +74,11 @@ check() { python3 "$ROOT/tests/docs_check.py" "$ROOT" "$@"; }
     [ "$status" -eq 1 ]
     [[ "$output" == *"does not describe tests/x.bats"* ]]
 }
+
+@test "docs: every lab with checks of its own (lab.mk's checks) tells its students make check LAB=NN" {
+    local lab checks missing=()
+    while read -r lab checks; do
+        grep -q "make check LAB=${lab:0:2}" "$ROOT/labs/$lab/README.md" || missing+=("$lab")
+    done < <(make -s -C "$ROOT" print-checks)
+    [ ${#missing[@]} -eq 0 ] || { echo "no make check LAB=NN in the README of: ${missing[*]}"; return 1; }
+}

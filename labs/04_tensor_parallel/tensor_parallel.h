@@ -67,10 +67,10 @@ void vocab_parallel_embedding_backward(const GPTLayout *l, float *dwte, float *d
  * dloss (probs - onehot(target)) on this rank's columns. */
 float vocab_parallel_crossentropy_forward(const GPTLayout *l, float *losses, float *probs,
                                           float *stats, const int *targets, int N);
-/* Extension: the same forward with two all-reduces instead of three (train_tp
- * --fused-ce): after the max, the target logits and the sums of exps travel
- * together as one all-reduce of 2N floats (stats holds maxes at [0, N), sums
- * at [N, 2N), target logits at [2N, 3N)). The same bytes, one call fewer. */
+/* Extension: the same forward with two all-reduces instead of three
+ * (train_tp --fused-ce): the same losses and bytes, one call fewer, and no
+ * copy. stats holds the row maxima at [0, N), the sums of exponentials at
+ * [N, 2N) and the target logits at [2N, 3N). */
 float vocab_parallel_crossentropy_forward_fused(const GPTLayout *l, float *losses, float *probs,
                                                 float *stats, const int *targets, int N);
 void vocab_parallel_crossentropy_backward(const GPTLayout *l, float *probs, const int *targets,
