@@ -223,7 +223,7 @@ in_pairs() {
     mkdir -p "$log"
     for item in "$@"; do
         [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
-        { "$fn" "$item"; echo "status $?"; } > "$log/$item.txt" 2>&1 &
+        { local rc=0; "$fn" "$item" || rc=$?; echo "status $rc"; } > "$log/$item.txt" 2>&1 &
     done
     wait
     for item in "$@"; do
