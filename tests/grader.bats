@@ -27,16 +27,27 @@ grade_full() {
     grep -q "chart: .*loss_vs_reference.png" "$BATS_TEST_TMPDIR"/full/*.txt
 }
 
-@test "grader: untouched skeletons score zero, each case saying not implemented" {
-    require_untouched 00 01 02 03 04 05 06 07 08 09 10
-    run t 900 $GRADE --src "$ROOT/labs" --out "$BATS_TEST_TMPDIR/g"
+# grade_zero LAB: the untouched skeleton of lab LAB scores zero, every case
+# saying not implemented, and the grader exits 1 (points lost)
+grade_zero() {
+    local out="$BATS_TEST_TMPDIR/z-$1" rc=0 cases
+    output=$(t 600 $GRADE --lab "$1" --src "$ROOT/labs" --out "$out" 2>&1) || rc=$?
     echo "$output"
-    [ "$status" -eq 1 ]   # points lost
-    [[ "$output" == *"grade: 0/"*" is under --fail-under 100% ("*" points): exit status 1" ]]
-    [ "$(total_of "$BATS_TEST_TMPDIR/g/report.txt" | cut -d/ -f1)" = 0 ]
-    cases=$(case_rows "$BATS_TEST_TMPDIR/g/report.txt" | wc -l)
-    [ "$cases" -gt 0 ]
-    [ "$(case_rows "$BATS_TEST_TMPDIR/g/report.txt" | grep -cE ' 0/[0-9.]+ +not implemented: ')" -eq "$cases" ]
+    [ "$rc" -eq 1 ] || { echo "lab $1: exit status $rc, not 1"; return 1; }
+    [[ "$output" == *"grade: 0/"*" is under --fail-under 100% ("*" points): exit status 1" ]] ||
+        { echo "lab $1: no --fail-under line"; return 1; }
+    [ "$(total_of "$out/report.txt" | cut -d/ -f1)" = 0 ] || { echo "lab $1: not 0"; return 1; }
+    cases=$(case_rows "$out/report.txt" | wc -l)
+    [ "$cases" -gt 0 ] && [ "$(case_rows "$out/report.txt" | grep -cE ' 0/[0-9.]+ +not implemented: ')" -eq "$cases" ] ||
+        { echo "lab $1: a case without its not implemented"; return 1; }
+}
+
+@test "grader: untouched skeletons score zero, each case saying not implemented" {
+    require_untouched 00 01 02 03 04 05 06 07 08 09 10 11
+    local labs
+    labs=$(cd "$ROOT/grader/cases" && ls ./*.toml | cut -c3-4)
+    # shellcheck disable=SC2086  # labs is a list
+    in_pairs "$BATS_TEST_TMPDIR/zero" grade_zero $labs
 }
 
 @test "grader: JUnit XML and results.json are valid and their totals match the table" {
