@@ -3,7 +3,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "alloc.h"
 #include "device.h"
@@ -537,24 +536,14 @@ static int test_request(const Comm *c, CommOp op, int peer, MPI_Request *r) {
 }
 
 /* MPI_Wait under the watchdog: polls, and ends the job past the timeout.
- * (Open MPI's own MPI_Wait polls the same way; MPI_REQUEST_NULL is done.)
- * A wait polls flat out for its first SPIN_S, which covers a message in
- * flight and a collective's rounds; past that the peer is still computing,
- * and each poll is followed by a NAP_NS sleep. With more ranks than cores
- * (a laptop, a CI machine) a waiter polling flat out would take the core
- * its peer needs to arrive; the nap costs a long wait at most NAP_NS. */
-#define SPIN_S 0.002
-#define NAP_NS 50000
+ * (Open MPI's own MPI_Wait polls the same way; MPI_REQUEST_NULL is done.) */
 static void wait_bounded(const Comm *c, CommOp op, int peer, MPI_Request *r) {
-    const struct timespec nap = {0, NAP_NS};
     int done = test_request(c, op, peer, r);
     if (done) return;
     watchdog_begin(c, op, peer);
-    const double spin_until = trace_now() + SPIN_S;
     while (!done) {
         watchdog_check();
         done = test_request(c, op, peer, r);
-        if (!done && trace_now() > spin_until) nanosleep(&nap, NULL);
     }
     watchdog_end();
 }
