@@ -15,7 +15,7 @@ build/labs/NN_name/ is its solution's build/solutions/NN_name/, and in a
 handout a block of a lab whose solution is not released is skipped: the
 figures are the solution's) and every significant figure of the block (a
 number with a decimal point, or an integer of 100 or more; inline code,
-dates and timings aside) must be one of the output's numbers, to the
+dates, citations' years and timings aside) must be one of the output's numbers, to the
 figure's own precision: 0.27 is any x with |x - 0.27| <= 0.005, 27% also
 0.27, 47,358,048 exactly.
 
