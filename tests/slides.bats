@@ -22,6 +22,13 @@ need_figures() {
     [ -s "$SLIDES/fig/03/comm.png" ] || { cat "$BATS_FILE_TMPDIR/figures.log"; return 1; }
 }
 
+# need_decks: the figures, and the decks built from them (by the first test
+# that needs them: the later ones look at the same files)
+need_decks() {
+    need_figures
+    [ -s "$SLIDES/index.html" ] || t 300 bash "$ROOT/tools/make_slides.sh" "$SLIDES" > /dev/null
+}
+
 @test "slides: every lab has a deck; each builds into one self-contained HTML file, listed by the index" {
     need_figures
     run t 300 bash "$ROOT/tools/make_slides.sh" "$SLIDES"
@@ -46,8 +53,7 @@ need_figures() {
 # Every time or rate a slide states is this build's (a {{key}} filled from
 # the runs its charts come from) or labelled with its source
 @test "slides: no slide states an unsourced measurement; {{key}} is filled from this build's runs" {
-    need_figures
-    t 300 bash "$ROOT/tools/make_slides.sh" "$SLIDES" > /dev/null
+    need_decks
     run /usr/bin/python3 "$ROOT/tools/check_slide_numbers.py" "$SLIDES"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -89,8 +95,7 @@ need_figures() {
 @test "slides: in Chromium, no slide is blank, overflows or misses an image (screenshots of every slide)" {
     command -v chromium > /dev/null || skip "chromium is not installed (apt-get install chromium): no browser to look with"
     /usr/bin/python3 -c "import PIL" 2> /dev/null || skip "python3-pil is not installed"
-    need_figures
-    t 300 bash "$ROOT/tools/make_slides.sh" "$SLIDES" > /dev/null
+    need_decks
     run t 900 /usr/bin/python3 "$ROOT/tools/check_slides.py" "$SLIDES" "$SLIDES/shots"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -141,8 +146,7 @@ chrome() {
     [[ "$output" == *'<body class="notes-shown">'* ]]
     [[ "$(sed -n '/<div id="notes-panel">/,/<\/div>/p' <<< "$output")" == *"Ask what --out holds."* ]]
     # and a lab's deck, as built for the lecture
-    need_figures
-    t 300 bash "$ROOT/tools/make_slides.sh" "$SLIDES" > /dev/null
+    need_decks
     chrome --no-pdf-header-footer --print-to-pdf="$BATS_TEST_TMPDIR/06.pdf" "file://$SLIDES/06_pipeline.html" > /dev/null
     [ "$(pdf_pages "$BATS_TEST_TMPDIR/06.pdf")" -eq $(($(grep -c '^## ' "$ROOT/slides/06_pipeline.md") + 1)) ]
 }
