@@ -442,3 +442,19 @@ same_files() {
     [ "$status" -eq 0 ]
     [[ "$output" == *"saved $d/ck/step-000002"* ]]
 }
+
+# The failure simulation (bench/failures.sh) against Young/Daly's interval:
+# its kills come at exponential times, not at fractions of a measured run,
+# so it shares the machine (its timings are printed, not checked)
+@test "checkpoint: bench-failures simulates failures per save interval, against Young/Daly's prediction, every job bit for bit" {
+    require_solution 00 09
+    cd "$ROOT"
+    run t 600 env BENCH_OUT="$BATS_TEST_TMPDIR/bench" BENCH_WORK=2 BENCH_SEEDS=1 BENCH_MTBF=1.5 bash bench/failures.sh
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"Young: tau* = sqrt(2 C M)"* ]]
+    [ "$(grep -c , "$BATS_TEST_TMPDIR/bench/failures.csv")" -eq 6 ]
+    [[ "$output" == *"replayed s"* ]]
+    [[ "$output" == *"Every job ended bit for bit on the uninterrupted run's parameters."* ]]
+    [ -s "$BATS_TEST_TMPDIR/bench/failures.png" ]
+}
