@@ -7,7 +7,7 @@
 # passes, 1 when one fails, 2 on bad usage or a lab without checks.
 #   CHECK_TIMEOUT  seconds a check may take (default 300)
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 die() { echo "check: error: $*" >&2; exit 2; }
 [ $# -eq 3 ] || die "usage: check_lab.sh NN_name labs|solutions 'CHECKS'"
 lab=$1 copy=$2 checks=$3 limit=${CHECK_TIMEOUT:-300}

@@ -122,15 +122,15 @@ placeholder() {
 placeholders() {
     local deck fig key lab
     for deck in slides/[0-9][0-9]_*.md; do
-        for fig in $(grep -o '](fig/[^)]*\.png)' "$deck" | sed 's/^](//; s/)$//' | sort -u); do
+        while read -r fig; do
             lab=$(cut -d/ -f2 <<< "$fig")
             [ ! -s "$out/$fig" ] || continue
             mkdir -p "$(dirname "$out/$fig")"
             placeholder "$out/$fig" "Drawn by make slides once your lab $lab runs (this chart: $(basename "$fig" .png))"
-        done
-        for key in $(grep -o '{{[^}]*}}' "$deck" | tr -d '{}' | sort -u); do
+        done < <(grep -o '](fig/[^)]*\.png)' "$deck" | sed 's/^](//; s/)$//' | sort -u)
+        while read -r key; do
             grep -q "^$key=" "$values" || value "$key" "(lab ${key:0:2} not run yet)"
-        done
+        done < <(grep -o '{{[^}]*}}' "$deck" | tr -d '{}' | sort -u)
     done
 }
 
