@@ -167,24 +167,34 @@ build_variant() {
     done
 }
 
+# params_gap A B: the largest difference between the floats of two
+# --dump-params files (as many floats in each, or it fails)
+params_gap() {
+    python3 - "$1" "$2" <<'PY'
+import array, sys
+a, b = array.array("f"), array.array("f")
+a.frombytes(open(sys.argv[1], "rb").read())
+b.frombytes(open(sys.argv[2], "rb").read())
+assert len(a) == len(b) > 0, (len(a), len(b))
+print(max(abs(x - y) for x, y in zip(a, b)))
+PY
+}
+
 # same_run DIR: DIR's losses within the grader's tolerance of $BASE's (a
 # baseline run of the same config) and its params.bin (as many floats)
 # within float noise
 same_run() {
-    python3 - "$BASE" "$1" <<'PY'
-import sys, array
+    local gap
+    python3 - "$BASE" "$1" <<'PY' || return 1
+import sys
 sys.path.insert(0, "grader"); sys.dont_write_bytecode = True
 import compare
 r = compare.check_losses(sys.argv[2], sys.argv[1])
 assert r is None, r
-a, b = array.array("f"), array.array("f")
-a.frombytes(open(sys.argv[1] + "/params.bin", "rb").read())
-b.frombytes(open(sys.argv[2] + "/params.bin", "rb").read())
-assert len(a) == len(b) > 0, (len(a), len(b))
-worst = max(abs(x - y) for x, y in zip(a, b))
-assert worst < 1e-5, f"parameters differ by up to {worst}"
-print(f"ok: losses within tolerance, parameters within {worst:.2g}")
 PY
+    gap=$(params_gap "$BASE/params.bin" "$1/params.bin") || return 1
+    awk -v g="$gap" 'BEGIN { exit !(g < 1e-5) }' || { echo "parameters differ by up to $gap"; return 1; }
+    printf 'ok: losses within tolerance, parameters within %.2g\n' "$gap"
 }
 
 # follows_base BASE OUT LABEL: OUT's run follows BASE's (same_run) and all
