@@ -33,7 +33,8 @@ Code blocks without a command are not scanned (they are commands and
 code). --list prints each checked block's command and figures.
 
 Exit status 0 when every file passes, 1 with one line per problem
-("FILE:LINE: ..."), 2 on bad usage.
+("FILE:LINE: ..."), 2 on bad usage. DOC_CHECK_TIMEOUT: seconds a command
+may take (default 120).
 """
 import os
 import re
@@ -192,70 +193,82 @@ class Runner:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def run(self, command):
-        """(output, None) or (None, why it could not run)."""
+        """The command's output; raises Skip (a lab whose solution is not
+        here) or Failed (it did not run, or exited non-zero)."""
         for lab in LAB_BUILD.findall(command):
             copy = lab_copy(lab)
             if copy is None:
-                return None, f"skipped: lab {lab[:2]}'s solution is not in this tree"
+                raise Skip()
             command = command.replace(f"build/labs/{lab}/", copy)
         if command not in self.cache:
             try:
                 res = subprocess.run(["bash", "-c", command], cwd=self.scratch, env=self.env,
                                      capture_output=True, text=True, timeout=self.timeout)
-                self.cache[command] = (res.stdout + res.stderr, res.returncode)
+                out = res.stdout + res.stderr
+                why = f"exit status {res.returncode}" if res.returncode else None
             except subprocess.TimeoutExpired:
-                self.cache[command] = ("", f"timed out after {self.timeout} s")
-        out, rc = self.cache[command]
-        if rc != 0:
-            tail = out.strip().splitlines()[-1:] or [""]
-            return None, f"`{command}` failed ({rc if isinstance(rc, str) else 'exit status %d' % rc}): {tail[0][:160]}"
-        return out, None
+                out, why = "", f"timed out after {self.timeout} s"
+            self.cache[command] = (out, why)
+        out, why = self.cache[command]
+        if why:
+            tail = (out.strip().splitlines() or [""])[-1]
+            raise Failed(f"`{command}` failed ({why}): {tail[:160]}")
+        return out
+
+
+class Skip(Exception):
+    pass
+
+
+class Failed(Exception):
+    pass
+
+
+def check_rerun(block, where, runner):
+    """A checked block's problems: its figures that its commands' output
+    lacks (Skip propagates)."""
+    figs = figures(block)
+    if not figs:
+        return [f"{where}: a check line above a block with no figure to check"]
+    if runner is None:
+        return []
+    try:
+        numbers = output_numbers("\n".join(runner.run(c) for c in block.commands))
+    except Failed as e:
+        return [f"{where}: {e}"]
+    commands = " ; ".join(block.commands)
+    return [f"{where}: {f[0]} is not in the output of `{commands}`" for f in figs if not found(f, numbers)]
+
+
+def check_unlabelled(bs, i, where):
+    """An unchecked prose block's timings and large counts, unless labelled."""
+    if bs[i].code or labelled(bs, i):
+        return []
+    text = prose(bs[i].text)
+    return ([f"{where}: {' '.join(m.group(0).split())} is a measurement with no machine and "
+             "date (or source) beside it, and no check line" for m in TIMING.finditer(text)]
+            + [f"{where}: {' '.join(m.group(0).split())} is a figure of the kit's output with no "
+               "check line (<!-- check: COMMAND -->) to rerun it" for m in COUNT.finditer(text)])
 
 
 def check_file(path, runner, listing):
+    """(problems, checked blocks skipped, checked blocks rerun)"""
     problems, skipped, checked = [], 0, 0
     rel = os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
     bs = blocks(path)
     for i, b in enumerate(bs):
         where = f"{rel}:{b.line}"
-        if b.commands:
-            figs = figures(b)
-            if listing:
-                print(f"{where}: {' ; '.join(b.commands)}: {' '.join(f[0] for f in figs) or '(no figure)'}")
-            if not figs:
-                problems.append(f"{where}: a check line above a block with no figure to check")
-                continue
-            if runner is None:
-                continue
-            outs, why = [], None
-            for c in b.commands:
-                out, why = runner.run(c)
-                if out is None:
-                    break
-                outs.append(out)
-            if why and why.startswith("skipped"):
-                skipped += 1
-                continue
-            if why:
-                problems.append(f"{where}: {why}")
-                continue
-            numbers = output_numbers("\n".join(outs))
-            checked += 1
-            for f in figs:
-                if not found(f, numbers):
-                    problems.append(f"{where}: {f[0]} is not in the output of `{' ; '.join(b.commands)}`")
+        if not b.commands:
+            problems += check_unlabelled(bs, i, where)
             continue
-        if b.code:
-            continue
-        text = prose(b.text)
-        if labelled(bs, i):
-            continue
-        for m in TIMING.finditer(text):
-            problems.append(f"{where}: {' '.join(m.group(0).split())} is a measurement with no machine and date "
-                            f"(or source) beside it, and no check line")
-        for m in COUNT.finditer(text):
-            problems.append(f"{where}: {' '.join(m.group(0).split())} is a figure of the kit's output with no "
-                            f"check line (<!-- check: COMMAND -->) to rerun it")
+        if listing:
+            shown = " ".join(f[0] for f in figures(b)) or "(no figure)"
+            print(f"{where}: {' ; '.join(b.commands)}: {shown}")
+        try:
+            problems += check_rerun(b, where, runner)
+            checked += runner is not None
+        except Skip:
+            skipped += 1
     return problems, skipped, checked
 
 
@@ -269,7 +282,12 @@ def main(argv):
         if not os.path.isfile(a):
             print(f"check_doc_figures: error: no such file: {a}", file=sys.stderr)
             return 2
-    timeout = int(os.environ.get("DOC_CHECK_TIMEOUT", "120"))
+    timeout = os.environ.get("DOC_CHECK_TIMEOUT", "120")
+    if not timeout.isdigit() or int(timeout) < 1:
+        print(f"check_doc_figures: error: DOC_CHECK_TIMEOUT must be whole seconds, got '{timeout}'",
+              file=sys.stderr)
+        return 2
+    timeout = int(timeout)
     runner = Runner(timeout) if "--run" in flags else None
     problems, skipped, checked = [], 0, 0
     try:
