@@ -20,6 +20,7 @@
 
 #include "activation_memory.h"
 #include "check.h"
+#include "cli.h"
 #include "comm.h"
 #include "layout.h"
 
@@ -65,9 +66,13 @@ static int check_stage(const GPTConfig *c, Comm *tp, int stage) {
 }
 
 int main(int argc, char **argv) {
-    Comm *world = comm_init(&argc, &argv);
     program_set_name(argv[0]);
-    if (argc != 1) USER_ERROR("usage: mpirun -np 2 check_act (no options)");
+    cli_no_options(argc, argv, "mpirun -np 2 check_act",
+                   "Checks lab 05's sp_sum_layernorm_grads alone: on a pipeline's two stages, "
+                   "each with one TP group of 2 ranks, the layernorm gradients summed as the "
+                   "stage holds them. Exit status 0 when it passes, 1 when it fails, 3 when it "
+                   "is not implemented.");
+    Comm *world = comm_init(&argc, &argv);
     if (world->size != 2) USER_ERROR("check_act runs on 2 ranks (one TP group of 2), not %d",
                                      world->size);
     const GPTConfig c = {.vocab_size = 64, .ctx_len = 8, .n_layer = 4, .n_head = 4, .n_embd = 16};
