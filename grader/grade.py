@@ -204,9 +204,11 @@ def set_aside_unlinked(labs):
         keep = []
         for c in lab.cases:
             if c.needs and not any(f"/{c.needs}/" in x for x in lab.links.get(c.program, [])):
-                print(f"grade: not graded here: {lab.name} '{c.name}' ({reports.fmt_points(c.points)} "
-                      f"point{'' if c.points == 1 else 's'}) needs lab {c.needs[:2]} ({c.needs[3:].replace('_', ' ')}), whose solution "
-                      f"this tree does not have yet; it counts once that lab is released")
+                points = f"{reports.fmt_points(c.points)} point{'' if c.points == 1 else 's'}"
+                what = c.needs[3:].replace("_", " ")
+                print(f"grade: not graded here: {lab.name} '{c.name}' ({points}) needs lab "
+                      f"{c.needs[:2]} ({what}), whose solution this tree does not have yet; it "
+                      "counts once that lab is released")
                 continue
             keep.append(c)
         lab.cases = keep
