@@ -2,6 +2,7 @@
  *   memplan --config small --ranks 4 --batch 16        every layout, per rank
  *   memplan --params 7e9 --ranks 64                    model states only
  *   memplan --ranks 2 --overlap-rs                     ZeRO-2/3 as train_zero --overlap-rs
+ *   memplan --ranks 8 --dp-shard 4                     hybrid sharding: ZeRO over groups of 4
  *   memplan --config small --tp 2 --ranks 4            train_tp's tp 2 x dp 2, and its TP traffic
  *   memplan --config small --tp 2 --sp --recompute full   lab 05's train_tp --sp --recompute full
  *   memplan --config small --tp 2 --activations        every way of keeping activations (lab 05)
@@ -36,6 +37,8 @@ static const char *const g_usage =
     "  --seq T           tokens per sequence               (default: the config's ctx)\n"
     "  --overlap-rs      ZeRO-2/3 with the reduce-scatter behind the backward pass\n"
     "                    (train_zero --overlap-rs: one unit in flight beside the one computed)\n"
+    "  --dp-shard K      hybrid sharding (train_zero --dp-shard K): ZeRO's states sharded over\n"
+    "                    groups of K of the --ranks, replicated across the groups\n"
     "  --params PHI      only the model states of a PHI-parameter model (e.g. 7e9)\n"
     "  --tp N            lab 04's layout instead (train_tp --tp N): each rank holds 1/N of\n"
     "                    the heads, MLP columns and vocabulary; --ranks is then all the\n"
@@ -122,18 +125,22 @@ static void print_csv(const GPTConfig *cfg, int ranks, int rows, int seq, int ov
     }
 }
 
-static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int rows, int seq,
-                        int overlap_rs) {
-    printf("config %s, %zu parameters, %d rank%s, micro-batch %d x %d per rank%s; "
+/* shard: the ranks ZeRO shards over (ranks, or --dp-shard's group) */
+static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int shard, int rows,
+                        int seq, int overlap_rs) {
+    char hybrid[96] = "";
+    if (shard != ranks)
+        snprintf(hybrid, sizeof hybrid, ", ZeRO over shard groups of %d (--dp-shard)", shard);
+    printf("config %s, %zu parameters, %d rank%s%s, micro-batch %d x %d per rank%s; "
            "peak MiB per rank\n",
-           name, gpt_num_params(cfg), ranks, ranks == 1 ? "" : "s", rows, seq,
+           name, gpt_num_params(cfg), ranks, ranks == 1 ? "" : "s", hybrid, rows, seq,
            overlap_rs ? ", ZeRO-2/3 reduce-scatter behind the backward pass" : "");
     printf("  %-16s", "layout");
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++) printf(" %11s", mem_category_name((MemCategory)c));
     printf(" %11s %9s\n", "total", "padding");
     for (int i = 0; i < 5; i++) {
         MemPlan plan;
-        plan_of(i, cfg, ranks, rows, seq, overlap_rs, &plan);
+        plan_of(i, cfg, shard, rows, seq, overlap_rs, &plan);
         size_t total = 0;
         printf("  %-16s", g_layouts[i]);
         for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
@@ -786,7 +793,7 @@ static const struct option g_options[] = {
     {"zero", required_argument, 0, 17},     {"no-sp", no_argument, 0, 18},
     {"precision", required_argument, 0, 19}, {"fp32-grads", no_argument, 0, 20},
     {"attention", required_argument, 0, 21}, {"headroom", required_argument, 0, 22},
-    {0, 0, 0, 0}};
+    {"dp-shard", required_argument, 0, 23}, {0, 0, 0, 0}};
 
 /* The command line: 0 (or "") where a flag was not given. The layout's
  * flags are read by the trainers' parser (parallel_flags.h, into flags:
@@ -796,6 +803,7 @@ static const struct option g_options[] = {
 typedef struct {
     char config[32];
     int ranks, ranks_given, batch, accum, seq, csv, overlap_rs, activations, ctx;
+    int dp_shard;  /* --dp-shard K: ZeRO's group (0: every rank) */
     double phi, fit_mib;
     ParallelFlags flags;
     int tp, sp, sp_regather, no_sp, cp;
@@ -865,6 +873,7 @@ static int parse_option(int c, const char *arg, Args *a) {
     case 'p': a->phi = cli_double("--params", arg, 1.0, 1e15); break;
     case 'v': a->csv = 1; break;
     case 'o': a->overlap_rs = 1; break;
+    case 23: a->dp_shard = (int)cli_int("--dp-shard", arg, 1, 1 << 20); break;
     case 'T': a->tp = layout_flag(a, "tp", arg)->tp; break;
     case 'S': a->sp = 1; break;
     case 'G': a->sp = a->sp_regather = 1; break;
@@ -924,6 +933,12 @@ static void check_combinations(Args *a) {
     const int tp = a->tp, phi = a->phi > 0;
     if (tp && phi) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
     if (tp && a->overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
+    if (a->dp_shard && (tp || a->cp))
+        USER_ERROR("--dp-shard is train_zero's hybrid sharding; train_tp and train_cp average "
+                   "gradients by DDP");
+    if (a->dp_shard && a->ranks % a->dp_shard)
+        USER_ERROR("--dp-shard %d does not divide the %d ranks into shard groups", a->dp_shard,
+                   a->ranks);
     if ((a->sp || a->recompute || a->activations) && !tp)
         USER_ERROR("--sp, --recompute and --activations plan lab 05's train_tp: give --tp N (1 for "
                    "one device or DDP)");
@@ -1033,8 +1048,10 @@ static void run_tp_or_zero(Args *a, const GPTConfig *cfg) {
     if (tp && a->csv && a->activations) print_activation_parts_csv(cfg, &tl);
     else if (tp && a->csv) print_tp_csv(cfg, &tl);
     else if (tp) print_tp_plan(a->config, cfg, &tl, a->activations);
-    else if (a->csv) print_csv(cfg, ranks, rows, seq, a->overlap_rs);
-    else print_plans(a->config, cfg, ranks, rows, seq, a->overlap_rs);
+    if (tp) return;
+    const int shard = a->dp_shard ? a->dp_shard : ranks;  /* ZeRO's group */
+    if (a->csv) print_csv(cfg, shard, rows, seq, a->overlap_rs);
+    else print_plans(a->config, cfg, ranks, shard, rows, seq, a->overlap_rs);
 }
 
 int main(int argc, char **argv) {
@@ -1060,7 +1077,7 @@ int main(int argc, char **argv) {
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
     check_combinations(&a);
     if (a.phi > 0) {
-        print_states_only(a.phi, a.ranks, a.precision, a.fp32_grads);
+        print_states_only(a.phi, a.dp_shard ? a.dp_shard : a.ranks, a.precision, a.fp32_grads);
         return 0;
     }
     const GPTConfig cfg = config_of(&a);

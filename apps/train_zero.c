@@ -3,13 +3,15 @@
  * (zero.c). At the end rank 0 prints the memory planner's prediction
  * (memplan.h) next to what it measured.
  *   mpirun -np 4 train_zero --zero 3 --config tiny
- *   mpirun -np 2 train_zero --zero 2 --overlap-rs     (the extension: zero_rs_* in zero.h) */
+ *   mpirun -np 2 train_zero --zero 2 --overlap-rs     (the extension: zero_rs_* in zero.h)
+ *   mpirun -np 4 train_zero --zero 3 --dp-shard 2     (the second: zero_hsdp_* in zero.h) */
 #include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "backward_kernels.h"
 #include "check.h"
+#include "cli.h"
 #include "comm.h"
 #include "device.h"
 #include "memplan.h"
@@ -25,12 +27,15 @@
 
 typedef struct {
     int stage, prefetch, overlap_rs;
+    int shard_ranks;  /* --dp-shard K; 0: every data-parallel rank (no replicas) */
 } ZeroOptions;
 
 static const ExtraOption g_zero_options[] = {
     {"zero", 1, "--zero STAGE         1 | 2 | 3: shard moments / + gradients / + parameters (default 1)"},
     {"no-prefetch", 0, "--no-prefetch        ZeRO-3: gather each unit only when it is needed"},
     {"overlap-rs", 0, "--overlap-rs         ZeRO-2/3: reduce-scatter behind the backward pass (the extension)"},
+    {"dp-shard", 1, "--dp-shard K         hybrid sharding: shard over groups of K consecutive ranks, "
+                    "replicate across the groups (the second extension; default: all ranks)"},
 };
 enum { N_ZERO_OPTIONS = sizeof g_zero_options / sizeof g_zero_options[0] };
 
@@ -43,6 +48,8 @@ static void on_zero_option(void *ctx, const char *name, const char *arg) {
         z->stage = arg[0] - '0';
     } else if (!strcmp(name, "no-prefetch")) {
         z->prefetch = 0;
+    } else if (!strcmp(name, "dp-shard")) {
+        z->shard_ranks = (int)cli_int("--dp-shard", arg, 1, 1 << 20);
     } else {
         z->overlap_rs = 1;
     }
@@ -119,7 +126,7 @@ int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
-    ZeroOptions zo = {1, 1, 0};
+    ZeroOptions zo = {1, 1, 0, 0};
     TrainOptions o;
 #ifdef WITH_LAB05
     const unsigned dims = PAR_RECOMPUTE;
@@ -147,15 +154,26 @@ int main(int argc, char **argv) {
                    "pass, with nothing left to overlap)", zo.stage);
     if (!zo.prefetch && zo.stage != 3 && world->rank == 0)
         printf("train_zero: --no-prefetch has no effect below ZeRO-3\n");
+    if (zo.shard_ranks && world->size % zo.shard_ranks)
+        USER_ERROR("--dp-shard %d does not divide the %d ranks into shard groups", zo.shard_ranks,
+                   world->size);
+    const int hybrid = zo.shard_ranks && zo.shard_ranks < world->size;
+    if (hybrid && (o.save[0] || o.resume[0]))
+        USER_ERROR("--dp-shard: checkpoints of hybrid sharding are not supported (each shard has "
+                   "%d holders); save or resume with plain ZeRO", world->size / zo.shard_ranks);
 
-    /* the mesh (mesh.h) is all dp; metrics: a copy of dp for the loss sums */
+    /* the mesh (mesh.h) is all dp; with hybrid sharding ZeRO's group is
+     * this rank's shard group (zero_hsdp_groups). metrics: a copy of dp for
+     * the loss sums, norm one of ZeRO's group for the gradient norm's */
     Mesh *mesh = mesh_create(world, parallel_mesh_degrees(&o.parallel));
-    Comm *dp = mesh->dp_group;
-    MemLayout layout = {.zero_stage = zo.stage, .ranks = dp->size, .prefetch = zo.prefetch,
+    Comm *dp = mesh->dp_group, *shard = dp, *replicate = NULL;
+    if (hybrid) zero_hsdp_groups(dp, zo.shard_ranks, &shard, &replicate);
+    MemLayout layout = {.zero_stage = zo.stage, .ranks = shard->size, .prefetch = zo.prefetch,
                         .rows = train_micro_batch_rows(&o, dp->size), .seq = o.seq,
                         .overlap_rs = zo.overlap_rs, .recompute = o.parallel.recompute};
     preflight_run(&o, &layout, world);
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
+    Comm *norm = hybrid ? comm_split(shard, 0, shard->rank, "norm") : metrics;
     ZeroRun run;
     Zero *z = &run.z;
     zero_scaled_init(&run.scaled, &o, world);
@@ -165,8 +183,9 @@ int main(int argc, char **argv) {
     model.recompute = o.parallel.recompute;
     model.recompute_ops = &recompute_layers;
 #endif
-    zero_init(z, zo.stage, zo.stage == 3 && zo.prefetch, dp, metrics, &model, o.seed);
+    zero_init(z, zo.stage, zo.stage == 3 && zo.prefetch, shard, norm, &model, o.seed);
     z->overlap_rs = zo.overlap_rs;
+    z->replicate = replicate;
     ModelHooks hooks = {.ctx = z, .loss_scale = zero_scaled_scale(&run.scaled)};
     if (zo.stage >= 2 || z->grad_dtype != COMM_FLOAT) {
         hooks.grads_begin = grads_begin;
@@ -184,9 +203,12 @@ int main(int argc, char **argv) {
         printf("train_zero: ZeRO-%d%s%s over %d rank%s, %d units, %zu parameters padded to %zu "
                "(%zu padding), %zu per rank\n",
                zo.stage, zo.stage == 3 ? (z->prefetch ? " with prefetch" : " without prefetch") : "",
-               z->overlap_rs ? " (reduce-scatter behind the backward pass)" : "", dp->size,
-               dp->size == 1 ? "" : "s", z->nunits, phi, z->padded_total, z->padded_total - phi,
+               z->overlap_rs ? " (reduce-scatter behind the backward pass)" : "", shard->size,
+               shard->size == 1 ? "" : "s", z->nunits, phi, z->padded_total, z->padded_total - phi,
                z->shard_total);
+    if (hybrid && world->rank == 0)
+        printf("train_zero: hybrid sharding: %d shard groups of %d consecutive ranks, each shard "
+               "replicated %d times\n", dp->size / shard->size, shard->size, replicate->size);
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .states = &states,
                          .layout = &model};
     train_run_parallel(&o, &par);
@@ -194,6 +216,7 @@ int main(int argc, char **argv) {
         memplan_print_check("train_zero", &o.model, &layout, train_steps_run(&o));
     zero_free(z);
     zero_scaled_free(&run.scaled);
+
     mesh_free(mesh);
     comm_finalize();
     return 0;

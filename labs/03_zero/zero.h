@@ -68,8 +68,14 @@ static inline size_t zero_slice_start(const ZeroUnit *x, size_t r) {
 typedef struct {
     int stage;              /* 1, 2 or 3 */
     int prefetch;           /* ZeRO-3: gather the next unit while this one computes */
-    Comm *dp;               /* the data-parallel group: gradients and parameters */
-    Comm *metrics;          /* the gradient norm's sum (kept out of dp's counts) */
+    Comm *dp;               /* the group the states are sharded over: the
+                               data-parallel group, or with hybrid sharding
+                               (--dp-shard) this rank's shard group */
+    Comm *metrics;          /* the gradient norm's sum over dp's ranks (kept
+                               out of dp's counts) */
+    Comm *replicate;        /* hybrid sharding: the ranks holding the same
+                               shard, one per shard group (set by the
+                               trainer after zero_init); NULL: none */
     const GPTLayout *layout; /* the model on this rank (layout.h): its units */
     int nunits;
     ZeroUnit *units;
@@ -162,11 +168,34 @@ void zero_rs_start(Zero *z, int u);
 void zero_rs_progress(Zero *z, int u);
 void zero_rs_finish(Zero *z);
 
+/* ---- the second extension: hybrid sharding (HSDP, --dp-shard K) ----
+ * ZeRO-3 over all N data-parallel ranks puts every all-gather and
+ * reduce-scatter on the slowest link the group spans. Hybrid sharding
+ * splits the N ranks into N / K shard groups of K ranks, one group per
+ * node: the states are sharded inside the group (z->dp is the shard
+ * group, 16 Phi / K bytes per rank), and the R = N / K ranks that hold
+ * the same shard, one in each group, form a replicate group. What crosses
+ * the nodes is then one all-reduce per step of each rank's gradient shard
+ * (Phi / K elements), where plain ZeRO-3 sends 3 Phi (N - 1) / N.
+ *
+ * zero_hsdp_groups: split dp (N ranks) into this rank's shard group
+ * (named "shard") and replicate group ("replicate"), for K dividing N,
+ * with each shard group K consecutive ranks (consecutive ranks share a
+ * node, mesh.h). K = N leaves one shard group, and a replicate group of one.
+ * zero_hsdp_average: all-reduce each owned gradient slice over
+ * z->replicate and divide it by R: every replica then holds the same
+ * mean, and AdamW makes the same update on each. */
+void zero_hsdp_groups(Comm *dp, int shard_ranks, Comm **shard, Comm **replicate);
+void zero_hsdp_average(Zero *z);
+
 /* After the last micro-batch: ZeRO-1 reduce-scatters every unit now. Then
  * the owned gradient is divided by N (mean over ranks) and by K
  * (micro-batches). Returns the global sum of squares of the gradient: each
  * rank's own, summed over the ranks on `metrics` (never on `dp`, whose
- * calls and bytes are the gradients' and parameters' alone). */
+ * calls and bytes are the gradients' and parameters' alone). With hybrid
+ * sharding (z->replicate set) the owned gradient is first averaged over
+ * the replicas (zero_hsdp_average), once every shard holds its group's
+ * sum, so that N = dp's size completes the mean over every rank. */
 double zero_finish_grads(Zero *z, int micro_batches);
 
 /* ---- the step ----
@@ -210,8 +239,8 @@ void zero_sum_layernorm_grads(Zero *z);
  * master in mixed precision), make the parameters the passes read again */
 void zero_loaded(Zero *z);
 
-/* All parameters in the standard layout on dp rank 0 (out may be NULL on
- * the others): for --dump-params. */
+/* All parameters in the standard layout into out, on the rank that passes
+ * one (NULL on the others; every rank of dp takes part): for --dump-params. */
 void zero_gather_params(Zero *z, float *out);
 
 /* What this rank holds, for --save and --resume (train.h's

@@ -190,6 +190,7 @@ double zero_finish_grads(Zero *z, int micro_batches) {
         for (int u = 0; u < z->nunits; u++)
             zero_reduce_scatter_grads(z, u, comm_at(z->grads_full, z->grad_dtype,
                                                     z->units[u].padded_offset));
+    if (z->replicate) zero_hsdp_average(z);  /* the second extension */
     /* the same two divisions, in the same order, as DDP and the loop */
     double sumsq = 0.0;
     const int gf = grad_format(z);
@@ -270,6 +271,33 @@ void zero_rs_finish(Zero *z) {
     /* END SOLUTION */
 }
 
+/* ---- the second extension: hybrid sharding -------------------------------- */
+
+void zero_hsdp_groups(Comm *dp, int shard_ranks, Comm **shard, Comm **replicate) {
+    /* BEGIN SOLUTION */
+    /* shard group g = ranks g K .. g K + K - 1, one node's; the replicate
+     * group of the i-th rank of every shard group strides by K, one rank
+     * per node. Its rank order is the groups' order, so the ring of the
+     * all-reduce visits the nodes in turn. */
+    *shard = comm_split(dp, dp->rank / shard_ranks, dp->rank % shard_ranks, "shard");
+    *replicate = comm_split(dp, dp->rank % shard_ranks, dp->rank / shard_ranks, "replicate");
+    /* END SOLUTION */
+}
+
+void zero_hsdp_average(Zero *z) {
+    /* BEGIN SOLUTION */
+    /* per unit, as the shards lie (ZeRO-1's in the full buffer); the sum
+     * arrives identical on every replica (a ring all-reduce's last phase
+     * copies each reduced block), so their AdamW steps stay identical */
+    const int R = z->replicate->size;
+    for (int u = 0; u < z->nunits; u++) {
+        void *g = owned_grads(z, u);
+        comm_allreduce(z->replicate, g, g, z->units[u].shard, z->grad_dtype, COMM_SUM);
+        scale_inplace_as(g, 1.0f / (float)R, z->units[u].shard, grad_format(z));
+    }
+    /* END SOLUTION */
+}
+
 /* ---- the step ------------------------------------------------------------- */
 
 void zero_update(Zero *z, const AdamWStep *s) {
@@ -332,7 +360,7 @@ void zero3_params_done(Zero *z, int u) {
 /* Given: for --dump-params, after training and after memory.csv (so the
  * staging buffer is plain malloc, outside the training's accounting). */
 void zero_gather_params(Zero *z, float *out) {
-    const int is_root = z->dp->rank == 0, whole = z->stage <= 2 && !z->master;
+    const int whole = z->stage <= 2 && !z->master;
     for (int u = 0; u < z->nunits; u++) {
         const ZeroUnit *x = &z->units[u];
         float *unit = whole ? comm_at(z->params_full, COMM_FLOAT, x->padded_offset) : NULL;
@@ -342,7 +370,7 @@ void zero_gather_params(Zero *z, float *out) {
             comm_allgather(z->dp, zero_owned_master(z, u), unit, (size_t)z->dp->size * x->shard,
                            COMM_FLOAT);
         }
-        if (is_root) device_copy(out + x->offset, unit, x->count * sizeof(float));
+        if (out) device_copy(out + x->offset, unit, x->count * sizeof(float));
         if (!whole) free(unit);
     }
 }
