@@ -100,7 +100,7 @@ void composed_zero1_init(ComposedZero1Run *r, const GPTLayout *layout, Comm *gro
     c->tensors = malloc((size_t)gpt_num_tensors(layout) * sizeof *c->tensors);
     CHECK(c->tensors, "out of memory");
     gpt_tensor_table(layout, c->tensors);
-    zero_init(&c->z, 1, 0, group, c->norm, layout, o->seed);
+    zero_init(&c->z, 1, 0, 0, group, c->norm, layout, o->seed);
     /* the in-place reduce-scatters' scratch, up front: the first step's
      * pipeline messages meet it as every later step's do */
     size_t widest = 0;

@@ -3,6 +3,7 @@
  *   memplan --params 7e9 --ranks 64                    model states only
  *   memplan --ranks 2 --overlap-rs                     ZeRO-2/3 as train_zero --overlap-rs
  *   memplan --ranks 8 --dp-shard 4                     hybrid sharding: ZeRO over groups of 4
+ *   memplan --ranks 2 --offload                        ZeRO-2/3 with the optimizer on the host
  *   memplan --config small --tp 2 --ranks 4            train_tp's tp 2 x dp 2, and its TP traffic
  *   memplan --config small --tp 2 --sp --recompute full   lab 05's train_tp --sp --recompute full
  *   memplan --config small --tp 2 --activations        every way of keeping activations (lab 05)
@@ -39,6 +40,8 @@ static const char *const g_usage =
     "                    (train_zero --overlap-rs: one unit in flight beside the one computed)\n"
     "  --dp-shard K      hybrid sharding (train_zero --dp-shard K): ZeRO's states sharded over\n"
     "                    groups of K of the --ranks, replicated across the groups\n"
+    "  --offload         ZeRO-2/3 with the optimizer in host memory (train_zero --offload):\n"
+    "                    the device's categories, and the host's held beside them\n"
     "  --params PHI      only the model states of a PHI-parameter model (e.g. 7e9)\n"
     "  --tp N            lab 04's layout instead (train_tp --tp N): each rank holds 1/N of\n"
     "                    the heads, MLP columns and vocabulary; --ranks is then all the\n"
@@ -106,48 +109,67 @@ static void print_states_only(double phi, int ranks, Precision precision, int fp
 
 static const char *const g_layouts[] = {"replicated", "zero1", "zero2", "zero3", "zero3-noprefetch"};
 
-static void plan_of(int i, const GPTConfig *cfg, int ranks, int rows, int seq, int overlap_rs,
-                    MemPlan *plan) {
+/* train_zero's variants of ZeRO-2/3 the flags ask for: --overlap-rs, --offload */
+typedef struct {
+    int overlap_rs, offload;
+} ZeroVariant;
+
+/* layout i of g_layouts; 0 when the variant has no such layout (offload
+ * below ZeRO-2) */
+static int plan_of(int i, const GPTConfig *cfg, int ranks, int rows, int seq,
+                   const ZeroVariant *v, MemPlan *plan) {
     int stage = i < 4 ? i : 3;
+    if (v->offload && stage < 2) return 0;
     MemLayout l = {.zero_stage = stage, .ranks = ranks, .prefetch = i == 3, .rows = rows, .seq = seq,
-                   .overlap_rs = overlap_rs && stage >= 2};
+                   .overlap_rs = v->overlap_rs && stage >= 2, .offload = v->offload};
     memplan_predict(cfg, &l, plan);
+    return 1;
 }
 
-static void print_csv(const GPTConfig *cfg, int ranks, int rows, int seq, int overlap_rs) {
+/* the device's categories, then with --offload the host's (host_NAME: held
+ * all the time, so their peak is their states) */
+static void print_csv(const GPTConfig *cfg, int ranks, int rows, int seq, const ZeroVariant *v) {
     printf("layout,category,states_bytes,peak_bytes\n");
     for (int i = 0; i < 5; i++) {
         MemPlan plan;
-        plan_of(i, cfg, ranks, rows, seq, overlap_rs, &plan);
+        if (!plan_of(i, cfg, ranks, rows, seq, v, &plan)) continue;
         for (int c = 0; c < MEM_NUM_CATEGORIES; c++)
             printf("%s,%s,%zu,%zu\n", g_layouts[i], mem_category_name((MemCategory)c),
                    plan.states[c], plan.peak[c]);
+        for (int c = 0; c < MEM_NUM_CATEGORIES && v->offload; c++)
+            if (plan.host_states[c])
+                printf("%s,host_%s,%zu,%zu\n", g_layouts[i], mem_category_name((MemCategory)c),
+                       plan.host_states[c], plan.host_states[c]);
     }
 }
 
 /* shard: the ranks ZeRO shards over (ranks, or --dp-shard's group) */
 static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int shard, int rows,
-                        int seq, int overlap_rs) {
+                        int seq, const ZeroVariant *v) {
     char hybrid[96] = "";
     if (shard != ranks)
         snprintf(hybrid, sizeof hybrid, ", ZeRO over shard groups of %d (--dp-shard)", shard);
     printf("config %s, %zu parameters, %d rank%s%s, micro-batch %d x %d per rank%s; "
            "peak MiB per rank\n",
            name, gpt_num_params(cfg), ranks, ranks == 1 ? "" : "s", hybrid, rows, seq,
-           overlap_rs ? ", ZeRO-2/3 reduce-scatter behind the backward pass" : "");
+           v->overlap_rs ? ", ZeRO-2/3 reduce-scatter behind the backward pass"
+           : v->offload ? ", ZeRO-2/3 with the optimizer in host memory (total: the device's)" : "");
     printf("  %-16s", "layout");
     for (int c = 0; c < MEM_NUM_CATEGORIES; c++) printf(" %11s", mem_category_name((MemCategory)c));
-    printf(" %11s %9s\n", "total", "padding");
+    printf(" %11s %9s%s\n", "total", "padding", v->offload ? "        host" : "");
     for (int i = 0; i < 5; i++) {
         MemPlan plan;
-        plan_of(i, cfg, shard, rows, seq, overlap_rs, &plan);
-        size_t total = 0;
+        if (!plan_of(i, cfg, shard, rows, seq, v, &plan)) continue;
+        size_t total = 0, host = 0;
         printf("  %-16s", g_layouts[i]);
         for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
             printf(" %11.3f", plan.peak[c] / 1048576.0);
             total += plan.peak[c];
+            host += plan.host_states[c];
         }
-        printf(" %11.3f %9zu\n", total / 1048576.0, plan.padding);
+        printf(" %11.3f %9zu", total / 1048576.0, plan.padding);
+        if (v->offload) printf(" %11.3f", host / 1048576.0);
+        printf("\n");
     }
 }
 
@@ -793,7 +815,7 @@ static const struct option g_options[] = {
     {"zero", required_argument, 0, 17},     {"no-sp", no_argument, 0, 18},
     {"precision", required_argument, 0, 19}, {"fp32-grads", no_argument, 0, 20},
     {"attention", required_argument, 0, 21}, {"headroom", required_argument, 0, 22},
-    {"dp-shard", required_argument, 0, 23}, {0, 0, 0, 0}};
+    {"dp-shard", required_argument, 0, 23}, {"offload", no_argument, 0, 24}, {0, 0, 0, 0}};
 
 /* The command line: 0 (or "") where a flag was not given. The layout's
  * flags are read by the trainers' parser (parallel_flags.h, into flags:
@@ -804,6 +826,7 @@ typedef struct {
     char config[32];
     int ranks, ranks_given, batch, accum, seq, csv, overlap_rs, activations, ctx;
     int dp_shard;  /* --dp-shard K: ZeRO's group (0: every rank) */
+    int offload;   /* --offload: ZeRO-2/3's optimizer in host memory */
     double phi, fit_mib;
     ParallelFlags flags;
     int tp, sp, sp_regather, no_sp, cp;
@@ -874,6 +897,7 @@ static int parse_option(int c, const char *arg, Args *a) {
     case 'v': a->csv = 1; break;
     case 'o': a->overlap_rs = 1; break;
     case 23: a->dp_shard = (int)cli_int("--dp-shard", arg, 1, 1 << 20); break;
+    case 24: a->offload = 1; break;
     case 'T': a->tp = layout_flag(a, "tp", arg)->tp; break;
     case 'S': a->sp = 1; break;
     case 'G': a->sp = a->sp_regather = 1; break;
@@ -933,6 +957,9 @@ static void check_combinations(Args *a) {
     const int tp = a->tp, phi = a->phi > 0;
     if (tp && phi) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
     if (tp && a->overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
+    if (a->offload && (tp || a->cp || phi || a->overlap_rs || a->dp_shard))
+        USER_ERROR("--offload plans train_zero --offload (ZeRO-2/3): not with --tp, --cp, "
+                   "--params, --overlap-rs or --dp-shard");
     if (a->dp_shard && (tp || a->cp))
         USER_ERROR("--dp-shard is train_zero's hybrid sharding; train_tp and train_cp average "
                    "gradients by DDP");
@@ -1050,8 +1077,9 @@ static void run_tp_or_zero(Args *a, const GPTConfig *cfg) {
     else if (tp) print_tp_plan(a->config, cfg, &tl, a->activations);
     if (tp) return;
     const int shard = a->dp_shard ? a->dp_shard : ranks;  /* ZeRO's group */
-    if (a->csv) print_csv(cfg, shard, rows, seq, a->overlap_rs);
-    else print_plans(a->config, cfg, ranks, shard, rows, seq, a->overlap_rs);
+    const ZeroVariant v = {a->overlap_rs, a->offload};
+    if (a->csv) print_csv(cfg, shard, rows, seq, &v);
+    else print_plans(a->config, cfg, ranks, shard, rows, seq, &v);
 }
 
 int main(int argc, char **argv) {

@@ -4,7 +4,8 @@
  * (memplan.h) next to what it measured.
  *   mpirun -np 4 train_zero --zero 3 --config tiny
  *   mpirun -np 2 train_zero --zero 2 --overlap-rs     (the extension: zero_rs_* in zero.h)
- *   mpirun -np 4 train_zero --zero 3 --dp-shard 2     (the second: zero_hsdp_* in zero.h) */
+ *   mpirun -np 4 train_zero --zero 3 --dp-shard 2     (the second: zero_hsdp_* in zero.h)
+ *   mpirun -np 2 train_zero --zero 2 --offload        (the third: zero_offload_* in zero.h) */
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@
 typedef struct {
     int stage, prefetch, overlap_rs;
     int shard_ranks;  /* --dp-shard K; 0: every data-parallel rank (no replicas) */
+    int offload;      /* --offload: the optimizer on the host (ZeRO-Offload) */
 } ZeroOptions;
 
 static const ExtraOption g_zero_options[] = {
@@ -36,6 +38,8 @@ static const ExtraOption g_zero_options[] = {
     {"overlap-rs", 0, "--overlap-rs         ZeRO-2/3: reduce-scatter behind the backward pass (the extension)"},
     {"dp-shard", 1, "--dp-shard K         hybrid sharding: shard over groups of K consecutive ranks, "
                     "replicate across the groups (the second extension; default: all ranks)"},
+    {"offload", 0, "--offload            ZeRO-2/3: master weights and moments in host memory, AdamW on "
+                   "the CPU (ZeRO-Offload, the third extension)"},
 };
 enum { N_ZERO_OPTIONS = sizeof g_zero_options / sizeof g_zero_options[0] };
 
@@ -48,6 +52,8 @@ static void on_zero_option(void *ctx, const char *name, const char *arg) {
         z->stage = arg[0] - '0';
     } else if (!strcmp(name, "no-prefetch")) {
         z->prefetch = 0;
+    } else if (!strcmp(name, "offload")) {
+        z->offload = 1;
     } else if (!strcmp(name, "dp-shard")) {
         z->shard_ranks = (int)cli_int("--dp-shard", arg, 1, 1 << 20);
     } else {
@@ -65,7 +71,8 @@ typedef struct {
 
 /* ModelStates and ModelHooks (train.h, model.h) on top of the lab's functions */
 static void begin_step(void *ctx) { zero_begin_step(ctx); }
-static void begin_backward(void *ctx, int last) { (void)ctx; (void)last; }
+/* ZeRO-Offload copies the gradient shards during the last micro-batch's pass */
+static void begin_backward(void *ctx, int last) { ((Zero *)ctx)->last_micro = last; }
 static double finish_grads(void *ctx, int micro) {
     ZeroRun *r = ctx;
     return zero_scaled_finish(&r->scaled, &r->z, zero_finish_grads(&r->z, micro));
@@ -80,8 +87,8 @@ static void gather_params(void *ctx, float *out) { zero_gather_params(ctx, out);
 static void params_needed(void *ctx, int u, int backward) {
     Zero *z = ctx;
     if (z->stage == 3) zero3_params_needed(z, u, backward);
-    else if (z->master) zero_view_params(z, u, comm_at(z->params_full, z->dtype,
-                                                       z->units[u].padded_offset));
+    else if (z->dtype != COMM_FLOAT)
+        zero_view_params(z, u, comm_at(z->params_full, z->dtype, z->units[u].padded_offset));
 }
 static void params_done(void *ctx, int u, int backward) {
     (void)backward;
@@ -126,7 +133,7 @@ int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
-    ZeroOptions zo = {1, 1, 0, 0};
+    ZeroOptions zo = {1, 1, 0, 0, 0};
     TrainOptions o;
 #ifdef WITH_LAB05
     const unsigned dims = PAR_RECOMPUTE;
@@ -158,6 +165,9 @@ int main(int argc, char **argv) {
         USER_ERROR("--dp-shard %d does not divide the %d ranks into shard groups", zo.shard_ranks,
                    world->size);
     const int hybrid = zo.shard_ranks && zo.shard_ranks < world->size;
+    if (zo.offload && (zo.stage < 2 || zo.overlap_rs || hybrid))
+        USER_ERROR("--offload needs --zero 2 or 3, without --overlap-rs or --dp-shard (it copies "
+                   "each unit's gradient shard once its last reduce-scatter is done)");
     if (hybrid && (o.save[0] || o.resume[0]))
         USER_ERROR("--dp-shard: checkpoints of hybrid sharding are not supported (each shard has "
                    "%d holders); save or resume with plain ZeRO", world->size / zo.shard_ranks);
@@ -169,6 +179,7 @@ int main(int argc, char **argv) {
     Comm *dp = mesh->dp_group, *shard = dp, *replicate = NULL;
     if (hybrid) zero_hsdp_groups(dp, zo.shard_ranks, &shard, &replicate);
     MemLayout layout = {.zero_stage = zo.stage, .ranks = shard->size, .prefetch = zo.prefetch,
+                        .offload = zo.offload,
                         .rows = train_micro_batch_rows(&o, dp->size), .seq = o.seq,
                         .overlap_rs = zo.overlap_rs, .recompute = o.parallel.recompute};
     preflight_run(&o, &layout, world);
@@ -183,7 +194,7 @@ int main(int argc, char **argv) {
     model.recompute = o.parallel.recompute;
     model.recompute_ops = &recompute_layers;
 #endif
-    zero_init(z, zo.stage, zo.stage == 3 && zo.prefetch, shard, norm, &model, o.seed);
+    zero_init(z, zo.stage, zo.stage == 3 && zo.prefetch, zo.offload, shard, norm, &model, o.seed);
     z->overlap_rs = zo.overlap_rs;
     z->replicate = replicate;
     ModelHooks hooks = {.ctx = z, .loss_scale = zero_scaled_scale(&run.scaled)};
@@ -191,7 +202,7 @@ int main(int argc, char **argv) {
         hooks.grads_begin = grads_begin;
         hooks.grads_ready = grads_ready;
     }
-    if (zo.stage == 3 || z->master) {
+    if (zo.stage == 3 || z->dtype != COMM_FLOAT) {
         hooks.params_needed = params_needed;
         hooks.params_done = params_done;
     }
@@ -203,7 +214,8 @@ int main(int argc, char **argv) {
         printf("train_zero: ZeRO-%d%s%s over %d rank%s, %d units, %zu parameters padded to %zu "
                "(%zu padding), %zu per rank\n",
                zo.stage, zo.stage == 3 ? (z->prefetch ? " with prefetch" : " without prefetch") : "",
-               z->overlap_rs ? " (reduce-scatter behind the backward pass)" : "", shard->size,
+               z->overlap_rs ? " (reduce-scatter behind the backward pass)"
+               : z->offload ? " (optimizer offloaded to the host)" : "", shard->size,
                shard->size == 1 ? "" : "s", z->nunits, phi, z->padded_total, z->padded_total - phi,
                z->shard_total);
     if (hybrid && world->rank == 0)

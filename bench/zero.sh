@@ -28,6 +28,11 @@
 #            across, R = N/K replicas -> hsdp.csv/.png (needs a train_zero
 #            with the extension; skipped, with a line, where it stops as not
 #            implemented)
+#   offload  ZeRO-Offload (the third extension), config small, 2 ranks:
+#            ZeRO-2 and 3 without and with --offload, rank 0's peaks on the
+#            device and in host memory (memory.csv's host_ rows), measured,
+#            next to memplan (--offload) -> offload.csv/.png (left out, with
+#            a line, where train_zero stops as not implemented)
 #   speed    config small, 2 and 4 ranks of one thread: median step time and
 #            total peak memory per rank for DDP (overlapped), ZeRO-1, ZeRO-2,
 #            ZeRO-3 with and without prefetch -> speed.csv and a table
@@ -81,6 +86,7 @@ train() {
         ddp) args=("$DDP" --ddp overlapped "${args[@]}") ;;
         zero3-noprefetch) args=("$ZERO" --zero 3 --no-prefetch "${args[@]}") ;;
         hsdp*) args=("$ZERO" --zero 3 --dp-shard "${layout#hsdp}" "${args[@]}") ;;
+        offload*) args=("$ZERO" --zero "${layout#offload}" --offload "${args[@]}") ;;
         zero*) args=("$ZERO" --zero "${layout#zero}" "${args[@]}") ;;
     esac
     run_ranks "$np" "$dir" "${args[@]}"
@@ -200,16 +206,21 @@ wire_groups() {
         awk -v p="$PHI" 'NR == 1 { a = $1 } NR == 2 { printf "%.4f\n", ($1 - a) / 2 / p }'
 }
 echo "bench-zero: hybrid sharding, ZeRO-3 over 2 of 4 ranks (--dp-shard 2)"
-# hsdp_run STEPS: 0 when it ran, 1 when train_zero stopped at the extension's
-# TODO (a student's copy without it); any other failure ends the bench
-hsdp_run() {
-    local dir=$OUT/comm-hsdp2-4-$1
-    (train hsdp2 4 "$dir" --steps "$1" --eval-every 0 --eval-batches 1) 2> /dev/null && return 0
-    grep -q "not implemented" "$dir.log" || die "hybrid sharding failed (log: $dir.log)"
+# extension_run LAYOUT NP DIR ARGS...: train's run of an extension's layout;
+# 0 when it ran, 1 when train_zero stopped at the extension's TODO (a
+# student's copy without it); any other failure ends the bench
+extension_run() {
+    local layout=$1 np=$2 dir=$3
+    shift 3
+    (train "$layout" "$np" "$dir" "$@") 2> /dev/null && return 0
+    grep -q "not implemented" "$dir.log" || die "$layout failed (log: $dir.log)"
     return 1
 }
 hsdp_ok=1
-for s in 2 4; do hsdp_run "$s" || { hsdp_ok=0; break; }; done
+for s in 2 4; do
+    extension_run hsdp2 4 "$OUT/comm-hsdp2-4-$s" --steps "$s" --eval-every 0 --eval-batches 1 ||
+        { hsdp_ok=0; break; }
+done
 if [ "$hsdp_ok" = 1 ]; then
     # rank 0's model states at the end of LAYOUT's 4-step run, bytes per parameter
     states_of() {
@@ -237,6 +248,45 @@ EOF_GP
     echo "bench-zero: wrote $OUT/hsdp.png"
 else
     echo "bench-zero: hybrid sharding left out: this train_zero does not run --dp-shard yet"
+fi
+
+# ---- ZeRO-Offload -----------------------------------------------------------
+OFFLOAD=$OUT/offload.csv
+echo "layout,params,grads,optimizer,host_grads,host_optimizer,planned_device,planned_host,device_other" > "$OFFLOAD"
+"$PLAN" --config "$CONFIG" --ranks 2 --precision "$PRECISION" --csv > "$OUT/plan-off-0.csv"
+"$PLAN" --config "$CONFIG" --ranks 2 --precision "$PRECISION" --offload --csv > "$OUT/plan-off-1.csv"
+for layout in zero2 offload2 zero3 offload3; do
+    echo "bench-zero: ZeRO-Offload, $layout on 2 ranks"
+    dir=$OUT/offload-$layout
+    extension_run "$layout" 2 "$dir" --steps 2 --eval-every 0 --eval-batches 1 ||
+        { echo "bench-zero: ZeRO-Offload left out: this train_zero does not run --offload yet"; rm -f "$OFFLOAD"; break; }
+    plan=$OUT/plan-off-$([ "${layout#offload}" = "$layout" ] && echo 0 || echo 1).csv
+    # peaks: the model states' categories on each side, planned and measured
+    awk -F, -v l="$layout" 'FNR == 1 { f++ }
+        f == 1 && $1 == "zero" substr(l, length(l)) { if ($2 ~ /^host_/) ph += $4
+            else if ($2 ~ /^(params|grads|optimizer)$/) pd += $4 }
+        f == 2 && $1 == 0 { b[$2] = $4; if ($2 !~ /^(host_)?(params|grads|optimizer)$/) o += $4 }
+        END { printf "%s,%d,%d,%d,%d,%d,%d,%d,%d\n", l, b["params"], b["grads"], b["optimizer"],
+              b["host_grads"], b["host_optimizer"], pd, ph, o }' "$plan" "$dir/memory.csv" >> "$OFFLOAD"
+done
+if [ -f "$OFFLOAD" ]; then
+    tail -n +2 "$OFFLOAD" > "$OUT/offload.dat"
+    gnuplot <<EOF_GP
+$(bars_plot "$OUT/offload.png" 960 "ZeRO-Offload, config $CONFIG, $PRECISION, 2 ranks: rank 0's peak model-state bytes, measured (memory.csv)\nnot drawn: activations, scratch and comm, the same in every layout ($(awk -F, 'NR == 2 { printf "%.1f", $9 / 1048576 }' "$OFFLOAD") MiB)" rowstacked 560)
+set boxwidth 0.6
+set ylabel "MiB per rank (peak)"
+set yrange [0:*]
+set grid ytics
+set key below horizontal
+plot "$OUT/offload.dat" using (\$2/1048576):xtic(1) title "device: params" lc rgb "#1f77b4", \\
+     "" using (\$3/1048576) title "device: grads" lc rgb "#ff7f0e", \\
+     "" using (\$4/1048576) title "device: optimizer" lc rgb "#2ca02c", \\
+     "" using (\$5/1048576) title "host: grads" lc rgb "#ffbb78", \\
+     "" using (\$6/1048576) title "host: optimizer" lc rgb "#98df8a", \\
+     "" using 0:(\$7/1048576) with points pt 13 ps 2 lc rgb "black" title "planned: device", \\
+     "" using 0:((\$7 + \$8)/1048576) with points pt 12 ps 2 lc rgb "black" title "planned: device + host"
+EOF_GP
+    echo "bench-zero: wrote $OUT/offload.png"
 fi
 
 # ---- speed -----------------------------------------------------------------
@@ -267,6 +317,11 @@ awk -F, 'NR > 1 { printf "  %-12s %.4f  (formula %.4f)\n", $1, $5, $6 }' "$COMM"
     echo "hybrid sharding, 4 ranks as 2 nodes of 2 (units of Phi per step and rank: inside a node + across nodes):"
     awk -F, 'NR > 1 { printf "  %-14s %.4f + %.4f  (formula %.4f + %.4f), states %g bytes per parameter\n",
         $1, $2, $3, $4, $5, $6 }' "$HSDP"
+}
+[ ! -f "$OFFLOAD" ] || {
+    echo "ZeRO-Offload, 2 ranks (peak MiB per rank of the model states: device, host; planned):"
+    awk -F, 'NR > 1 { printf "  %-9s device %7.3f  host %7.3f  (planned %7.3f, %7.3f)\n", $1,
+        ($2 + $3 + $4) / 1048576, ($5 + $6) / 1048576, $7 / 1048576, $8 / 1048576 }' "$OFFLOAD"
 }
 [ "${BENCH_SPEED:-1}" = 1 ] || exit 0
 echo "speed ($CONFIG, 1 thread per rank, median over steps $SKIP..$((STEPS - 1)), and its quartiles:"

@@ -19,12 +19,15 @@
 typedef struct {
     size_t bytes;
     MemCategory category;
+    int host;  /* mem_alloc_host's: counted in g_host_*, freed by device_host_free */
     uint32_t magic;
 } MemHeader;
 #define MEM_MAGIC 0xA110C8EDu
 
 static size_t g_current[MEM_NUM_CATEGORIES];
 static size_t g_peak[MEM_NUM_CATEGORIES];
+static size_t g_host_current[MEM_NUM_CATEGORIES];  /* mem_alloc_host's */
+static size_t g_host_peak[MEM_NUM_CATEGORIES];
 
 static const char *const g_names[MEM_NUM_CATEGORIES] = {
     "params", "grads", "optimizer", "activations", "comm", "workspace"};
@@ -52,9 +55,12 @@ typedef struct {
  * the driver's count (cudaMemGetInfo) includes the cache. */
 static GpuBlocks g_live, g_cached;
 
+static void count_in(size_t *current, size_t *peak, size_t bytes) {
+    *current += bytes;
+    if (*current > *peak) *peak = *current;
+}
 static void count_alloc(MemCategory category, size_t bytes) {
-    g_current[category] += bytes;
-    if (g_current[category] > g_peak[category]) g_peak[category] = g_current[category];
+    count_in(&g_current[category], &g_peak[category], bytes);
 }
 
 static void push_block(GpuBlocks *set, GpuBlock b) {
@@ -111,45 +117,69 @@ static int gpu_free(void *ptr) {
     return 1;
 }
 
+/* A host block with its header: pinned (device_host_alloc) when `host`
+ * asks for host memory under --device cuda, else plain and aligned */
+static void *host_block(MemCategory category, size_t bytes, int host) {
+    CHECK(category >= 0 && category < MEM_NUM_CATEGORIES, "bad memory category %d", (int)category);
+    void *raw = NULL;
+    if (host && device_current() == DEVICE_CUDA) raw = device_host_alloc(MEM_HEADER + bytes);
+    else if (posix_memalign(&raw, 64, MEM_HEADER + bytes) != 0) raw = NULL;
+    if (raw == NULL)
+        die_at(__FILE__, __LINE__, "out of %smemory allocating %zu bytes of %s",
+               host ? "host " : "", bytes, g_names[category]);
+    memset(raw, 0, MEM_HEADER + bytes);
+    MemHeader *h = raw;
+    *h = (MemHeader){bytes, category, host, MEM_MAGIC};
+    if (host) count_in(&g_host_current[category], &g_host_peak[category], bytes);
+    else count_alloc(category, bytes);
+    return (char *)raw + MEM_HEADER;
+}
+
 void *mem_alloc(MemCategory category, size_t bytes) {
     CHECK(category >= 0 && category < MEM_NUM_CATEGORIES, "bad memory category %d", (int)category);
     if (device_current() == DEVICE_CUDA) return gpu_alloc(category, bytes);
-    void *raw = NULL;
-    if (posix_memalign(&raw, 64, MEM_HEADER + bytes) != 0 || raw == NULL)
-        die_at(__FILE__, __LINE__, "out of memory allocating %zu bytes of %s", bytes,
-               g_names[category]);
-    memset(raw, 0, MEM_HEADER + bytes);
-    MemHeader *h = raw;
-    h->bytes = bytes;
-    h->category = category;
-    h->magic = MEM_MAGIC;
-    count_alloc(category, bytes);
-    return (char *)raw + MEM_HEADER;
+    return host_block(category, bytes, 0);
 }
+
+void *mem_alloc_host(MemCategory category, size_t bytes) { return host_block(category, bytes, 1); }
 
 void mem_free(void *ptr) {
     if (!ptr || gpu_free(ptr)) return;
     MemHeader *h = (MemHeader *)((char *)ptr - MEM_HEADER);
     CHECK(h->magic == MEM_MAGIC, "mem_free of a pointer mem_alloc did not return");
     h->magic = 0;
-    g_current[h->category] -= h->bytes;
-    free(h);
+    if (!h->host) {
+        g_current[h->category] -= h->bytes;
+        free(h);
+        return;
+    }
+    g_host_current[h->category] -= h->bytes;
+    if (device_current() == DEVICE_CUDA) device_host_free(h);
+    else free(h);
 }
 
 const char *mem_category_name(MemCategory category) { return g_names[category]; }
 size_t mem_current_bytes(MemCategory category) { return g_current[category]; }
 size_t mem_peak_bytes(MemCategory category) { return g_peak[category]; }
+size_t mem_host_current_bytes(MemCategory category) { return g_host_current[category]; }
+size_t mem_host_peak_bytes(MemCategory category) { return g_host_peak[category]; }
 
 void mem_reset_peaks(void) {
-    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) g_peak[c] = g_current[c];
+    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
+        g_peak[c] = g_current[c];
+        g_host_peak[c] = g_host_current[c];
+    }
 }
 
 void mem_csv_rows(char *buf, size_t size, int rank) {
     size_t len = 0;
     buf[0] = '\0';
-    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
-        int n = snprintf(buf + len, size - len, "%d,%s,%zu,%zu\n", rank, g_names[c], g_current[c],
-                         g_peak[c]);
+    for (int c = 0; c < 2 * MEM_NUM_CATEGORIES; c++) {
+        const int host = c >= MEM_NUM_CATEGORIES, k = c % MEM_NUM_CATEGORIES;
+        if (host && g_host_peak[k] == 0) continue;
+        int n = snprintf(buf + len, size - len, "%d,%s%s,%zu,%zu\n", rank, host ? "host_" : "",
+                         g_names[k], host ? g_host_current[k] : g_current[k],
+                         host ? g_host_peak[k] : g_peak[k]);
         CHECK(n > 0 && (size_t)n < size - len, "memory.csv rows do not fit in %zu bytes", size);
         len += (size_t)n;
     }

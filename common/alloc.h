@@ -32,10 +32,22 @@ const char *mem_category_name(MemCategory category);
 size_t mem_current_bytes(MemCategory category);
 size_t mem_peak_bytes(MemCategory category);
 
+/* Host memory that stays host memory under --device cuda (pinned there:
+ * device_host_alloc, so that copies to and from the GPU run at full speed
+ * and asynchronously): what an offloaded optimizer keeps off the device
+ * (ZeRO-Offload). Zero-filled, 64-byte aligned, freed by mem_free. Counted
+ * apart from the device's bytes, per category, so that the categories
+ * above are what the device holds; memory.csv adds a row "host_CATEGORY"
+ * for each category that ever held host bytes. */
+void *mem_alloc_host(MemCategory category, size_t bytes);
+size_t mem_host_current_bytes(MemCategory category);
+size_t mem_host_peak_bytes(MemCategory category);
+
 /* Forget all peaks (current bytes stay): used by tests and benchmarks. */
 void mem_reset_peaks(void);
 
-/* memory.csv: "rank,category,current_bytes,peak_bytes", one row per category. */
+/* memory.csv: "rank,category,current_bytes,peak_bytes", one row per
+ * category, then the host_ rows (mem_alloc_host) of those it used. */
 #define MEM_CSV_HEADER "rank,category,current_bytes,peak_bytes\n"
 void mem_write_csv(const char *path, int rank);
 /* This rank's rows (no header) into buf, for gathering all ranks' rows. */

@@ -53,11 +53,14 @@ static CpuFusedForward cpu_fused_forward(void) {
  * FUSED_FORWARD_BACKEND: for fused attention's forward pass */
 #ifdef KIT_CUDA
 #define BACKEND(name) (device_current() == DEVICE_CUDA ? name##_cuda : name##_cpu)
+/* the optimizer's kernels follow their data (kernels.h): host memory, the CPU's */
+#define DATA_BACKEND(name, ptr) (device_is_gpu_pointer(ptr) ? name##_cuda : name##_cpu)
 #define HANDED_BACKEND(name) (device_current() == DEVICE_CUDA ? name##_cuda : cpu_backward()->name)
 #define FUSED_FORWARD_BACKEND \
     (device_current() == DEVICE_CUDA ? attention_fused_forward_cuda : cpu_fused_forward())
 #else
 #define BACKEND(name) name##_cpu
+#define DATA_BACKEND(name, ptr) name##_cpu
 #define HANDED_BACKEND(name) cpu_backward()->name
 #define FUSED_FORWARD_BACKEND cpu_fused_forward()
 #endif
@@ -72,6 +75,9 @@ static CpuFusedForward cpu_fused_forward(void) {
     } while (0)
 #define RUN_KERNEL(fn, name, flops, bytes, ...) TIMED(name, flops, bytes, (fn)(__VA_ARGS__))
 #define KERNEL(name, flops, bytes, ...) RUN_KERNEL(BACKEND(name), #name, flops, bytes, __VA_ARGS__)
+/* a kernel that runs where its first pointer's memory is */
+#define DATA_KERNEL(name, flops, bytes, ptr, ...) \
+    RUN_KERNEL(DATA_BACKEND(name, ptr), #name, flops, bytes, ptr, __VA_ARGS__)
 /* the kernels that return a value: out = it */
 #define VALUE_KERNEL(out, name, flops, bytes, ...) \
     TIMED(#name, flops, bytes, (out) = BACKEND(name)(__VA_ARGS__))
@@ -309,19 +315,19 @@ void vocab_crossentropy_backward(float *probs_to_dlogits, const int *targets, fl
 
 void adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                   float lr, float beta1, float beta2, float eps, float weight_decay, int t) {
-    KERNEL(adamw_update, (double)ADAMW_OPS * n, F(7.0 * n), params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
+    DATA_KERNEL(adamw_update, (double)ADAMW_OPS * n, F(7.0 * n), params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
 }
 
 double sum_squares(const float *x, size_t n) {
     double sum;
-    VALUE_KERNEL(sum, sum_squares, 2.0 * n, F(n), x, n);
+    TIMED("sum_squares", 2.0 * n, F(n), sum = DATA_BACKEND(sum_squares, x)(x, n));
     return sum;
 }
 void round_inplace(float *x, size_t n, int precision) {
     KERNEL(round_inplace, 0.0, F(2.0 * n), x, n, precision);
 }
 void narrow_to_half(uint16_t *dst, const float *src, size_t n, int precision) {
-    KERNEL(narrow_to_half, 0.0, F(1.5 * n), dst, src, n, precision);
+    DATA_KERNEL(narrow_to_half, 0.0, F(1.5 * n), dst, src, n, precision);
 }
 void widen_from_half(float *dst, const uint16_t *src, size_t n, int precision) {
     KERNEL(widen_from_half, 0.0, F(1.5 * n), dst, src, n, precision);
@@ -329,7 +335,7 @@ void widen_from_half(float *dst, const uint16_t *src, size_t n, int precision) {
 
 void scale_inplace_as(void *x, float s, size_t n, int precision) {
     if (precision == PRECISION_FP32) scale_inplace(x, s, n);
-    else KERNEL(scale_half_inplace, (double)n, 4.0 * n, x, s, n, precision);
+    else DATA_KERNEL(scale_half_inplace, (double)n, 4.0 * n, x, s, n, precision);
 }
 void add_inplace_as(void *x, const void *y, size_t n, int precision) {
     if (precision == PRECISION_FP32) add_inplace(x, y, n);
@@ -338,7 +344,7 @@ void add_inplace_as(void *x, const void *y, size_t n, int precision) {
 double sum_squares_as(const void *x, size_t n, int precision) {
     if (precision == PRECISION_FP32) return sum_squares(x, n);
     double sum;
-    VALUE_KERNEL(sum, sum_squares_half, 2.0 * n, 2.0 * n, x, n, precision);
+    TIMED("sum_squares_half", 2.0 * n, 2.0 * n, sum = DATA_BACKEND(sum_squares_half, x)(x, n, precision));
     return sum;
 }
 void adamw_update_as(float *params, void *grads, float grad_scale, float *m, float *v, size_t n,
@@ -349,11 +355,11 @@ void adamw_update_as(float *params, void *grads, float grad_scale, float *m, flo
         adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
         return;
     }
-    KERNEL(adamw_update_half, (double)(ADAMW_OPS + 1) * n, 14.0 * n, params, grads, grad_scale, m,
-           v, n, precision, lr, beta1, beta2, eps, weight_decay, t);
+    DATA_KERNEL(adamw_update_half, (double)(ADAMW_OPS + 1) * n, 14.0 * n, params, grads, grad_scale,
+                m, v, n, precision, lr, beta1, beta2, eps, weight_decay, t);
 }
 
-void scale_inplace(float *x, float s, size_t n) { KERNEL(scale_inplace, (double)n, F(2.0 * n), x, s, n); }
+void scale_inplace(float *x, float s, size_t n) { DATA_KERNEL(scale_inplace, (double)n, F(2.0 * n), x, s, n); }
 void add_inplace(float *x, const float *y, size_t n) { KERNEL(add_inplace, (double)n, F(3.0 * n), x, y, n); }
 void set_zero(float *x, size_t n) { KERNEL(set_zero, 0.0, F(n), x, n); }
 

@@ -243,6 +243,11 @@ void widen_from_half(float *dst, const uint16_t *src, size_t n, int precision);
  *   sum_squares_as    sum of x[i]^2, in double
  *   adamw_update_as   AdamW from the gradients times grad_scale (fp32:
  *                     scaled in place first, when grad_scale != 1) */
+/* scale_inplace_as, sum_squares_as and adamw_update_as (and the fp32
+ * kernels they call: scale_inplace, sum_squares, adamw_update), and
+ * narrow_to_half above, run where their first buffer is: on host memory under --device cuda (mem_alloc_host:
+ * ZeRO-Offload's optimizer) their CPU version, threaded with OpenMP; all of
+ * a call's buffers must then be host memory. */
 void scale_inplace_as(void *x, float s, size_t n, int precision);
 void add_inplace_as(void *x, const void *y, size_t n, int precision);
 double sum_squares_as(const void *x, size_t n, int precision);

@@ -71,6 +71,8 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
           l->zero_stage, l->ranks);
     CHECK(!l->overlap_rs || l->zero_stage >= 2, "bad layout: overlap_rs needs ZeRO-2 or 3, not %d",
           l->zero_stage);
+    CHECK(!l->offload || l->zero_stage >= 2, "bad layout: offload needs ZeRO-2 or 3, not %d",
+          l->zero_stage);
     memset(plan, 0, sizeof *plan);
     const GPTLayout m = memplan_model_layout(cfg, l);
     const size_t F = sizeof(float), phi = m.num_params;
@@ -97,6 +99,11 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     st[MEM_PARAMS] = P * (stage == 3 ? shard : full);
     st[MEM_GRADS] = G * (stage <= 1 ? full : shard);
     st[MEM_OPTIMIZER] = (mixed ? 3 : 2) * F * owned;
+    if (l->offload) {  /* the optimizer, with an fp32 master, and the gradients' copy */
+        plan->host_states[MEM_OPTIMIZER] = 3 * F * owned;
+        plan->host_states[MEM_GRADS] = G * owned;
+        st[MEM_OPTIMIZER] = 0;
+    }
     plan->padding = plan->padded_params - phi;
     /* mixed precision's widened units (widened.h): the weights', and the
      * gradients' where 2-byte ones are accumulated whole (not ZeRO-2/3's
@@ -275,9 +282,18 @@ void memplan_print_check(const char *program, const GPTConfig *cfg, const MemLay
     MemPlan plan;
     memplan_predict(cfg, layout, &plan);
     printf("%s: memory per rank, predicted by memplan vs measured (peak bytes):\n", program);
-    for (int c = 0; c < MEM_NUM_CATEGORIES; c++) {
-        size_t measured = mem_peak_bytes((MemCategory)c);
-        printf("  %-12s predicted %12zu  measured %12zu  %s\n", mem_category_name((MemCategory)c),
-               plan.peak[c], measured, measured == plan.peak[c] ? "ok" : "DIFFERENT");
+    int width = 12;  /* "host_optimizer" widens the column, where offloaded */
+    for (int k = 0; k < MEM_NUM_CATEGORIES; k++)
+        if (plan.host_states[k] || mem_host_peak_bytes((MemCategory)k)) width = 14;
+    for (int c = 0; c < 2 * MEM_NUM_CATEGORIES; c++) {
+        const int host = c >= MEM_NUM_CATEGORIES, k = c % MEM_NUM_CATEGORIES;
+        const size_t measured = host ? mem_host_peak_bytes((MemCategory)k)
+                                     : mem_peak_bytes((MemCategory)k);
+        const size_t predicted = host ? plan.host_states[k] : plan.peak[k];
+        if (host && !measured && !predicted) continue;  /* host rows: where offloaded */
+        char name[32];
+        snprintf(name, sizeof name, "%s%s", host ? "host_" : "", mem_category_name((MemCategory)k));
+        printf("  %-*s predicted %12zu  measured %12zu  %s\n", width, name, predicted, measured,
+               measured == predicted ? "ok" : "DIFFERENT");
     }
 }

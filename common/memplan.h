@@ -90,6 +90,12 @@ typedef struct {
     int prefetch;    /* ZeRO-3: the next unit is gathered while one computes */
     int rows, seq;   /* one micro-batch on one rank: rows sequences of seq tokens */
     int overlap_rs;  /* ZeRO-2/3: the reduce-scatter behind the backward pass (above) */
+    int offload;     /* ZeRO-2/3 with the optimizer in host memory (ZeRO-Offload):
+                        the device holds no optimizer bytes; the host holds
+                        the fp32 master and moments of the rank's shard
+                        (host_states[MEM_OPTIMIZER] = 12 S bytes, S = sum S_u,
+                        in fp32 too) and the shard's gradients copied off
+                        the device (host_states[MEM_GRADS] = G S) */
     int tp;          /* tensor parallelism (>= 1 where the layers are split, as
                         parallel_mem_layout sets it; 0: the whole model's
                         layers): Phi and the activations are the rank's
@@ -129,6 +135,7 @@ typedef struct {
     size_t padding;                       /* padded_params - Phi */
     size_t states[MEM_NUM_CATEGORIES];    /* model states, held all the time */
     size_t peak[MEM_NUM_CATEGORIES];      /* states + the working set's peak */
+    size_t host_states[MEM_NUM_CATEGORIES];  /* host memory (offload): held all the time */
 } MemPlan;
 
 /* The model on one rank of this layout (layout.h), as the formulas read

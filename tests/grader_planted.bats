@@ -98,13 +98,14 @@ grade_hidden() {
 # lab 08's overlapped return at the source's offset (ep 4 on every draw)
 # and lab 10's SP layernorm sum left out of ZeRO-1's finish (the one case
 # with both), and lab 03's hybrid sharding that sums the replicas' shards
-# without dividing (every draw has 2 replicas or more); and the cheats that keep the losses with other work (an
+# without dividing (every draw has 2 replicas or more) and ZeRO-Offload's
+# gradient copies all to one place (every draw has several units); and the cheats that keep the losses with other work (an
 # all-gather for TP's sum, GPipe's order for 1F1B, ZB-H1 without its split)
 # score zero on their case.
-@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic, and expert parallelism's averaging, local range, aux gradient and overlapped own block, and hybrid sharding's replica mean; the cheats score zero" {
+@test "grader: --hidden catches the bugs of padded shards, K != N, shifted buckets, late overlap, a first bucket like the others, TP's vocabulary shards, SP's row offsets, recomputation's shared buffers, pipelines' warm-up, loss weight and tied embedding, and context parallelism's chunk order, dK/dV owner and ring traffic, and expert parallelism's averaging, local range, aux gradient and overlapped own block, and hybrid sharding's replica mean and ZeRO-Offload's copies; the cheats score zero" {
     require_instructor "grader/planted/ is not in a handout"
     in_pairs "$BATS_TEST_TMPDIR/hidden" grade_hidden 03-zero2-last-shard-off-by-one 03-grads-divided-by-ranks-not-microbatches \
-                03-hsdp-replicas-summed-not-averaged \
+                03-hsdp-replicas-summed-not-averaged 03-offload-grads-all-to-unit-0 \
                 02-bucket-shifted-one-float 02-overlap-starts-after-backward \
                 02-first-bucket-at-bucket-size 03-overlap-starts-after-backward \
                 04-embedding-backward-no-vocab-offset 04-fused-sums-only \

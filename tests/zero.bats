@@ -23,6 +23,30 @@ zero_run() {
     mpirun_t 180 "$np" "$ZERO" "${COMMON[@]}" "$@" --out "$out" --dump-params "$out/params.bin"
 }
 
+# memplan_refuses FLAGS...: memplan with each argument's flags is one clear error
+memplan_refuses() {
+    local bad
+    for bad in "$@"; do
+        # shellcheck disable=SC2086  # bad is a list of flags
+        run t 10 "$BUILD/bin/memplan" $bad
+        echo "memplan $bad: $output"
+        assert_user_error
+    done
+}
+
+# skeleton_stops_at NP FUNCTION FLAGS...: the untouched skeleton's train_zero
+# on NP ranks with FLAGS stops cleanly, once, at FUNCTION's TODO
+skeleton_stops_at() {
+    local np=$1 fn=$2
+    shift 2
+    run mpirun_t 120 "$np" "$BUILD/labs/03_zero/train_zero" "$@" "${COMMON[@]}" --steps 2 \
+        --out "$BATS_TEST_TMPDIR/sk"
+    echo "$output"
+    [ "$status" -eq 3 ]
+    [[ "$output" == *"not implemented: $fn"* ]]
+    [ "$(grep -c 'not implemented' <<< "$output")" -eq 1 ]
+}
+
 @test "zero: stages 1, 2, 3 (with and without prefetch) on 1, 2 and 4 ranks follow the single-device run" {
     require_solution 00 03
     cd "$ROOT"
@@ -316,12 +340,7 @@ PY
 @test "zero --overlap-rs: the untouched skeleton stops cleanly at the extension's first TODO" {
     require_solution 00  # the skeleton runs on lab 00's solution
     require_untouched 03
-    run mpirun_t 120 2 "$BUILD/labs/03_zero/train_zero" --zero 2 --overlap-rs "${COMMON[@]}" --steps 2 \
-        --out "$BATS_TEST_TMPDIR/sk"
-    echo "$output"
-    [ "$status" -eq 3 ]
-    [[ "$output" == *"not implemented: zero_rs_"* ]]
-    [ "$(grep -c 'not implemented' <<< "$output")" -eq 1 ]
+    skeleton_stops_at 2 zero_rs_ --zero 2 --overlap-rs
 }
 
 # ---- the second extension: --dp-shard (hybrid sharding, HSDP)
@@ -366,18 +385,64 @@ PY
         assert_user_error
     done
     [ ! -e "$BATS_TEST_TMPDIR/ck" ]
-    for bad in "--ranks 4 --dp-shard 3" "--tp 2 --ranks 4 --dp-shard 2" "--dp-shard x"; do
-        # shellcheck disable=SC2086
-        run t 10 "$BUILD/bin/memplan" $bad
-        echo "memplan $bad: $output"
-        assert_user_error
-    done
+    memplan_refuses "--ranks 4 --dp-shard 3" "--tp 2 --ranks 4 --dp-shard 2" "--dp-shard x"
     require_solution 00
     require_untouched 03
-    run mpirun_t 120 4 "$BUILD/labs/03_zero/train_zero" --zero 3 --dp-shard 2 "${COMMON[@]}" --steps 2 \
-        --out "$BATS_TEST_TMPDIR/sk"
-    echo "$output"
-    [ "$status" -eq 3 ]
-    [[ "$output" == *"not implemented: zero_hsdp_groups"* ]]
-    [ "$(grep -c 'not implemented' <<< "$output")" -eq 1 ]
+    skeleton_stops_at 4 zero_hsdp_groups --zero 3 --dp-shard 2
+}
+
+# ---- the third extension: --offload (ZeRO-Offload: the optimizer on the host)
+
+@test "zero --offload: ZeRO-2 and 3 (fp32 and bf16, 2 micro-batches) equal the runs without it bit for bit; the device holds no optimizer bytes, the host memplan --offload's; checkpoints cross between the two" {
+    require_solution 03
+    local st prec out base
+    for st in 2 3; do
+        for prec in fp32 bf16; do
+            base="$BATS_TEST_TMPDIR/z$st$prec" out="$BATS_TEST_TMPDIR/o$st$prec"
+            zero_run "$base" 2 --zero "$st" --precision "$prec" --grad-accum 2 > /dev/null
+            run zero_run "$out" 2 --zero "$st" --precision "$prec" --grad-accum 2 --offload
+            echo "zero $st $prec: $output"
+            [ "$status" -eq 0 ]
+            [[ "$output" != *DIFFERENT* ]]
+            [[ "$output" == *"host_optimizer predicted"*" ok"* ]]
+            same_bits "$base" "$out"
+            "$BUILD/bin/memplan" --config tiny --ranks 2 --grad-accum 2 --precision "$prec" --offload \
+                --csv > "$out/plan.csv"
+            python3 - "$out" "zero$st" <<'PY'
+import csv, sys
+out, layout = sys.argv[1], sys.argv[2]
+plan = {r["category"]: int(r["peak_bytes"]) for r in csv.DictReader(open(out + "/plan.csv"))
+        if r["layout"] == layout}
+rows = list(csv.DictReader(open(out + "/memory.csv")))
+assert len(rows) == 2 * 8, f"{len(rows)} rows: 6 device and 2 host categories per rank expected"
+for r in rows:
+    assert int(r["peak_bytes"]) == plan[r["category"]], r
+assert plan["optimizer"] == 0 and plan["host_optimizer"] == 12 * 220544 // 2, plan
+PY
+        done
+    done
+    # a checkpoint saved offloaded resumes without offload, and the other way
+    local ck="$BATS_TEST_TMPDIR/ck"
+    zero_run "$BATS_TEST_TMPDIR/s" 2 --zero 2 --offload --save "$ck" --save-every 6 > /dev/null
+    zero_run "$BATS_TEST_TMPDIR/r" 2 --zero 3 --resume "$ck/step-000006" > /dev/null
+    cmp "$BATS_TEST_TMPDIR/s/params.bin" "$BATS_TEST_TMPDIR/r/params.bin"
+    zero_run "$BATS_TEST_TMPDIR/r2" 2 --zero 3 --offload --resume "$ck/step-000006" > /dev/null
+    cmp "$BATS_TEST_TMPDIR/s/params.bin" "$BATS_TEST_TMPDIR/r2/params.bin"
+}
+
+@test "zero --offload: below ZeRO-2, with --overlap-rs or --dp-shard, and in the planner's other modes it is one clear error; the skeleton stops at the extension's TODO" {
+    require_solution 03
+    local bad
+    for bad in "--zero 1 --offload" "--zero 2 --offload --overlap-rs" "--zero 3 --offload --dp-shard 1"; do
+        # shellcheck disable=SC2086  # bad is a list of flags
+        run mpirun_t 60 2 "$ZERO" --config tiny --steps 2 $bad --out "$BATS_TEST_TMPDIR/bad"
+        echo "$bad: $output"
+        assert_user_error
+        [[ "$output" == *"--offload needs --zero 2 or 3"* ]]
+    done
+    memplan_refuses "--offload --tp 2" "--offload --params 7e9" "--offload --dp-shard 1"
+    require_solution 00
+    require_untouched 03
+    # ZeRO-3's first parameters go up from the host's master at the start
+    skeleton_stops_at 2 zero_offload_params --zero 3 --offload
 }

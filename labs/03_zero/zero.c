@@ -29,11 +29,12 @@ static void *owned_grads(const Zero *z, int u) {
                          : comm_at(z->grads_shard, z->grad_dtype, z->units[u].shard_offset);
 }
 
-void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const GPTLayout *layout,
-               unsigned long long seed) {
+void zero_init(Zero *z, int stage, int prefetch, int offload, Comm *dp, Comm *metrics,
+               const GPTLayout *layout, unsigned long long seed) {
     memset(z, 0, sizeof *z);
     z->stage = stage;
     z->prefetch = prefetch;
+    z->offload = offload;
     z->dp = dp;
     z->metrics = metrics;
     z->layout = layout;
@@ -87,9 +88,12 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
     }
     /* the fp32 weights AdamW updates: each rank makes exactly its shard,
      * the real elements among [r S, (r+1) S) of each unit; the padding
-     * stays zero (ZeRO-1/2 in fp32 made them whole above) */
-    if (mixed) z->master = mem_alloc(MEM_OPTIMIZER, z->shard_total * F);
-    for (int u = 0; u < z->nunits && (mixed || stage == 3); u++) {
+     * stays zero (ZeRO-1/2 in fp32 made them whole above). With offload
+     * they and the moments are host memory, an fp32 master even in fp32
+     * (the device's copy is the one the passes read) */
+    void *(*optimizer_alloc)(MemCategory, size_t) = offload ? mem_alloc_host : mem_alloc;
+    if (mixed || offload) z->master = optimizer_alloc(MEM_OPTIMIZER, z->shard_total * F);
+    for (int u = 0; u < z->nunits && (z->master || stage == 3); u++) {
         const ZeroUnit *x = &z->units[u];
         const size_t lo = zero_slice_start(x, (size_t)r), hi = zero_slice_start(x, (size_t)r + 1);
         gpt_init_params(layout, seed, x->offset + lo, hi - lo, zero_owned_master(z, u));
@@ -103,8 +107,9 @@ void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const 
     } else {
         z->grads_shard = mem_alloc(MEM_GRADS, z->shard_total * G);
     }
-    z->adam_m = mem_alloc(MEM_OPTIMIZER, z->shard_total * F);
-    z->adam_v = mem_alloc(MEM_OPTIMIZER, z->shard_total * F);
+    z->adam_m = optimizer_alloc(MEM_OPTIMIZER, z->shard_total * F);
+    z->adam_v = optimizer_alloc(MEM_OPTIMIZER, z->shard_total * F);
+    if (offload) z->host_grads = mem_alloc_host(MEM_GRADS, z->shard_total * G);
     if (stage == 1 && z->grad_dtype != COMM_FLOAT)
         widened_init(&z->grad_units, layout, gpt_grad_precision(&layout->cfg), MEM_WORKSPACE);
     if (stage == 3) zero_copy_down(z);  /* the compute shards from the master */
@@ -121,6 +126,7 @@ void zero_free(Zero *z) {
     mem_free(z->params_shard);
     mem_free(z->grads_shard);
     mem_free(z->master);
+    mem_free(z->host_grads);
     widened_free(&z->weights);
     widened_free(&z->grad_units);
     mem_free(z->adam_m);
@@ -157,6 +163,7 @@ void zero_grads_ready(Zero *z, int u) {
     }
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
+    if (z->offload && z->last_micro) zero_offload_grads(z, u);  /* the third extension */
 }
 
 void *zero_take_unit_grads(Zero *z, int u) {
@@ -172,6 +179,7 @@ void *zero_take_unit_grads(Zero *z, int u) {
 
 double zero_finish_grads(Zero *z, int micro_batches) {
     if (z->overlap_rs) zero_rs_finish(z);  /* the extension: what is still in flight */
+    if (z->offload) zero_offload_wait(z);  /* the third: the shards on the host */
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }
@@ -206,6 +214,29 @@ void zero_hsdp_groups(Comm *dp, int shard_ranks, Comm **shard, Comm **replicate)
 void zero_hsdp_average(Zero *z) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
+}
+
+/* ---- the third extension: ZeRO-Offload ------------------------------------ */
+
+void zero_offload_grads(Zero *z, int u) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void zero_offload_wait(Zero *z) {
+    (void)z;
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void zero_offload_params(Zero *z) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void *zero_step_grads(const Zero *z, int u) {
+    return z->offload ? comm_at(z->host_grads, z->grad_dtype, z->units[u].shard_offset)
+                      : owned_grads(z, u);
 }
 
 /* ---- the step ------------------------------------------------------------- */
@@ -273,19 +304,20 @@ float *zero_owned_master(const Zero *z, int u) {
 }
 
 void zero_copy_down(Zero *z) {
-    if (z->master)
+    if (z->offload) zero_offload_params(z);  /* the third extension: host to device */
+    else if (z->master)
         for (int u = 0; u < z->nunits; u++)
             narrow_to_half(owned_params(z, u), zero_owned_master(z, u), z->units[u].shard,
                            format(z));
 }
 
 void zero_view_params(Zero *z, int u, const void *unit) {
-    if (z->master) widened_open(&z->weights, u, unit, &z->p);
+    if (z->dtype != COMM_FLOAT) widened_open(&z->weights, u, unit, &z->p);
     else gpt_unit_view(z->layout, u, (float *)unit, &z->p);
 }
 
 void zero_unview_params(Zero *z, int u) {
-    if (z->master) widened_close(&z->weights, u, NULL);
+    if (z->dtype != COMM_FLOAT) widened_close(&z->weights, u, NULL);
 }
 
 static uint16_t *full_grads_unit(Zero *z, int u) {

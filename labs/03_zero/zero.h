@@ -76,6 +76,14 @@ typedef struct {
     Comm *replicate;        /* hybrid sharding: the ranks holding the same
                                shard, one per shard group (set by the
                                trainer after zero_init); NULL: none */
+    /* ZeRO-Offload (the third extension, zero_init's offload): master,
+     * adam_m and adam_v are host memory (mem_alloc_host), and so is
+     * host_grads, the owned gradient shard copied off the device (S_u
+     * elements of grad_dtype per unit, at shard_offset[u]) while the last
+     * micro-batch's backward pass goes on; last_micro says that pass is
+     * running (set by the trainer's begin_backward). */
+    int offload, last_micro;
+    void *host_grads;
     const GPTLayout *layout; /* the model on this rank (layout.h): its units */
     int nunits;
     ZeroUnit *units;
@@ -119,9 +127,10 @@ typedef struct {
 } Zero;
 
 /* Lay out and allocate the states, initialize this rank's parameters (the
- * same values as one device: layout.h's init is counter-based). */
-void zero_init(Zero *z, int stage, int prefetch, Comm *dp, Comm *metrics, const GPTLayout *layout,
-               unsigned long long seed);
+ * same values as one device: layout.h's init is counter-based). offload
+ * (ZeRO-2/3): the optimizer's states in host memory (above). */
+void zero_init(Zero *z, int stage, int prefetch, int offload, Comm *dp, Comm *metrics,
+               const GPTLayout *layout, unsigned long long seed);
 void zero_free(Zero *z);
 
 /* Before a step's first micro-batch: zero the gradients it accumulates
@@ -188,9 +197,41 @@ void zero_rs_finish(Zero *z);
 void zero_hsdp_groups(Comm *dp, int shard_ranks, Comm **shard, Comm **replicate);
 void zero_hsdp_average(Zero *z);
 
+/* ---- the third extension: ZeRO-Offload (--offload, ZeRO-2/3) ----
+ * The optimizer's 12 bytes per owned parameter (fp32 master, m, v) leave
+ * the device for host memory, and AdamW runs on the CPU. What crosses the
+ * host link per step is this rank's gradient shard down (G Phi / N bytes)
+ * and its updated parameters up (P Phi / N). The gradient shard of a unit
+ * is final once the last micro-batch has reduce-scattered it; its copy
+ * then runs while the backward pass computes the units before it.
+ *
+ *   zero_offload_grads(u)  from zero_grads_ready during the last micro-
+ *                          batch (z->last_micro), after unit u's reduce-
+ *                          scatter: start copying its owned shard into
+ *                          host_grads (device_comm_copy: asynchronous);
+ *   zero_offload_wait      from zero_finish_grads, first: every copy has
+ *                          arrived (device_comm_synchronize). From then on
+ *                          the step reads the host copy (zero_step_grads);
+ *   zero_offload_params    from zero_copy_down (zero_update's, after
+ *                          AdamW; zero_init's): the updated master up
+ *                          into the owned parameters on the device (fp32: a copy; 2 bytes: rounded on the
+ *                          host first, into host_grads' room, which the
+ *                          step no longer needs), before ZeRO-2's gather.
+ * The optimizer's kernels follow their data (kernels.h): given host
+ * buffers they run on the CPU, threaded. Losses, parameters and comm.csv
+ * equal ZeRO's without offload, bit for bit. */
+void zero_offload_grads(Zero *z, int u);
+void zero_offload_wait(Zero *z);
+void zero_offload_params(Zero *z);
+
+/* Given: the gradient shard of unit u the step reads: the owned shard on
+ * the device, or with offload its host copy */
+void *zero_step_grads(const Zero *z, int u);
+
 /* After the last micro-batch: ZeRO-1 reduce-scatters every unit now. Then
  * the owned gradient is divided by N (mean over ranks) and by K
- * (micro-batches). Returns the global sum of squares of the gradient: each
+ * (micro-batches): zero_step_grads' shards, the host copies with offload.
+ * Returns the global sum of squares of the gradient: each
  * rank's own, summed over the ranks on `metrics` (never on `dp`, whose
  * calls and bytes are the gradients' and parameters' alone). With hybrid
  * sharding (z->replicate set) the owned gradient is first averaged over
@@ -200,15 +241,16 @@ double zero_finish_grads(Zero *z, int micro_batches);
 
 /* ---- the step ----
  * Clip and AdamW on this rank's shard of every unit (zero_owned_master: the
- * fp32 weights AdamW updates), make the owned parameters the master's
+ * fp32 weights AdamW updates, from zero_step_grads' gradients), make the owned parameters the master's
  * (zero_copy_down), then, for ZeRO-1/2, all-gather the updated shards so
  * every rank has all parameters again. */
 void zero_update(Zero *z, const AdamWStep *step);
 
 /* Given: this rank's fp32 weights of unit u (S_u floats): the master in
- * mixed precision, else the owned parameters themselves; and, after they
- * were updated, the owned parameters made theirs (mixed precision: rounded
- * into the compute copy's owned slices; fp32: nothing to do). */
+ * mixed precision or with offload (host memory then), else the owned
+ * parameters themselves; and, after they were updated, the owned
+ * parameters made theirs (offload: zero_offload_params; mixed precision:
+ * rounded into the compute copy's owned slices; fp32: nothing to do). */
 float *zero_owned_master(const Zero *z, int u);
 void zero_copy_down(Zero *z);
 
