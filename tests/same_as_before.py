@@ -9,10 +9,12 @@ descriptor of lab 04 changed nothing for the layouts before it.
     same_as_before.py BEFORE_ROOT AFTER_ROOT OUT_DIR
 
 Each ROOT is a kit tree whose build/solutions/ holds the programs; the runs
-use this tree's build/data/synth.tok. Prints one line per case and exits 1
-on the first difference."""
+use this tree's build/data/synth.tok. A case with a flag the older build's
+program does not know (a later extension's) is left out, with a line.
+Prints one line per case and exits 1 on the first difference."""
 import csv
 import os
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,6 +44,13 @@ def run_case(root, lab, case, out):
         sys.exit(f"{lab.name}: {case.name}: the build in {root} {why}:\n{result.output[-2000:]}")
 
 
+def newer_flags(root, lab, case):
+    """The case's flags that root's build of its program does not list in --help"""
+    prog = os.path.join(root, "build", "solutions", lab.name, case.program)
+    usage = subprocess.run([prog, "--help"], capture_output=True, text=True).stdout
+    return [a for a in case.args if a.startswith("--") and a not in usage]
+
+
 def main():
     before, after, out = sys.argv[1:4]
     compared = 0
@@ -49,6 +58,10 @@ def main():
         lab = grade.load_lab(os.path.join(ROOT, "grader", "cases", name + ".toml"))
         for case in lab.cases:
             if case.kind != "train":
+                continue
+            newer = newer_flags(before, lab, case)
+            if newer:
+                print(f"left out: {name}: {case.name}: {' '.join(newer)} came later")
                 continue
             dirs = []
             for tag, root in (("before", before), ("after", after)):
