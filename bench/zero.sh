@@ -100,7 +100,7 @@ for np in 1 2 4; do
     "$PLAN" --config "$CONFIG" --ranks "$np" --precision "$PRECISION" --csv > "$OUT/plan-$np.csv"
     for layout in ddp zero1 zero2 zero3; do
         echo "bench-zero: memory, $layout on $np rank(s)"
-        dir=$OUT/mem-$layout-$np
+        dir=$OUT/run-$layout-$np-2  # comm's 2-step run too
         train "$layout" "$np" "$dir" --steps 2 --eval-every 0 --eval-batches 1
         plan_layout=$([ "$layout" = ddp ] && echo replicated || echo "$layout")
         read -r pstates ptotal < <(awk -F, -v l="$plan_layout" '$1 == l {
@@ -154,7 +154,7 @@ for layout in ddp zero1 zero2 zero3; do
             P = p == "fp32" ? 4 : 2; G = P; K = p == "fp32" ? 8 : 12; n = 4
             f = s == 0 ? P + G + K : s == 1 ? P + G + K / n : s == 2 ? P + (G + K) / n : (P + G + K) / n
             printf "%s,%.4f,%.4f,%.4f,%.4f,%.4f\n", l, b["params"], b["grads"], b["optimizer"],
-                   b["params"] + b["grads"] + b["optimizer"], f }' "$OUT/mem-$layout-4/memory.csv" >> "$STATES"
+                   b["params"] + b["grads"] + b["optimizer"], f }' "$OUT/run-$layout-4-2/memory.csv" >> "$STATES"
 done
 
 # ---- communication ---------------------------------------------------------
@@ -176,10 +176,10 @@ bars_plot() {
 for np in 2 4; do
     for layout in ddp zero1 zero2 zero3; do
         echo "bench-zero: communication, $layout on $np ranks"
-        train "$layout" "$np" "$OUT/comm-$layout-$np-2" --steps 2 --eval-every 0 --eval-batches 1
-        train "$layout" "$np" "$OUT/comm-$layout-$np-4" --steps 4 --eval-every 0 --eval-batches 1
-        a=$(wire "$OUT/comm-$layout-$np-2" "$np")
-        b=$(wire "$OUT/comm-$layout-$np-4" "$np")
+        # the 2-step run is memory's
+        train "$layout" "$np" "$OUT/run-$layout-$np-4" --steps 4 --eval-every 0 --eval-batches 1
+        a=$(wire "$OUT/run-$layout-$np-2" "$np")
+        b=$(wire "$OUT/run-$layout-$np-4" "$np")
         per_step=$(((b - a) / 2))
         formula=$(awk -v n="$np" -v l="$layout" 'BEGIN { printf "%.4f", (l == "zero3" ? 3 : 2) * (n - 1) / n }')
         echo "$layout N=$np,$np,$layout,$per_step,$(awk -v x="$per_step" -v p="$PHI" 'BEGIN { printf "%.4f", x / p }'),$formula" >> "$COMM"
@@ -202,7 +202,7 @@ HSDP=$OUT/hsdp.csv
 # wire_groups LAYOUT NP GROUPS: wire per step of the 4-rank 4-step run less
 # the 2-step run of LAYOUT, on the groups GROUPS of NP ranks, in units of Phi
 wire_groups() {
-    for s in 2 4; do wire "$OUT/comm-$1-4-$s" "$2" "$3"; done |
+    for s in 2 4; do wire "$OUT/run-$1-4-$s" "$2" "$3"; done |
         awk -v p="$PHI" 'NR == 1 { a = $1 } NR == 2 { printf "%.4f\n", ($1 - a) / 2 / p }'
 }
 echo "bench-zero: hybrid sharding, ZeRO-3 over 2 of 4 ranks (--dp-shard 2)"
@@ -218,14 +218,14 @@ extension_run() {
 }
 hsdp_ok=1
 for s in 2 4; do
-    extension_run hsdp2 4 "$OUT/comm-hsdp2-4-$s" --steps "$s" --eval-every 0 --eval-batches 1 ||
+    extension_run hsdp2 4 "$OUT/run-hsdp2-4-$s" --steps "$s" --eval-every 0 --eval-batches 1 ||
         { hsdp_ok=0; break; }
 done
 if [ "$hsdp_ok" = 1 ]; then
     # rank 0's model states at the end of LAYOUT's 4-step run, bytes per parameter
     states_of() {
         awk -F, -v p="$PHI" '$1 == 0 && ($2 == "params" || $2 == "grads" || $2 == "optimizer") { s += $3 }
-            END { printf "%g\n", s / p }' "$OUT/comm-$1-4-4/memory.csv"
+            END { printf "%g\n", s / p }' "$OUT/run-$1-4-4/memory.csv"
     }
     echo "layout,inside_phi,across_phi,formula_inside_phi,formula_across_phi,states_bytes_per_param" > "$HSDP"
     # N = 4 ranks, K = 2 per shard group (a node), R = 2 replicas
@@ -257,8 +257,9 @@ echo "layout,params,grads,optimizer,host_grads,host_optimizer,planned_device,pla
 "$PLAN" --config "$CONFIG" --ranks 2 --precision "$PRECISION" --offload --csv > "$OUT/plan-off-1.csv"
 for layout in zero2 offload2 zero3 offload3; do
     echo "bench-zero: ZeRO-Offload, $layout on 2 ranks"
-    dir=$OUT/offload-$layout
-    extension_run "$layout" 2 "$dir" --steps 2 --eval-every 0 --eval-batches 1 ||
+    dir=$OUT/run-$layout-2-2  # memory's for zero2 and zero3
+    [ "${layout#zero}" != "$layout" ] ||
+        extension_run "$layout" 2 "$dir" --steps 2 --eval-every 0 --eval-batches 1 ||
         { echo "bench-zero: ZeRO-Offload left out: this train_zero does not run --offload yet"; rm -f "$OFFLOAD"; break; }
     plan=$OUT/plan-off-$([ "${layout#offload}" = "$layout" ] && echo 0 || echo 1).csv
     # peaks: the model states' categories on each side, planned and measured

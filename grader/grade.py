@@ -679,6 +679,8 @@ def main():
     ap = argparse.ArgumentParser(description="Grade the labs against reference runs.")
     ap.add_argument("--lab", default="all", help="lab number or name (default: all)")
     ap.add_argument("--case", default=None, help="grade only the cases whose name contains this")
+    ap.add_argument("--core", action="store_true",
+                    help="grade the core's cases only, not the extensions'")
     ap.add_argument("--src", default=os.path.join(runner.ROOT, "labs"),
                     help="directory holding the NN_name lab sources to grade (default: labs/)")
     ap.add_argument("--solutions", default=os.path.join(runner.ROOT, "solutions"),
@@ -721,8 +723,10 @@ def main():
                 c.timeout *= args.timeout_scale
             if args.case:
                 lab.cases = [c for c in lab.cases if args.case in c.name]
+            if args.core:
+                lab.cases = [c for c in lab.cases if not c.extension]
         if not any(lab.cases for lab in labs):
-            raise ManifestError(f"no case matches {args.case!r}")
+            raise ManifestError(f"no case matches {args.case!r}" + (" in the core" if args.core else ""))
         if not os.path.isdir(args.src):
             raise ManifestError(f"no such directory: {args.src}")
         if args.hidden or args.make_references:

@@ -426,6 +426,10 @@ PY
 @test "grader: a lab that does not exist, or a bad option, is one clear error" {
     run t 60 $GRADE --lab 42
     assert_user_error
+    # --core leaves the extensions' cases out
+    run t 60 $GRADE --lab 03 --core --case "Hybrid sharding"
+    assert_user_error
+    [[ "$output" == "grade: error: no case matches 'Hybrid sharding' in the core" ]]
     run t 60 $GRADE --timeout-scale 0
     assert_user_error
     run t 60 $GRADE --src /nonexistent

@@ -52,18 +52,19 @@ all_zero() {
         [ "$(total_of "$1" | cut -d/ -f1)" = 0 ]
 }
 
-# grade_cheats LAB: lab LAB graded in hidden mode from the cheat (and, for
-# lab 03, from its references-only variant too: the references are hidden
-# the same way from every lab's cases, so one lab shows it), then without
-# --hidden: every case scores zero (prints the grader's output; fails
-# naming what scored)
+# grade_cheats LAB: lab LAB's core graded in hidden mode from the cheat (and,
+# for lab 03, from its references-only variant too: the references are
+# hidden the same way from every lab's cases, so one lab shows it), then
+# without --hidden: every case scores zero (prints the grader's output;
+# fails naming what scored). The extensions' cases are hidden from a cheat
+# the same way as the core's: --core leaves them out here.
 grade_cheats() {
     local lab=$1 variant out variants=src rc
     [ "$lab" != 03 ] || variants="src src-ref"
     for variant in $variants; do
         out="$BATS_TEST_TMPDIR/h-$lab-$variant"
         rc=0
-        t 600 $GRADE --lab "$lab" --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
+        t 600 $GRADE --lab "$lab" --core --hidden --hidden-seed 11 --src "$BATS_TEST_TMPDIR/$variant" \
             --out "$out" || rc=$?
         lost_points "$rc" || { echo "lab $lab, $variant"; return 1; }
         all_zero "$out/report.txt" || { echo "lab $lab, $variant: a hidden case scored"; return 1; }
@@ -73,7 +74,7 @@ grade_cheats() {
     # replicated, one sharded) and the others' time goes to their hidden cases
     [ "$lab" = 02 ] || [ "$lab" = 03 ] || return 0
     rc=0
-    t 600 $GRADE --lab "$lab" --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/n-$lab" || rc=$?
+    t 600 $GRADE --lab "$lab" --core --src "$BATS_TEST_TMPDIR/src" --out "$BATS_TEST_TMPDIR/n-$lab" || rc=$?
     lost_points "$rc" || { echo "lab $lab"; return 1; }
     all_zero "$BATS_TEST_TMPDIR/n-$lab/report.txt" || { echo "lab $lab: a case scored"; return 1; }
 }
