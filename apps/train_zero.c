@@ -61,6 +61,25 @@ static void on_zero_option(void *ctx, const char *name, const char *arg) {
     }
 }
 
+/* The combinations the lab's options do not allow: one error line. Returns
+ * whether the run shards over groups of some of the N ranks (hybrid). */
+static int check_zero_options(const ZeroOptions *zo, const TrainOptions *o, int N) {
+    if (zo->overlap_rs && zo->stage < 2)
+        USER_ERROR("--overlap-rs needs --zero 2 or 3 (ZeRO-%d reduce-scatters after the backward "
+                   "pass, with nothing left to overlap)", zo->stage);
+    if (zo->shard_ranks && N % zo->shard_ranks)
+        USER_ERROR("--dp-shard %d does not divide the %d ranks into shard groups", zo->shard_ranks,
+                   N);
+    const int hybrid = zo->shard_ranks && zo->shard_ranks < N;
+    if (zo->offload && (zo->stage < 2 || zo->overlap_rs || hybrid))
+        USER_ERROR("--offload needs --zero 2 or 3, without --overlap-rs or --dp-shard (it copies "
+                   "each unit's gradient shard once its last reduce-scatter is done)");
+    if (hybrid && (o->save[0] || o->resume[0]))
+        USER_ERROR("--dp-shard: checkpoints of hybrid sharding are not supported (each shard has "
+                   "%d holders); save or resume with plain ZeRO", N / zo->shard_ranks);
+    return hybrid;
+}
+
 /* The lab's states, and fp16's loss scale around them (zero_scaled.h).
  * z comes first: the callbacks below take the run as the Zero it starts
  * with. */
@@ -156,21 +175,9 @@ int main(int argc, char **argv) {
         .extra = g_zero_options, .n_extra = N_ZERO_OPTIONS, .on_extra = on_zero_option, .ctx = &zo,
         PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
-    if (zo.overlap_rs && zo.stage < 2)
-        USER_ERROR("--overlap-rs needs --zero 2 or 3 (ZeRO-%d reduce-scatters after the backward "
-                   "pass, with nothing left to overlap)", zo.stage);
+    const int hybrid = check_zero_options(&zo, &o, world->size);
     if (!zo.prefetch && zo.stage != 3 && world->rank == 0)
         printf("train_zero: --no-prefetch has no effect below ZeRO-3\n");
-    if (zo.shard_ranks && world->size % zo.shard_ranks)
-        USER_ERROR("--dp-shard %d does not divide the %d ranks into shard groups", zo.shard_ranks,
-                   world->size);
-    const int hybrid = zo.shard_ranks && zo.shard_ranks < world->size;
-    if (zo.offload && (zo.stage < 2 || zo.overlap_rs || hybrid))
-        USER_ERROR("--offload needs --zero 2 or 3, without --overlap-rs or --dp-shard (it copies "
-                   "each unit's gradient shard once its last reduce-scatter is done)");
-    if (hybrid && (o.save[0] || o.resume[0]))
-        USER_ERROR("--dp-shard: checkpoints of hybrid sharding are not supported (each shard has "
-                   "%d holders); save or resume with plain ZeRO", world->size / zo.shard_ranks);
 
     /* the mesh (mesh.h) is all dp; with hybrid sharding ZeRO's group is
      * this rank's shard group (zero_hsdp_groups). metrics: a copy of dp for
