@@ -95,3 +95,11 @@ run_ranks() {
 
 # peak DIR CATEGORY: rank 0's peak bytes of CATEGORY in DIR/memory.csv
 peak() { awk -F, -v c="$2" '$1 == 0 && $2 == c { print $4 }' "$1/memory.csv"; }
+
+# bars_plot PNG WIDTH TITLE STYLE [HEIGHT]: gnuplot's opening lines of a bar
+# chart of a CSV, grid lines across (STYLE: "clustered gap 1", rowstacked, ...)
+bars_plot() {
+    printf '%s\n' "set terminal pngcairo size $2,${5:-520} font \",11\" noenhanced" "set output \"$1\"" \
+        'set datafile separator ","' "set title \"$3\"" 'set style data histograms' \
+        "set style histogram $4" 'set style fill solid 0.85 border -1' 'set grid ytics'
+}

@@ -167,12 +167,6 @@ wire() {
             f = ($3 == "allreduce") ? 2 * (n - 1) / n : (n - 1) / n; w += f * $5 / e }
         END { printf "%.0f\n", w }' "$1/comm.csv"
 }
-# bars_plot PNG WIDTH TITLE STYLE [HEIGHT]: gnuplot's opening lines of a bar chart
-bars_plot() {
-    printf '%s\n' "set terminal pngcairo size $2,${5:-520} font \",11\" noenhanced" "set output \"$1\"" \
-        'set datafile separator ","' "set title \"$3\"" 'set style data histograms' \
-        "set style histogram $4" 'set style fill solid 0.85 border -1'
-}
 for np in 2 4; do
     for layout in ddp zero1 zero2 zero3; do
         echo "bench-zero: communication, $layout on $np ranks"
@@ -190,7 +184,6 @@ gnuplot <<EOF_GP
 $(bars_plot "$OUT/comm.png" 900 "Elements ($ELEM bytes, $PRECISION) each rank sends per training step (config $CONFIG, Phi = $PHI), measured from comm.csv\ndiamonds: 2 Phi (N-1)/N (DDP, ZeRO-1, ZeRO-2) and 3 Phi (N-1)/N (ZeRO-3)" "clustered gap 0.6")
 set ylabel "sent per step, in units of Phi"
 set yrange [0:3]
-set grid ytics
 set xtics rotate by -35 left
 plot "$OUT/comm.dat" using 5:xtic(1) title "measured" lc rgb "#1f77b4", \\
      "" using 0:6 with points pt 13 ps 2 lc rgb "black" title "formula"
@@ -238,7 +231,6 @@ $(bars_plot "$OUT/hsdp.png" 1000 "Hybrid sharding, 4 ranks as 2 nodes of 2, conf
 set boxwidth 0.6
 set ylabel "sent per step, in units of Phi"
 set yrange [0:3]
-set grid ytics
 set key top right
 plot "$OUT/hsdp.dat" using 2:xtic(stringcolumn(1) . sprintf(" (%g B/param)", column(6))) title "inside a node" lc rgb "#2ca02c", \\
      "" using 3 title "across the nodes" lc rgb "#d62728", \\
@@ -277,7 +269,6 @@ $(bars_plot "$OUT/offload.png" 960 "ZeRO-Offload, config $CONFIG, $PRECISION, 2 
 set boxwidth 0.6
 set ylabel "MiB per rank (peak)"
 set yrange [0:*]
-set grid ytics
 set key below horizontal
 plot "$OUT/offload.dat" using (\$2/1048576):xtic(1) title "device: params" lc rgb "#1f77b4", \\
      "" using (\$3/1048576) title "device: grads" lc rgb "#ff7f0e", \\
