@@ -113,6 +113,24 @@ same_bits() {
     done
 }
 
+# ZeRO-Offload's device holds only what the planner says: in a pretend GPU
+# of 16 MiB, tiny's ZeRO-2 (17.2 MiB planned) is refused before it starts,
+# and with --offload (15.6 MiB: no optimizer bytes) it runs, the GPU's own
+# count of bytes in use equal to memory.csv's
+@test "fake gpu: ZeRO-2 that does not fit a 16 MiB GPU fits with --offload, the GPU's bytes in use those memory.csv counts" {
+    cd "$ROOT"
+    local args=(--zero 2 --config tiny --steps 2 --threads 1 --device cuda)
+    run env FAKE_GPU_MEMORY_MB=16 "$FAKE/03_zero/train_zero" "${args[@]}" --out "$BATS_TEST_TMPDIR/no"
+    echo "$output"
+    assert_user_error
+    [[ "$output" == *"this run needs 17.2 MiB per rank"*"optimizer 1.7 MiB"*"but 16.0 MiB is available"* ]]
+    run env FAKE_GPU_MEMORY_MB=16 "$FAKE/03_zero/train_zero" "${args[@]}" --offload --out "$BATS_TEST_TMPDIR/off"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"peak 15.6 MiB counted in memory.csv, 15.6 MiB in use on the GPU"* ]]
+    [[ "$output" != *DIFFERENT* ]]
+}
+
 # ZeRO-Offload keeps the optimizer in host memory and runs AdamW on the CPU:
 # a host touch of the pretend GPU's memory, or a kernel handed host memory,
 # crashes here
