@@ -94,7 +94,7 @@ static void replicated(SimLayout *s, const char *name, const GPTConfig *c, int t
         r->dp_rank = dr;
         r->dp = dp;
         r->runs[0] = (CkptRun){0, r->l.num_params, 0};
-        r->h = (CkptHeld){{0}, {r->runs, r->runs, r->runs}, {1, 1, 1}, {1, 1, 1}, "replicated"};
+        r->h = (CkptHeld){{0}, {r->runs, r->runs, r->runs}, {1, 1, 1}, {1, 1, 1}, "replicated", {0}};
         for (int k = 0; k < CKPT_KINDS; k++) {
             r->buf[k] = malloc((r->l.num_params ? r->l.num_params : 1) * sizeof(float));
             CHECK(r->buf[k], "out of memory");
@@ -125,7 +125,7 @@ static void zero_shards(SimLayout *s, const char *name, const GPTConfig *c, int 
             r->runs[u] = (CkptRun){off + lo, hi - lo, local};
             local += S;
         }
-        r->h = (CkptHeld){{0}, {r->runs, r->runs, r->runs}, {U, U, U}, {0, 0, 0}, "ZeRO shards"};
+        r->h = (CkptHeld){{0}, {r->runs, r->runs, r->runs}, {U, U, U}, {0, 0, 0}, "ZeRO shards", {0}};
         for (int k = 0; k < CKPT_KINDS; k++) {
             r->buf[k] = calloc(local ? local : 1, sizeof(float));
             CHECK(r->buf[k], "out of memory");
@@ -398,7 +398,7 @@ static void async_snapshot(void) {
     SimRank r = {.l = gpt_layout_whole(&c), .dp = 1};
     const size_t n = r.l.num_params, bytes = n * sizeof(float);
     r.runs[0] = (CkptRun){0, n, 0};
-    r.h = (CkptHeld){{0}, {r.runs, r.runs, r.runs}, {1, 1, 1}, {1, 1, 1}, "replicated"};
+    r.h = (CkptHeld){{0}, {r.runs, r.runs, r.runs}, {1, 1, 1}, {1, 1, 1}, "replicated", {0}};
     for (int k = 0; k < CKPT_KINDS; k++) {
         r.buf[k] = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         CHECK(r.buf[k] != MAP_FAILED, "out of memory");

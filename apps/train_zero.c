@@ -63,7 +63,7 @@ static void on_zero_option(void *ctx, const char *name, const char *arg) {
 
 /* The combinations the lab's options do not allow: one error line. Returns
  * whether the run shards over groups of some of the N ranks (hybrid). */
-static int check_zero_options(const ZeroOptions *zo, const TrainOptions *o, int N) {
+static int check_zero_options(const ZeroOptions *zo, int N) {
     if (zo->overlap_rs && zo->stage < 2)
         USER_ERROR("--overlap-rs needs --zero 2 or 3 (ZeRO-%d reduce-scatters after the backward "
                    "pass, with nothing left to overlap)", zo->stage);
@@ -74,9 +74,6 @@ static int check_zero_options(const ZeroOptions *zo, const TrainOptions *o, int 
     if (zo->offload && (zo->stage < 2 || zo->overlap_rs || hybrid))
         USER_ERROR("--offload needs --zero 2 or 3, without --overlap-rs or --dp-shard (it copies "
                    "each unit's gradient shard once its last reduce-scatter is done)");
-    if (hybrid && (o->save[0] || o->resume[0]))
-        USER_ERROR("--dp-shard: checkpoints of hybrid sharding are not supported (each shard has "
-                   "%d holders); save or resume with plain ZeRO", N / zo->shard_ranks);
     return hybrid;
 }
 
@@ -175,7 +172,7 @@ int main(int argc, char **argv) {
         .extra = g_zero_options, .n_extra = N_ZERO_OPTIONS, .on_extra = on_zero_option, .ctx = &zo,
         PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
-    const int hybrid = check_zero_options(&zo, &o, world->size);
+    const int hybrid = check_zero_options(&zo, world->size);
     if (!zo.prefetch && zo.stage != 3 && world->rank == 0)
         printf("train_zero: --no-prefetch has no effect below ZeRO-3\n");
 

@@ -384,7 +384,10 @@ static void save_begin(const CkptSaveTo *to, int steps, const GPTLayout *l, cons
         make_dirs(tmp);
     }
     if (who->world) comm_barrier(who->world);
-    to->ops->shard_rects(l, held, who->dp_rank, who->dp, rects);
+    const int hybrid = held->hybrid.replicas > 0;
+    if (held->hybrid.replica == 0)  /* else another replica writes the same states */
+        to->ops->shard_rects(l, held, hybrid ? held->hybrid.share_rank : who->dp_rank,
+                             hybrid ? held->hybrid.share_size : who->dp, rects);
     snprintf(path, n, "%s/rank-%05d.ckpt", tmp, rank);
 }
 
@@ -783,7 +786,7 @@ void ckpt_load_standard(const CkptOps *ops, const char *ckdir, const GPTConfig *
                         float *out) {
     const GPTLayout whole = gpt_layout_whole(cfg);
     const CkptRun run = {0, whole.num_params, 0};
-    CkptHeld h = {{0}, {0}, {0}, {1, 1, 1}, "standard"};
+    CkptHeld h = {{0}, {0}, {0}, {1, 1, 1}, "standard", {0}};
     h.buf[kind] = out;
     h.runs[kind] = &run;
     h.nruns[kind] = 1;

@@ -90,6 +90,15 @@ typedef struct {
     size_t flat, count, local;
 } CkptRun;
 
+/* hybrid sharding (lab 03's --dp-shard): `replicas` ranks, one per shard
+ * group, hold the same states; replica 0's group writes them, each rank as
+ * share_rank of share_size (its shard group) in place of its place in the
+ * dp group, and the other replicas write none. All 0: every rank writes, as
+ * its place in the dp group says */
+typedef struct {
+    int replica, replicas, share_rank, share_size;
+} CkptHybrid;
+
 /* A rank's model states for checkpoints (see above) */
 typedef struct {
     float *buf[CKPT_KINDS];  /* device or host memory */
@@ -97,6 +106,7 @@ typedef struct {
     int nruns[CKPT_KINDS];
     int replicated[CKPT_KINDS];  /* every DP rank holds the same (else disjoint shards) */
     const char *what;        /* "replicated", "ZeRO-3 shards", ... for the index */
+    CkptHybrid hybrid;       /* all 0 but under hybrid sharding (above) */
 } CkptHeld;
 
 /* A rectangle of a global tensor, and where its floats are: in a rank's

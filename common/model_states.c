@@ -177,7 +177,7 @@ static void replicated_held(void *ctx, CkptHeld *h) {
     ReplicatedStates *r = ctx;
     r->all = (CkptRun){0, r->n, 0};
     *h = (CkptHeld){{r->params, r->adam_m, r->adam_v}, {&r->all, &r->all, &r->all}, {1, 1, 1},
-                    {1, 1, 1}, "replicated"};
+                    {1, 1, 1}, "replicated", {0}};
 }
 
 void replicated_states_init(ReplicatedStates *r, const GPTLayout *layout, unsigned long long seed,
