@@ -294,9 +294,10 @@ void zero_hsdp_groups(Comm *dp, int shard_ranks, Comm **shard, Comm **replicate)
 
 void zero_hsdp_average(Zero *z) {
     /* BEGIN SOLUTION */
-    /* per unit, as the shards lie (ZeRO-1's in the full buffer); the sum
-     * arrives identical on every replica (a ring all-reduce's last phase
-     * copies each reduced block), so their AdamW steps stay identical */
+    /* per unit, as the shards lie (ZeRO-1's in the full buffer). Every
+     * replica must get the same bits, or their AdamW steps drift apart:
+     * the all-reduce returns one result to all its ranks (the run's
+     * params_checksum.csv shows it held) */
     const int R = z->replicate->size;
     for (int u = 0; u < z->nunits; u++) {
         void *g = owned_grads(z, u);
