@@ -97,14 +97,18 @@ static const char *const g_usage =
     "                    (fused keeps each row's log-sum-exp, not the T x T probabilities)\n"
     "  -h, --help        this text\n";
 
-static void print_states_only(double phi, int ranks, Precision precision, int fp32_grads) {
+/* shard: the ranks ZeRO shards over (ranks, or --dp-shard's group) */
+static void print_states_only(double phi, int ranks, int shard, Precision precision,
+                              int fp32_grads) {
     static const char *names[] = {"replicated (DDP)", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
-    printf("model states per rank, %s AdamW%s, %.4g parameters, %d rank%s:\n",
+    char hybrid[64] = "";
+    if (shard != ranks) snprintf(hybrid, sizeof hybrid, ", ZeRO over shard groups of %d", shard);
+    printf("model states per rank, %s AdamW%s, %.4g parameters, %d rank%s%s:\n",
            precision_name(precision), fp32_grads ? " (fp32 gradients)" : "", phi, ranks,
-           ranks == 1 ? "" : "s");
+           ranks == 1 ? "" : "s", hybrid);
     for (int s = 0; s <= 3; s++)
         printf("  %-17s %10.2f GB\n", names[s],
-               memplan_states_bytes(phi, s, ranks, precision, fp32_grads) / 1e9);
+               memplan_states_bytes(phi, s, shard, precision, fp32_grads) / 1e9);
 }
 
 static const char *const g_layouts[] = {"replicated", "zero1", "zero2", "zero3", "zero3-noprefetch"};
@@ -1105,7 +1109,8 @@ int main(int argc, char **argv) {
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
     check_combinations(&a);
     if (a.phi > 0) {
-        print_states_only(a.phi, a.dp_shard ? a.dp_shard : a.ranks, a.precision, a.fp32_grads);
+        print_states_only(a.phi, a.ranks, a.dp_shard ? a.dp_shard : a.ranks, a.precision,
+                          a.fp32_grads);
         return 0;
     }
     const GPTConfig cfg = config_of(&a);

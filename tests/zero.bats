@@ -147,6 +147,11 @@ PY
     echo "$output"
     [[ "$output" == *"replicated (DDP)      112.00 GB"* ]]
     [[ "$output" == *"ZeRO-3                  1.75 GB"* ]]
+    # hybrid sharding over groups of 8 of the 64: ZeRO-3's 112 GB / 8
+    run t 10 "$BUILD/bin/memplan" --params 7e9 --ranks 64 --dp-shard 8
+    echo "$output"
+    [[ "$output" == *"64 ranks, ZeRO over shard groups of 8:"* ]]
+    [[ "$output" == *"ZeRO-3                 14.00 GB"* ]]
 }
 
 # dp_bytes CSV RANK OP: bytes of OP on the dp group for RANK
