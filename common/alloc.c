@@ -117,10 +117,12 @@ static int gpu_free(void *ptr) {
     return 1;
 }
 
-/* A host block with its header: pinned (device_host_alloc) when `host`
- * asks for host memory under --device cuda, else plain and aligned */
-static void *host_block(MemCategory category, size_t bytes, int host) {
+/* A block of category: on the GPU under --device cuda unless `host` asks
+ * for host memory (then pinned: device_host_alloc); a host block carries
+ * its header, plain and aligned on the CPU */
+static void *alloc_block(MemCategory category, size_t bytes, int host) {
     CHECK(category >= 0 && category < MEM_NUM_CATEGORIES, "bad memory category %d", (int)category);
+    if (!host && device_current() == DEVICE_CUDA) return gpu_alloc(category, bytes);
     void *raw = NULL;
     if (host && device_current() == DEVICE_CUDA) raw = device_host_alloc(MEM_HEADER + bytes);
     else if (posix_memalign(&raw, 64, MEM_HEADER + bytes) != 0) raw = NULL;
@@ -135,13 +137,9 @@ static void *host_block(MemCategory category, size_t bytes, int host) {
     return (char *)raw + MEM_HEADER;
 }
 
-void *mem_alloc(MemCategory category, size_t bytes) {
-    CHECK(category >= 0 && category < MEM_NUM_CATEGORIES, "bad memory category %d", (int)category);
-    if (device_current() == DEVICE_CUDA) return gpu_alloc(category, bytes);
-    return host_block(category, bytes, 0);
-}
+void *mem_alloc(MemCategory category, size_t bytes) { return alloc_block(category, bytes, 0); }
 
-void *mem_alloc_host(MemCategory category, size_t bytes) { return host_block(category, bytes, 1); }
+void *mem_alloc_host(MemCategory category, size_t bytes) { return alloc_block(category, bytes, 1); }
 
 void mem_free(void *ptr) {
     if (!ptr || gpu_free(ptr)) return;

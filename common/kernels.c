@@ -78,6 +78,8 @@ static CpuFusedForward cpu_fused_forward(void) {
 /* a kernel that runs where its first pointer's memory is */
 #define DATA_KERNEL(name, flops, bytes, ptr, ...) \
     RUN_KERNEL(DATA_BACKEND(name, ptr), #name, flops, bytes, ptr, __VA_ARGS__)
+#define DATA_VALUE_KERNEL(out, name, flops, bytes, ptr, ...) \
+    TIMED(#name, flops, bytes, (out) = DATA_BACKEND(name, ptr)(ptr, __VA_ARGS__))
 /* the kernels that return a value: out = it */
 #define VALUE_KERNEL(out, name, flops, bytes, ...) \
     TIMED(#name, flops, bytes, (out) = BACKEND(name)(__VA_ARGS__))
@@ -320,7 +322,7 @@ void adamw_update(float *params, const float *grads, float *m, float *v, size_t 
 
 double sum_squares(const float *x, size_t n) {
     double sum;
-    TIMED("sum_squares", 2.0 * n, F(n), sum = DATA_BACKEND(sum_squares, x)(x, n));
+    DATA_VALUE_KERNEL(sum, sum_squares, 2.0 * n, F(n), x, n);
     return sum;
 }
 void round_inplace(float *x, size_t n, int precision) {
@@ -344,7 +346,7 @@ void add_inplace_as(void *x, const void *y, size_t n, int precision) {
 double sum_squares_as(const void *x, size_t n, int precision) {
     if (precision == PRECISION_FP32) return sum_squares(x, n);
     double sum;
-    TIMED("sum_squares_half", 2.0 * n, 2.0 * n, sum = DATA_BACKEND(sum_squares_half, x)(x, n, precision));
+    DATA_VALUE_KERNEL(sum, sum_squares_half, 2.0 * n, 2.0 * n, x, n, precision);
     return sum;
 }
 void adamw_update_as(float *params, void *grads, float grad_scale, float *m, float *v, size_t n,
