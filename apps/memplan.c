@@ -510,7 +510,7 @@ static const char *layout_rule(const GPTConfig *cfg, const Candidate *c, int Tg,
     if (pp > 1 && pipe_schedule_problem(c->schedule, pp, c->layout.micro_batches, v, why, n))
         return why;
     const char *p = gpt_layout_problem(cfg, tp);
-    if (!p) p = gpt_pipeline_problem(cfg, pp, v);
+    if (!p) p = gpt_pipeline_problem(cfg, pp, v, pipe_schedule_dual(c->schedule));
     if (!p) p = gpt_context_problem(cfg, tp, l->cp, l->cp_algo, Tg);
     if (!p) p = gpt_activation_problem(cfg, tp, l->sp, l->recompute, l->seq);
     if (!p && l->ep > 1) p = gpt_expert_problem(cfg, l->ep);
@@ -649,7 +649,7 @@ static void search_degrees(Advice *a, const GPTConfig *cfg, const AdviseOptions 
  * degrees alone, checked once for all their variants), or NULL */
 static const char *degrees_rule(const GPTConfig *cfg, const AdviseOptions *o, int tp, int cp, int pp) {
     const char *p = gpt_layout_problem(cfg, tp);
-    if (!p) p = gpt_pipeline_problem(cfg, pp, 1);
+    if (!p) p = gpt_pipeline_problem(cfg, pp, 1, 0);
     if (!p) p = gpt_context_problem(cfg, tp, cp, CP_ZIGZAG, o->seq);
     if (!p && o->batch % (o->cluster.gpus_per_node * o->cluster.nodes / (tp * cp * pp)))
         p = "dp does not divide --batch (every DP rank takes whole sequences)";

@@ -8,6 +8,7 @@
  *   pipeline_schedule --schedule 1f1b -p 4 -m 8
  *   pipeline_schedule --schedule interleaved -p 4 -m 8 -v 2 --comm --out /tmp/pp
  *   pipeline_schedule --schedule zb-h1 -p 4 -m 8 --backward-weight 0.5 --out /tmp/zb
+ *   pipeline_schedule --schedule dualpipe -p 4 -m 8 --out /tmp/dual
  * Costs are per op, per micro-batch and per chunk, in any one time unit. */
 #include <getopt.h>
 #include <libgen.h>
@@ -26,17 +27,18 @@
 static const char *const g_usage =
     "usage: pipeline_schedule --schedule NAME -p P -m M [-v V] [costs] [--comm] [--out DIR]\n"
     "Build a pipeline schedule (lab 06), validate it, and simulate its timeline.\n\n"
-    "  --schedule NAME        gpipe | 1f1b | interleaved | zb-h1 | 1f1b-unbatched (the\n"
-    "                         lab's extension)\n"
+    "  --schedule NAME        gpipe | 1f1b | interleaved | zb-h1, or the lab's\n"
+    "                         extensions 1f1b-unbatched | dualpipe (P even, M even\n"
+    "                         and at least 2P)\n"
     "  -p P                   pipeline ranks, 1..64\n"
     "  -m M                   micro-batches per step, 1..1024\n"
     "  -v V                   model chunks per rank, 1..16 (interleaved: 2 or more,\n"
-    "                         and M a multiple of P)                     (default 1)\n"
+    "                         and M a multiple of P; dualpipe: 2)  (default 1, dualpipe 2)\n"
     "  costs, per op of one micro-batch on one chunk, >= 0:\n"
     "  --forward X            F                                          (default 1)\n"
     "  --backward X           B, a whole backward                        (default 2)\n"
-    "  --backward-input X     I, zb-h1's input-gradient part             (default 1)\n"
-    "  --backward-weight X    W, zb-h1's weight-gradient part            (default 1)\n"
+    "  --backward-input X     I, a split backward's input-gradient part  (default 1)\n"
+    "  --backward-weight X    W, its weight-gradient part (zb-h1, dualpipe) (default 1)\n"
     "  --send X               one message, activation or gradient        (default 0)\n"
     "  --weight-memory X      what W still holds after I, as a fraction of a\n"
     "                         micro-batch's activations, 0..1            (default 0.5)\n"
@@ -52,6 +54,10 @@ static const char *const g_usage =
  * written; a negative value when there is no formula (ZB-H1 with m < p). */
 static double formula(const char *name, int p, int m, int v, const PipeCosts *c,
                       const char **text) {
+    if (strcmp(name, "dualpipe") == 0) {
+        *text = "DualPipe's (p/2-1)(F&B+B-3W) idle per rank, F&B = F+B";
+        return pipe_bubble_fraction_dualpipe(p, m, c);
+    }
     if (strcmp(name, "zb-h1") == 0) {
         *text = "ZB-H1's (p-1)(f+i-min(f,i,w)) idle per rank";
         return m >= p ? pipe_bubble_fraction_zb_h1(p, m, c) : -1;
@@ -124,7 +130,7 @@ static int parse_options(int argc, char **argv, Options *o) {
         {"comm", no_argument, 0, COMM},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    *o = (Options){.v = 1,
+    *o = (Options){.v = 0,
                    .costs = {.forward = 1, .backward = 2, .backward_input = 1,
                              .backward_weight = 1, .send = 0, .weight_memory = 0.5}};
     PipeCosts *costs = &o->costs;
@@ -156,6 +162,7 @@ static int parse_options(int argc, char **argv, Options *o) {
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
+    if (!o->v) o->v = strcmp(o->name, "dualpipe") == 0 ? 2 : 1;  /* its placement's two */
     return 0;
 }
 

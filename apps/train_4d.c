@@ -101,13 +101,13 @@ static void check_options(const TrainOptions *o, const Options4d *x) {
     if (p->pp > 1 &&
         pipe_schedule_problem(p->schedule, p->pp, o->grad_accum, p->chunks, why, sizeof why))
         USER_ERROR("%s", why);
-    if (strcmp(p->schedule, "1f1b-unbatched") == 0)
-        USER_ERROR("--schedule 1f1b-unbatched is lab 06's extension, run by train_pp");
+    if (strcmp(p->schedule, "1f1b-unbatched") == 0 || pipe_schedule_dual(p->schedule))
+        USER_ERROR("--schedule %s is one of lab 06's extensions, run by train_pp", p->schedule);
     if (p->sp && p->tp == 1)
         USER_ERROR("--sp splits the rows between the split layers over the TP group: it needs "
                    "--tp 2 or more");
     const char *problem = gpt_layout_problem(&o->model, p->tp);
-    if (!problem) problem = gpt_pipeline_problem(&o->model, p->pp, p->chunks);
+    if (!problem) problem = gpt_pipeline_problem(&o->model, p->pp, p->chunks, 0);
     if (!problem) problem = gpt_context_problem(&o->model, p->tp, p->cp, p->cp_algo, o->seq);
     if (!problem)
         problem = gpt_activation_problem(&o->model, p->tp, p->sp, p->recompute, o->seq / p->cp);
@@ -178,7 +178,7 @@ static void composed_layout(GPTLayout *l, const GPTConfig *cfg, const ParallelFl
     if (l->split_layers) l->tp_ops = &tp_layers;
     l->sp_ops = p->sp ? &sp_layers : NULL;
     l->recompute_ops = &recompute_layers;
-    l->sum_tied_embedding = pipeline_sum_tied_embedding;
+    l->sum_pipeline_copies = pipeline_sum_tied_embedding;
     l->cp_ops = cp_layers_of(p->cp_algo);
     if (cfg->n_experts > 0) l->ep_ops = &g_ep_ops;
     l->embed_group = mesh_pipeline_ends(mesh);  /* the ends of each pipeline */

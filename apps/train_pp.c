@@ -33,8 +33,13 @@ static void check_options(const TrainOptions *o) {
         USER_ERROR("%s", why);
     const char *problem = gpt_layout_problem(&o->model, p->tp);
     if (problem) USER_ERROR("%s", problem);
-    problem = gpt_pipeline_problem(&o->model, p->pp, p->chunks);
+    problem = gpt_pipeline_problem(&o->model, p->pp, p->chunks, pipe_schedule_dual(p->schedule));
     if (problem) USER_ERROR("%s (--pp %d, --chunks %d)", problem, p->pp, p->chunks);
+    /* the planner's TP traffic counts one stage's collectives per forward,
+     * but a DualPipe end rank's forwards alternate between two stages */
+    if (pipe_schedule_dual(p->schedule) && p->tp > 1)
+        USER_ERROR("--schedule dualpipe runs with data parallelism here, not with --tp %d: "
+                   "give --tp 1", p->tp);
 }
 
 int main(int argc, char **argv) {
@@ -59,9 +64,15 @@ int main(int argc, char **argv) {
     Comm *dp = mesh->dp_group;
     GPTLayout layout = parallel_layout(f, &o.model, mesh);
     if (layout.split_layers) layout.tp_ops = &tp_layers;  /* lab 04's (tp_layers.h) */
-    layout.sum_tied_embedding = pipeline_sum_tied_embedding;
-    /* the embedding group: the first and last stage of each pipeline */
-    layout.embed_group = mesh_pipeline_ends(mesh);
+    /* what two ranks of a pipeline both hold: wte at its first and last
+     * stage, or under DualPipe every stage, at ranks r and pp - 1 - r */
+    if (layout.dual) {
+        layout.sum_pipeline_copies = pipeline_sum_dual_copies;
+        layout.dual_group = mesh_pipeline_mirrors(mesh);
+    } else {
+        layout.sum_pipeline_copies = pipeline_sum_tied_embedding;
+        layout.embed_group = mesh_pipeline_ends(mesh);
+    }
 
     Schedule *schedule = schedule_by_name(f->schedule, pp, m, v);
     char why[512];
@@ -83,12 +94,13 @@ int main(int argc, char **argv) {
     Comm *metrics = comm_split(world, mesh->tp_rank, world->rank, "metrics");
     DdpSync ds;
     ddp_sync_init(&ds, dp, &layout, DDP_BUCKETED, 1 << 18, 0);  /* 0.25 MB buckets */
+    const int stages = pipe_stages(pp, v, layout.dual);
     if (world->rank == 0) {
         printf("train_pp: pp %d x tp %d x dp %d; schedule %s, %d micro-batches of %d "
                "sequence%s, %d chunk%s per rank: %d stages of %d block%s\n",
                pp, tp, dp->size, f->schedule, m, rows, rows == 1 ? "" : "s", v,
-               v == 1 ? "" : "s", pp * v, o.model.n_layer / (pp * v),
-               o.model.n_layer / (pp * v) == 1 ? "" : "s");
+               v == 1 ? "" : "s", stages, o.model.n_layer / stages,
+               o.model.n_layer / stages == 1 ? "" : "s");
         schedule_print(stdout, schedule, 0);
     }
     TrainParallel par = {.world = world, .dp = dp, .metrics = metrics, .sync = &ds.sync,
@@ -109,6 +121,7 @@ int main(int argc, char **argv) {
     ddp_sync_free(&ds);
     schedule_free(schedule);
     if (layout.embed_group) comm_free(layout.embed_group);
+    if (layout.dual_group) comm_free(layout.dual_group);
     mesh_free(mesh);
     comm_finalize();
     return 0;

@@ -10,6 +10,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "math_shared.h"
+#include "schedule.h"
 #include "precision.h"
 #include "rng.h"
 
@@ -139,15 +140,28 @@ static size_t block_local_params(const GPTLayout *l, int i) {
 /* Floats of unit u in this rank's buffer: 0 when none of its stages uses
  * it; the embedding unit on the last stage (not also the first) is wte
  * alone, the tied copy. Units of blocks go to the rank of their stage. */
+/* Whether this rank runs the first stage (the embedding) or the last (the
+ * head): under DualPipe's placement ranks 0 and pp - 1 run both. */
+static int runs_first_stage(const GPTLayout *l) {
+    return l->pp_rank == 0 || (l->dual && l->pp_rank == l->pp - 1);
+}
+static int runs_last_stage(const GPTLayout *l) {
+    return l->pp_rank == l->pp - 1 || (l->dual && l->pp_rank == 0);
+}
+
 static size_t unit_count(const GPTLayout *l, int u) {
     const size_t C = l->cfg.n_embd, L = l->cfg.n_layer;
-    const int first = l->pp_rank == 0, last = l->pp_rank == l->pp - 1;
+    const int first = runs_first_stage(l), last = runs_last_stage(l);
     if (u == GPT_UNIT_EMBED)
         return first ? ((size_t)l->vocab_rows + l->cfg.ctx_len) * C
              : last  ? (size_t)l->vocab_rows * C : 0;
     if (u == (int)L + 1) return last ? 2 * C : 0;
-    const int per_stage = (int)L / (l->pp * l->chunks), stage = (u - 1) / per_stage;
-    return stage % l->pp == l->pp_rank ? block_local_params(l, u - 1) : 0;
+    const int stages = pipe_stages(l->pp, l->chunks, l->dual);
+    const int stage = (u - 1) / ((int)L / stages);
+    for (int c = 0; c < l->chunks; c++)
+        if (pipe_stage_of(l->pp, l->dual, l->pp_rank, c) == stage)
+            return block_local_params(l, u - 1);
+    return 0;
 }
 
 static size_t layout_num_params(const GPTLayout *l) {
@@ -179,23 +193,34 @@ GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank) {
 
 GPTLayout gpt_layout_whole(const GPTConfig *cfg) { return gpt_layout_make(cfg, 1, 0); }
 
-const char *gpt_pipeline_problem(const GPTConfig *cfg, int pp, int chunks) {
+const char *gpt_pipeline_problem(const GPTConfig *cfg, int pp, int chunks, int dual) {
     static char why[200];
     if (pp < 1 || chunks < 1) return "the pipeline degree and its chunks must be at least 1";
     if (pp * chunks > 1 && cfg->n_experts > 0)
         return "a mixture of experts is not cut into pipeline stages here: give --pp 1";
-    if (cfg->n_layer % (pp * chunks) != 0) {
+    const int stages = pipe_stages(pp, chunks, dual);
+    if (dual && cfg->n_layer % stages != 0) {
+        snprintf(why, sizeof why, "DualPipe cuts the blocks into %d stages of equal depth, one "
+                 "per rank: n_layer %d is not a multiple of %d", pp, cfg->n_layer, pp);
+        return why;
+    }
+    if (cfg->n_layer % stages != 0) {
         snprintf(why, sizeof why, "a pipeline of %d rank%s x %d chunk%s cuts the blocks into "
                  "%d stages of equal depth: n_layer %d is not a multiple of %d", pp,
-                 pp == 1 ? "" : "s", chunks, chunks == 1 ? "" : "s", pp * chunks, cfg->n_layer,
-                 pp * chunks);
+                 pp == 1 ? "" : "s", chunks, chunks == 1 ? "" : "s", stages, cfg->n_layer,
+                 stages);
         return why;
     }
     return NULL;
 }
 
+void gpt_layout_set_dual_pipeline(GPTLayout *l, int pp, int pp_rank) {
+    l->dual = 1;
+    gpt_layout_set_pipeline(l, pp, pp_rank, 2);
+}
+
 void gpt_layout_set_pipeline(GPTLayout *l, int pp, int pp_rank, int chunks) {
-    const char *why = gpt_pipeline_problem(&l->cfg, pp, chunks);
+    const char *why = gpt_pipeline_problem(&l->cfg, pp, chunks, l->dual);
     CHECK(!why, "%s", why);
     CHECK(pp_rank >= 0 && pp_rank < pp, "pp rank %d of %d", pp_rank, pp);
     l->pp = pp;
@@ -215,8 +240,8 @@ void gpt_layout_set_experts(GPTLayout *l, int ep, int ep_rank) {
 
 GPTStage gpt_stage(const GPTLayout *l, int chunk) {
     CHECK(chunk >= 0 && chunk < l->chunks, "chunk %d of %d", chunk, l->chunks);
-    const int stages = l->pp * l->chunks, per_stage = l->cfg.n_layer / stages;
-    const int s = l->pp_rank + chunk * l->pp;
+    const int stages = pipe_stages(l->pp, l->chunks, l->dual), per_stage = l->cfg.n_layer / stages;
+    const int s = pipe_stage_of(l->pp, l->dual, l->pp_rank, chunk);
     return (GPTStage){s, s * per_stage, per_stage, s == 0, s == stages - 1};
 }
 
@@ -244,9 +269,9 @@ typedef struct {
 } TableBuilder;
 
 /* held: whether this rank's stages use the tensor (else count 0, no
- * pieces); tied: the last stage's copy of wte */
+ * pieces); copy: another rank's copy (TensorInfo.pipeline_copy) */
 static void add_tensor(TableBuilder *b, const char *name, int rows, int cols, Split split,
-                       InitKind init, float std, int held, int tied) {
+                       InitKind init, float std, int held, int copy) {
     const GPTLayout *l = b->l;
     TensorInfo *t = &b->t[b->n++];
     memset(t, 0, sizeof *t);
@@ -259,7 +284,7 @@ static void add_tensor(TableBuilder *b, const char *name, int rows, int cols, Sp
     t->std = std;
     t->split = split != WHOLE && split != EXPERT_ROWS && l->tp > 1;
     t->expert_split = split == EXPERT_ROWS && l->ep > 1;
-    t->tied_copy = tied;
+    t->pipeline_copy = copy;
     b->global_offset += (size_t)rows * cols;
     if (!held) return;
     t->rows = rows;
@@ -301,15 +326,17 @@ void gpt_tensor_table(const GPTLayout *l, TensorInfo *t) {
     const float std_proj = std / sqrtf(2.0f * L);
     TableBuilder b = {l, t, 0, 0, 0};
     char name[32];
-    const int first = l->pp_rank == 0, last = l->pp_rank == l->pp - 1;
+    const int first = runs_first_stage(l), last = runs_last_stage(l);
+    /* DualPipe: the second half's ranks hold copies of the first half's */
+    const int copy = l->dual && l->pp_rank >= l->pp / 2;
     add_tensor(&b, "wte", l->cfg.vocab_size, C, VOCAB_ROWS, INIT_NORMAL, std, first || last,
-               !first);
-    add_tensor(&b, "wpe", l->cfg.ctx_len, C, WHOLE, INIT_NORMAL, std, first, 0);
+               !first || copy);
+    add_tensor(&b, "wpe", l->cfg.ctx_len, C, WHOLE, INIT_NORMAL, std, first, copy);
     for (int i = 0; i < L; i++) {
         const int held = gpt_holds_unit(l, 1 + i);
 #define BLOCK_TENSOR(suffix, rows, cols, split, init, s)                \
     snprintf(name, sizeof name, "blocks.%d." suffix, i);               \
-    add_tensor(&b, name, rows, cols, split, init, s, held, 0)
+    add_tensor(&b, name, rows, cols, split, init, s, held, copy)
         BLOCK_TENSOR("ln1w", C, 1, WHOLE, INIT_ONES, 0);
         BLOCK_TENSOR("ln1b", C, 1, WHOLE, INIT_ZEROS, 0);
         BLOCK_TENSOR("qkvw", 3 * C, C, HEAD_ROWS, INIT_NORMAL, std);
@@ -335,8 +362,8 @@ void gpt_tensor_table(const GPTLayout *l, TensorInfo *t) {
         BLOCK_TENSOR("fcprojb", C, 1, WHOLE, INIT_ZEROS, 0);
 #undef BLOCK_TENSOR
     }
-    add_tensor(&b, "lnfw", C, 1, WHOLE, INIT_ONES, 0, last, 0);
-    add_tensor(&b, "lnfb", C, 1, WHOLE, INIT_ZEROS, 0, last, 0);
+    add_tensor(&b, "lnfw", C, 1, WHOLE, INIT_ONES, 0, last, copy);
+    add_tensor(&b, "lnfb", C, 1, WHOLE, INIT_ZEROS, 0, last, copy);
     CHECK(b.offset == l->num_params && b.global_offset == gpt_num_params(&l->cfg) &&
           b.n == gpt_num_tensors(l), "tensor table disagrees with the layout's sizes");
 }
@@ -361,7 +388,7 @@ void gpt_unit_view(const GPTLayout *l, int unit, float *x, GPTParams *p) {
     const size_t C = l->cfg.n_embd, aw = l->attn_width;
     if (unit == GPT_UNIT_EMBED) {
         p->wte = x;
-        p->wpe = l->pp_rank == 0 ? x + (size_t)l->vocab_rows * C : NULL;  /* not in the tied copy */
+        p->wpe = runs_first_stage(l) ? x + (size_t)l->vocab_rows * C : NULL;  /* not in the tied copy */
         return;
     }
     if (unit == l->cfg.n_layer + 1) {
@@ -473,7 +500,7 @@ double layout_counted_sum_squares(const GPTLayout *l, const TensorInfo *t, size_
     double sum = 0.0;
     for (int i = 0; i < gpt_num_tensors(l); i++) {
         if (!(t[i].split || l->tp_rank == 0) || !(t[i].expert_split || l->ep_rank == 0) ||
-            t[i].tied_copy)
+            t[i].pipeline_copy)
             continue;
         const size_t lo = t[i].offset > first ? t[i].offset : first;
         const size_t hi = t[i].offset + t[i].count < first + n ? t[i].offset + t[i].count
@@ -501,6 +528,7 @@ double layout_sum_squares(const GPTLayout *l, const TensorInfo *t, const void *g
 /* The layout of the rank at tp_rank r and ep_rank e of l's stage */
 static GPTLayout layout_of_rank(const GPTLayout *l, int r, int e) {
     GPTLayout lr = gpt_layout_make(&l->cfg, l->tp, r);
+    lr.dual = l->dual;
     gpt_layout_set_pipeline(&lr, l->pp, l->pp_rank, l->chunks);
     if (l->ep > 1) gpt_layout_set_experts(&lr, l->ep, e);
     return lr;
@@ -540,7 +568,7 @@ float *layout_gather_standard(const GPTLayout *l, const float *local, int mine) 
         gpt_layout_set_pipeline(&lq, l->pp, q, l->chunks);
         gpt_tensor_table(&lq, t);
         for (int i = 0; i < gpt_num_tensors(&lq); i++) {
-            if (t[i].count == 0 || (t[i].tied_copy && !(mine && q == l->pp_rank))) continue;
+            if (t[i].count == 0 || (t[i].pipeline_copy && !(mine && q == l->pp_rank))) continue;
             const size_t off = t[i].global_offset, size = (size_t)t[i].global_rows * t[i].global_cols;
             memcpy(whole + off, stages + (size_t)q * total + off, size * sizeof(float));
         }

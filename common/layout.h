@@ -43,7 +43,12 @@
  * head, which is wte again (tied): with pp > 1 the last stage's rank keeps
  * its own copy of wte (no wpe), and the two copies' gradients are summed
  * over the embedding group (first and last stage) before the update, so
- * that both stay equal (Megatron-LM's embedding group). A rank's buffer
+ * that both stay equal (Megatron-LM's embedding group). Under DualPipe's
+ * placement (schedule.h, dual) there are pp stages and rank r holds two,
+ * r and pp - 1 - r: ranks 0 and pp - 1 both hold the first and the last
+ * stage, so one wte serves both ends (no tied copy), and every stage is
+ * held twice, by r and pp - 1 - r, whose gradients the program sums over
+ * dual_group. A rank's buffer
  * holds only the units it has, in the standard order; the others have
  * count 0 and NULL views.
  *
@@ -136,14 +141,17 @@ typedef struct GPTLayout {
      * this rank's coordinate, chunks (model chunks per rank, v); 1, 0, 1
      * without. The groups are the program's: pp_group the ranks of one
      * pipeline (same tp rank), embed_group its first and last stage's
-     * ranks (NULL at pp = 1). */
-    int pp, pp_rank, chunks;
-    Comm *pp_group, *embed_group;
-    /* at pp > 1, the program's: sum the gradient of wte over
-     * embed_group, on its ranks (grads: this rank's flat buffer, of the
-     * gradient format gpt_grad_precision, where wte comes first), so that
-     * both copies take the same step */
-    void (*sum_tied_embedding)(const struct GPTLayout *l, void *grads);
+     * ranks (NULL at pp = 1); dual: DualPipe's placement
+     * (gpt_layout_set_dual_pipeline), dual_group then ranks r and
+     * pp - 1 - r of the pipeline, which hold the same stages. */
+    int pp, pp_rank, chunks, dual;
+    Comm *pp_group, *embed_group, *dual_group;
+    /* at pp > 1, the program's: sum the gradients of what two ranks of
+     * the pipeline both hold, so that both copies take the same step:
+     * wte over embed_group, on its ranks, or under DualPipe's placement
+     * the whole buffer over dual_group (grads: this rank's flat buffer,
+     * of the gradient format gpt_grad_precision, where wte comes first) */
+    void (*sum_pipeline_copies)(const struct GPTLayout *l, void *grads);
     /* context parallelism (gpt_layout_set_context): cp ranks share
      * each sequence, this one holding positions of its placement
      * (gpt_cp_placement); attention
@@ -188,13 +196,18 @@ GPTLayout gpt_layout_make(const GPTConfig *cfg, int tp, int tp_rank);
 GPTLayout gpt_layout_whole(const GPTConfig *cfg);
 
 /* Why pp ranks of `chunks` model chunks each can't cut cfg's blocks into
- * stages, or NULL: each of the pp x chunks stages takes n_layer / (pp x
- * chunks) blocks, which must be a whole number, at least 1. */
-const char *gpt_pipeline_problem(const GPTConfig *cfg, int pp, int chunks);
+ * stages, or NULL: each of the pp x chunks stages (pp under DualPipe's
+ * placement, dual) takes n_layer / stages blocks, which must be a whole
+ * number, at least 1. */
+const char *gpt_pipeline_problem(const GPTConfig *cfg, int pp, int chunks, int dual);
 /* Make l rank pp_rank of a pipeline of pp ranks of `chunks` chunks each
- * (gpt_pipeline_problem must be NULL): num_params becomes this rank's
- * units' (the layout's other fields are unchanged). */
+ * (gpt_pipeline_problem must be NULL), in l's placement (dual, kept):
+ * num_params becomes this rank's units' (the layout's other fields are
+ * unchanged). */
 void gpt_layout_set_pipeline(GPTLayout *l, int pp, int pp_rank, int chunks);
+/* The same under DualPipe's placement: two chunks, stages pp_rank and
+ * pp - 1 - pp_rank. */
+void gpt_layout_set_dual_pipeline(GPTLayout *l, int pp, int pp_rank);
 
 /* Why cp ranks can't split sequences of seq tokens with algo (on top of
  * tp), or NULL: each rank takes seq / cp positions (in two chunks under
@@ -221,7 +234,7 @@ void gpt_layout_set_experts(GPTLayout *l, int ep, int ep_rank);
 int gpt_local_experts(const GPTLayout *l);
 
 /* One pipeline stage as a rank runs it: local chunk c of rank pp_rank is
- * stage pp_rank + c pp, blocks [first_block, first_block + n_blocks). The
+ * stage pp_rank + c pp (pipe_stage_of, schedule.h, also for DualPipe's), blocks [first_block, first_block + n_blocks). The
  * first stage starts from the tokens (embedding), the last ends in the
  * loss (final layernorm, LM head, cross-entropy). At pp = 1, chunks = 1
  * the one stage is the whole model. */
@@ -278,7 +291,10 @@ typedef struct {
     int split;              /* 1: split over TP; 0: whole on every TP rank */
     int expert_split;       /* 1: this rank's experts' rows (ep > 1); 0: whole on
                                every rank of the expert-parallel group */
-    int tied_copy;          /* 1: the last pipeline stage's copy of wte (pp > 1) */
+    int pipeline_copy;      /* 1: a copy of a tensor another pipeline rank holds
+                               too, which counts it (norms) and saves it: the
+                               last stage's wte (pp > 1), or under DualPipe's
+                               placement every tensor of ranks pp/2 .. pp-1 */
     InitKind init;
     float std;              /* for INIT_NORMAL */
     int npieces;            /* 0 (not held on this pipeline stage, or only vocabulary

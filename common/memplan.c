@@ -16,7 +16,8 @@ GPTLayout memplan_model_layout(const GPTConfig *cfg, const MemLayout *l) {
     m.sp = l->sp;
     m.sp_regather = l->sp_regather;
     m.recompute = l->recompute;
-    if (l->pp > 1 || l->chunks > 1) gpt_layout_set_pipeline(&m, l->pp, l->pp_rank, l->chunks);
+    if (l->dual) gpt_layout_set_dual_pipeline(&m, l->pp, l->pp_rank);
+    else if (l->pp > 1 || l->chunks > 1) gpt_layout_set_pipeline(&m, l->pp, l->pp_rank, l->chunks);
     if (l->cp > 1) gpt_layout_set_context(&m, l->cp, 0, l->cp_algo);
     if (l->ep > 1) gpt_layout_set_experts(&m, l->ep, 0);
     return m;

@@ -106,8 +106,9 @@ typedef struct {
     /* pipeline parallelism (pp 0 or 1: none): the stage of rank
      * pp_rank of pp, chunks per rank, and the step's schedule, whose order
      * decides how many micro-batches' activations are held at once
-     * (pipe_exec.h's peaks); states hold only the rank's units */
-    int pp, pp_rank, chunks;
+     * (pipe_exec.h's peaks); states hold only the rank's units (dual:
+     * DualPipe's placement, two stages per rank, so twice the units) */
+    int pp, pp_rank, chunks, dual;
     const struct Schedule *schedule;
     /* context parallelism (cp 0 or 1: none): seq is then a rank's
      * T = Tg / cp positions; attention keeps what cp_algo keeps (model.h),

@@ -230,6 +230,15 @@ Comm *mesh_pipeline_ends(const Mesh *m) {
     return NULL;
 }
 
+Comm *mesh_pipeline_mirrors(const Mesh *m) {
+    const MeshDegrees *d = &m->deg;
+    CHECK(d->pp >= 2 && d->pp % 2 == 0, "DualPipe's pairs need an even pp (got %d)", d->pp);
+    const int low = m->pp_rank < d->pp - 1 - m->pp_rank ? m->pp_rank : d->pp - 1 - m->pp_rank;
+    /* a pair's color: its lower rank's world rank */
+    return comm_split(m->world, mesh_rank_of(d, m->tp_rank, m->cp_rank, m->dp_rank, low),
+                      m->world->rank, "dual");
+}
+
 void mesh_free(Mesh *m) {
     comm_free(m->tp_group);
     comm_free(m->cp_group);

@@ -66,6 +66,11 @@ void mesh_free(Mesh *m);
  * sum wte's two gradients. Collective over the world; NULL on a rank that
  * is neither end, and at pp 1 (both ends are one rank). comm_free after. */
 Comm *mesh_pipeline_ends(const Mesh *m);
+/* DualPipe's pairs: pipeline ranks r and pp - 1 - r of this rank's
+ * pipeline (same tp, cp and dp coordinates), which hold the same two
+ * stages and sum their gradients; pp even, >= 2. Collective over the
+ * world. comm_free after. */
+Comm *mesh_pipeline_mirrors(const Mesh *m);
 
 /* Placement: which node each world rank runs on (node[world size]; every
  * rank gets all). ranks_per_node > 0 simulates nodes of that many

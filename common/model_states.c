@@ -115,7 +115,7 @@ static double replicated_finish_grads(void *ctx, int micro_batches) {
     if (r->layout->sp && half) half_sum_layernorm_grads(r);
     else if (r->layout->sp) r->layout->sp_ops->sum_layernorm_grads(r->layout, &r->g);
     /* a pipeline: wte's two copies, each with its stage's share */
-    if (r->layout->pp > 1) r->layout->sum_tied_embedding(r->layout, r->grads);
+    if (r->layout->pp > 1) r->layout->sum_pipeline_copies(r->layout, r->grads);
     /* each micro-batch's backward gave the gradient of its own mean loss:
      * divided now in fp32, at the update in 2 bytes (with the loss scale) */
     /* lab 11's extension: what fp16 storage would have lost of them */

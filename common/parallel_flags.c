@@ -4,6 +4,7 @@
 
 #include "check.h"
 #include "cli.h"
+#include "schedule.h"
 
 /* In the order --help lists them; the help lines as the trainers' extra
  * options print theirs (train_options.h) */
@@ -74,7 +75,10 @@ GPTLayout parallel_layout(const ParallelFlags *f, const GPTConfig *cfg, const Me
     l.sp = f->sp;
     l.recompute = f->recompute;
     if (f->exposed & PAR_PP) {
-        gpt_layout_set_pipeline(&l, f->pp, mesh->pp_rank, f->chunks);
+        if (pipe_schedule_dual(f->schedule))
+            gpt_layout_set_dual_pipeline(&l, f->pp, mesh->pp_rank);
+        else
+            gpt_layout_set_pipeline(&l, f->pp, mesh->pp_rank, f->chunks);
         l.pp_group = mesh->pp_group;
     }
     if (f->exposed & PAR_CP) {
@@ -90,6 +94,7 @@ GPTLayout parallel_layout(const ParallelFlags *f, const GPTConfig *cfg, const Me
 
 MemLayout parallel_mem_layout(const ParallelFlags *f, int split_layers) {
     return (MemLayout){.tp = split_layers ? f->tp : 0, .sp = f->sp, .recompute = f->recompute,
-                       .pp = f->pp, .chunks = f->chunks, .cp = f->cp, .cp_algo = f->cp_algo,
+                       .pp = f->pp, .chunks = f->chunks,
+                       .dual = pipe_schedule_dual(f->schedule), .cp = f->cp, .cp_algo = f->cp_algo,
                        .ep = f->ep};
 }

@@ -433,15 +433,18 @@ Schedule *pipe_schedule_trivial(int m) {
 /* Micro-batch by micro-batch, stage by stage: each forward's input was
  * sent by an op its sender reached before any later message, so blocking
  * semantics cannot deadlock (one chain per micro-batch, in order). */
-Schedule *pipe_schedule_forward_only(int p, int m, int v) {
-    Schedule *s = schedule_create(p, m, v);
-    const int stages = p * v;
+Schedule *pipe_schedule_forward_only(int p, int m, int v, int dual) {
+    Schedule *s = dual ? schedule_create_dual(p, m) : schedule_create(p, m, v);
+    const int stages = schedule_stages(s);
     for (int i = 0; i < m; i++)
         for (int st = 0; st < stages; st++) {
-            const int r = st % p, c = st / p;
-            if (st > 0 && p > 1) schedule_add(s, r, PIPE_RECV_ACT, i, c, (st - 1) % p);
+            int r, c, prev = -1, next = -1, other;
+            schedule_place(s, st, i, &r, &c);
+            if (st > 0) schedule_place(s, st - 1, i, &prev, &other);
+            if (st < stages - 1) schedule_place(s, st + 1, i, &next, &other);
+            if (st > 0 && p > 1) schedule_add(s, r, PIPE_RECV_ACT, i, c, prev);
             schedule_add(s, r, PIPE_FORWARD, i, c, -1);
-            if (st < stages - 1 && p > 1) schedule_add(s, r, PIPE_SEND_ACT, i, c, (st + 1) % p);
+            if (st < stages - 1 && p > 1) schedule_add(s, r, PIPE_SEND_ACT, i, c, next);
         }
     return s;
 }
@@ -536,7 +539,9 @@ size_t pipe_comm_peak_bytes(const GPTLayout *l, const Schedule *s, int rows, int
 static void bubble_formula(const Schedule *s, int split, const PipeCosts *c, char *out,
                            size_t n) {
     const int p = s->ranks, m = s->micro_batches;
-    if (split && m < p)
+    if (s->dual)  /* DualPipe: whole and split backwards both */
+        snprintf(out, n, "formula %.3f", pipe_bubble_fraction_dualpipe(p, m, c));
+    else if (split && m < p)
         snprintf(out, n, "no formula (ZB-H1's needs m >= p: m %d, p %d)", m, p);
     else if (split)
         snprintf(out, n, "formula %.3f", pipe_bubble_fraction_zb_h1(p, m, c));
@@ -603,7 +608,11 @@ void pipe_report_timeline(const PipeRank *x, const Schedule *s, Comm *world, con
     char formula[96];
     bubble_formula(s, split, &c, formula, sizeof formula);
     char costs[96];
-    if (split)
+    if (s->dual)
+        snprintf(costs, sizeof costs, "F %.2f ms, B %.2f ms, I %.2f ms, W %.2f ms",
+                 1e3 * c.forward, 1e3 * c.backward, 1e3 * c.backward_input,
+                 1e3 * c.backward_weight);
+    else if (split)
         snprintf(costs, sizeof costs, "F %.2f ms, I %.2f ms, W %.2f ms", 1e3 * c.forward,
                  1e3 * c.backward_input, 1e3 * c.backward_weight);
     else

@@ -165,8 +165,10 @@ extern const PipeStageOps pipe_plain_ops;
  *   pipe_schedule_forward_only  every rank's forwards of m micro-batches,
  *                               in order, with their messages (evaluation:
  *                               no backward; not for schedule_validate,
- *                               which asks for backwards) */
+ *                               which asks for backwards), in the
+ *                               training schedule's placement (dual:
+ *                               DualPipe's, v = 2) */
 Schedule *pipe_schedule_trivial(int m);
-Schedule *pipe_schedule_forward_only(int p, int m, int v);
+Schedule *pipe_schedule_forward_only(int p, int m, int v, int dual);
 
 #endif

@@ -22,6 +22,15 @@ Schedule *schedule_create(int ranks, int micro_batches, int chunks) {
     return s;
 }
 
+Schedule *schedule_create_dual(int ranks, int micro_batches) {
+    if (ranks < 2 || ranks % 2 || micro_batches < 2 || micro_batches % 2)
+        USER_ERROR("DualPipe's placement needs an even number of ranks and of micro-batches, "
+                   "at least 2 each (got %d ranks, %d micro-batches)", ranks, micro_batches);
+    Schedule *s = schedule_create(ranks, micro_batches, 2);
+    s->dual = 1;
+    return s;
+}
+
 void schedule_free(Schedule *s) {
     if (!s) return;
     for (int r = 0; r < s->ranks; r++) free(s->rank[r].ops);
@@ -143,8 +152,9 @@ static PipeOp partner(const Schedule *s, int rank, PipeOp op) {
         [PIPE_SEND_ACT] = PIPE_RECV_ACT, [PIPE_RECV_ACT] = PIPE_SEND_ACT,
         [PIPE_SEND_GRAD] = PIPE_RECV_GRAD, [PIPE_RECV_GRAD] = PIPE_SEND_GRAD,
     };
-    int to = neighbour_stage(op.kind, schedule_stage_of(s, rank, op.chunk));
-    return (PipeOp){other[op.kind], op.micro, to / s->ranks, rank, 0};
+    int to = neighbour_stage(op.kind, schedule_stage_of(s, rank, op.chunk)), peer, chunk;
+    schedule_place(s, to, op.micro, &peer, &chunk);
+    return (PipeOp){other[op.kind], op.micro, chunk, rank, 0};
 }
 
 static int fail(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -180,7 +190,13 @@ static int check_ops(const Schedule *s, int *pos, char *why, size_t n) {
             if (op.chunk < 0 || op.chunk >= s->chunks)
                 return fail(why, n, "rank %d, op %d (%s): chunk %d is not in [0, %d)", r, i, label,
                             op.chunk, s->chunks);
-            int stage = schedule_stage_of(s, r, op.chunk);
+            int stage = schedule_stage_of(s, r, op.chunk), home, chunk;
+            schedule_place(s, stage, op.micro, &home, &chunk);
+            if (s->dual && chunk != op.chunk)
+                return fail(why, n,
+                            "rank %d, op %d (%s): micro-batch %d enters at rank %d, so it runs "
+                            "on chunk %d of every rank (DualPipe's placement), not chunk %d",
+                            r, i, label, op.micro, chunk ? p - 1 : 0, chunk, op.chunk);
             if (!pipe_op_is_comm(op.kind) && op.peer != -1)
                 return fail(why, n,
                             "rank %d, op %d (%s): a compute op has no peer (peer %d, want -1)", r,
@@ -195,12 +211,14 @@ static int check_ops(const Schedule *s, int *pos, char *why, size_t n) {
                 if (to < 0 || to >= S)
                     return fail(why, n, "rank %d, op %d (%s): stage %d has no %s stage to %s", r, i,
                                 label, stage, to < 0 ? "previous" : "next", COMM_WHAT[op.kind]);
-                if (op.peer != to % p)
+                int peer, peer_chunk;
+                schedule_place(s, to, op.micro, &peer, &peer_chunk);
+                if (op.peer != peer)
                     return fail(why, n,
                                 "rank %d, op %d (%s): peer rank %d, but stage %d's %s stage %d "
                                 "is on rank %d",
                                 r, i, label, op.peer, stage, to < stage ? "previous" : "next", to,
-                                to % p);
+                                peer);
             }
             int from = batch_start(s, r, i);
             if (!pipe_op_is_comm(op.kind) && (op.batched || from < i)) {
@@ -250,8 +268,9 @@ static int check_matches(const Schedule *s, const int *pos, char *why, size_t n)
 /* Each (micro-batch, stage) once forward, once backward (B, or I and W). */
 static int check_coverage(const Schedule *s, const int *pos, char *why, size_t n) {
     for (int stage = 0; stage < schedule_stages(s); stage++) {
-        int r = stage % s->ranks, c = stage / s->ranks;
         for (int i = 0; i < s->micro_batches; i++) {
+            int r, c;
+            schedule_place(s, stage, i, &r, &c);
             int f = where(s, pos, r, PIPE_FORWARD, c, i), b = where(s, pos, r, PIPE_BACKWARD, c, i);
             int bi = where(s, pos, r, PIPE_BACKWARD_INPUT, c, i);
             int bw = where(s, pos, r, PIPE_BACKWARD_WEIGHT, c, i);
@@ -321,8 +340,9 @@ static int check_order(const Schedule *s, const int *pos, char *why, size_t n) {
     int p = s->ranks, S = schedule_stages(s);
     char what[64];
     for (int stage = 0; stage < S; stage++) {
-        int r = stage % p, c = stage / p;
         for (int i = 0; i < s->micro_batches; i++) {
+            int r, c, prev, next, other_chunk;
+            schedule_place(s, stage, i, &r, &c);
             PipeOp F = {PIPE_FORWARD, i, c, -1, 0};
             int f = where(s, pos, r, PIPE_FORWARD, c, i);
             PipeOp B = {backward_kind(s, pos, r, c, i), i, c, -1, 0};
@@ -349,7 +369,8 @@ static int check_order(const Schedule *s, const int *pos, char *why, size_t n) {
                 }
                 continue;
             }
-            int prev = (stage + p - 1) % p, next = (stage + 1) % p;
+            schedule_place(s, stage > 0 ? stage - 1 : stage, i, &prev, &other_chunk);
+            schedule_place(s, stage < S - 1 ? stage + 1 : stage, i, &next, &other_chunk);
             if (stage > 0) {
                 snprintf(what, sizeof what, "its input from rank %d", prev);
                 if (need_before(s, r, f, F, where(s, pos, r, PIPE_RECV_ACT, c, i),
@@ -651,14 +672,27 @@ double pipe_bubble_fraction_zb_h1(int p, int m, const PipeCosts *c) {
     return idle / (busy + idle);
 }
 
+double pipe_idle_dualpipe(int p, const PipeCosts *c) {
+    if (p < 2 || p % 2) USER_ERROR("the DualPipe bubble formula needs an even p >= 2 (p %d)", p);
+    double f_and_b = c->forward + c->backward;  /* in turn: no overlap in the simulator */
+    return (p / 2 - 1) * (f_and_b + c->backward - 3 * c->backward_weight);
+}
+
+double pipe_bubble_fraction_dualpipe(int p, int m, const PipeCosts *c) {
+    double idle = pipe_idle_dualpipe(p, c), busy = m * (c->forward + c->backward);
+    return busy + idle > 0 ? idle / (busy + idle) : 0;
+}
+
 /* ---- the schedules' names and what each needs --------------------------- */
 
 const char *const PIPE_SCHEDULE_NAMES[] = {"gpipe", "1f1b", "interleaved", "zb-h1",
-                                           "1f1b-unbatched", NULL};
+                                           "1f1b-unbatched", "dualpipe", NULL};
+
+int pipe_schedule_dual(const char *name) { return strcmp(name, "dualpipe") == 0; }
 
 int pipe_schedule_problem(const char *name, int p, int m, int v, char *why, size_t n) {
     int known = 0;
-    char names[96] = "";
+    char names[128] = "";
     for (int k = 0; PIPE_SCHEDULE_NAMES[k]; k++) {
         known |= strcmp(name, PIPE_SCHEDULE_NAMES[k]) == 0;
         size_t len = strlen(names);
@@ -670,6 +704,19 @@ int pipe_schedule_problem(const char *name, int p, int m, int v, char *why, size
                     "a pipeline needs at least 1 rank, 1 micro-batch and 1 chunk per rank (got p "
                     "%d, m %d, v %d)", p, m, v);
     int interleaved = strcmp(name, "interleaved") == 0;
+    if (strcmp(name, "dualpipe") == 0) {
+        if (v != 2)
+            return fail(why, n, "dualpipe holds two chunks per rank, stages r and p-1-r (got v "
+                        "%d)", v);
+        if (p < 2 || p % 2)
+            return fail(why, n, "dualpipe needs an even number of ranks, at least 2 (got p %d): "
+                        "rank r and rank p-1-r hold the same two stages", p);
+        if (m % 2 || m < 2 * p)
+            return fail(why, n, "dualpipe needs an even number of micro-batches, at least 2p "
+                        "(m %d, p %d): m/2 enter from each end, and every rank's warm-up from "
+                        "both ends must fit", m, p);
+        return 0;
+    }
     if (!interleaved && v != 1)
         return fail(why, n,
                     "%s holds one chunk per rank (got v %d): only the interleaved schedule has "
@@ -710,6 +757,11 @@ int pipe_generated_problem(const Schedule *s, const char *name, int p, int m, in
     if (s->ranks != p || s->micro_batches != m || s->chunks != v)
         return fail(why, n, "the %s generator made a schedule for p %d, m %d, v %d, asked for p "
                     "%d, m %d, v %d", name, s->ranks, s->micro_batches, s->chunks, p, m, v);
+    if (s->dual != (strcmp(name, "dualpipe") == 0))
+        return fail(why, n, "the %s generator made a schedule %s DualPipe's placement (%s)", name,
+                    s->dual ? "of" : "without",
+                    s->dual ? "schedule_create_dual is for dualpipe alone" : "build it with "
+                    "schedule_create_dual");
     char reason[400];
     if (schedule_validate(s, reason, sizeof reason))
         return fail(why, n, "the %s schedule is not valid: %s", name, reason);

@@ -27,9 +27,19 @@
  *   rank 1: RA0 F0 RA1 F1 B1 SG1 B0 SG0
  * (with v > 1 each op shows its chunk: F3.1 is micro-batch 3 on chunk 1).
  *
+ * DualPipe's placement (DeepSeek-V3, schedule_create_dual): p stages (p
+ * even), each held twice, so rank r holds two chunks, chunk 0 = stage r and
+ * chunk 1 = stage p - 1 - r. Micro-batches enter from both ends: the first
+ * m / 2 at rank 0, flowing r -> r + 1 through the chunks 0, the other m / 2
+ * at rank p - 1, flowing r -> r - 1 through the chunks 1. So micro-batch i
+ * runs only on chunk d(i) = (i >= m / 2) of every rank (schedule_place),
+ * ranks 0 and p - 1 both read tokens and both end in the loss, and rank r
+ * and rank p - 1 - r hold the same two stages, whose gradients the program
+ * sums before the update (both copies then take the same step).
+ *
  * A schedule is valid (schedule_validate) when, checked in this order:
- *   1. every op names a micro-batch in [0, m) and a chunk in [0, v), a
- *      compute op has peer -1, and no rank holds the same op (kind,
+ *   1. every op names a micro-batch in [0, m) and a chunk in [0, v) (under
+ *      DualPipe's placement its direction's, d(i)), a compute op has peer -1, and no rank holds the same op (kind,
  *      micro-batch, chunk) twice. A communication op's peer is its
  *      neighbour stage's rank: with p >= 2 consecutive stages are on
  *      different ranks. The first stage receives no activation (it reads
@@ -177,11 +187,16 @@ typedef struct Schedule {
     int ranks;          /* p */
     int micro_batches;  /* m */
     int chunks;         /* v, model chunks per rank */
+    int dual;           /* 1: DualPipe's placement (above), v = 2 */
     PipeOpList *rank;   /* rank[r]: rank r's list */
 } Schedule;
 
 /* An empty schedule; p, m, v >= 1, else a user error. */
 Schedule *schedule_create(int ranks, int micro_batches, int chunks);
+/* An empty schedule of DualPipe's placement: p ranks (even), m
+ * micro-batches (even: m / 2 from each end), two chunks per rank; else a
+ * user error. */
+Schedule *schedule_create_dual(int ranks, int micro_batches);
 void schedule_free(Schedule *s);
 
 /* Append an op to rank's list (the list grows as needed); rank must be in
@@ -197,9 +212,32 @@ void schedule_add(Schedule *s, int rank, PipeOpKind kind, int micro, int chunk, 
  * Communication ops only, which the validator checks. */
 void schedule_batch(Schedule *s, int rank, int n);
 
-static inline int schedule_stages(const Schedule *s) { return s->ranks * s->chunks; }
+/* The stage local chunk `chunk` of rank `rank` holds in a pipeline of p
+ * ranks: rank + chunk p, or under DualPipe's placement (dual) rank for
+ * chunk 0 and p - 1 - rank for chunk 1. Shared with the layout (layout.h). */
+static inline int pipe_stage_of(int p, int dual, int rank, int chunk) {
+    return dual ? (chunk == 0 ? rank : p - 1 - rank) : rank + chunk * p;
+}
+static inline int pipe_stages(int p, int chunks, int dual) { return dual ? p : p * chunks; }
+
+static inline int schedule_stages(const Schedule *s) {
+    return pipe_stages(s->ranks, s->chunks, s->dual);
+}
 static inline int schedule_stage_of(const Schedule *s, int rank, int chunk) {
-    return rank + chunk * s->ranks;
+    return pipe_stage_of(s->ranks, s->dual, rank, chunk);
+}
+/* Where micro-batch `micro` runs stage `stage`: the rank and its local
+ * chunk. Stage s is on rank s mod p as chunk s / p, or under DualPipe's
+ * placement on chunk d = (micro >= m / 2) of rank s (d = 0) or p - 1 - s. */
+static inline void schedule_place(const Schedule *s, int stage, int micro, int *rank,
+                                  int *chunk) {
+    if (s->dual) {
+        *chunk = micro >= s->micro_batches / 2;
+        *rank = *chunk ? s->ranks - 1 - stage : stage;
+    } else {
+        *rank = stage % s->ranks;
+        *chunk = stage / s->ranks;
+    }
 }
 
 /* "forward", "backward", "backward-input", "backward-weight", "send-act",
@@ -277,11 +315,25 @@ void schedule_write_timeline_csv(const char *path, const Schedule *s, const Pipe
  *   function uses. The fraction is idle / (busy + idle). */
 double pipe_bubble_fraction(int p, int m, int v);
 double pipe_bubble_fraction_zb_h1(int p, int m, const PipeCosts *c);
+/* DualPipe (DeepSeek-V3 report, Table 2), p even: each rank idle
+ * (p/2 - 1)(F&B + B - 3W), F&B the time of a forward and a whole backward
+ * (of the other direction) run together, B = c->backward, W =
+ * c->backward_weight. The report overlaps the pair's computation with its
+ * communication; the simulator runs one after the other, so F&B = F + B
+ * here, an idle time of (p/2 - 1)(F + 2B - 3W). Simulating lab 06's
+ * schedule_dualpipe gives exactly that when the split backward's parts
+ * add up (B = I + W), its input part costs a forward (I = F) and W <= F;
+ * other costs move it (as a W longer than F does ZB-H1's). The fraction
+ * is idle / (m (F + B) + idle), each rank busy m (F + B) when B = I + W. */
+double pipe_idle_dualpipe(int p, const PipeCosts *c);
+double pipe_bubble_fraction_dualpipe(int p, int m, const PipeCosts *c);
 
 /* The schedules by name (lab 06's generators, schedule_by_name): "gpipe",
- * "1f1b", "interleaved", "zb-h1" and the lab's extension "1f1b-unbatched",
- * in that order, then NULL. */
+ * "1f1b", "interleaved", "zb-h1" and the lab's extensions "1f1b-unbatched"
+ * and "dualpipe", in that order, then NULL. */
 extern const char *const PIPE_SCHEDULE_NAMES[];
+/* Whether the named schedule places its stages as DualPipe does (dual) */
+int pipe_schedule_dual(const char *name);
 
 /* Whether the named schedule can be built for p ranks, m micro-batches and
  * v chunks per rank: 0 when it can, else -1 with the reason in why (n

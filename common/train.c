@@ -325,7 +325,8 @@ static void setup_model(const TrainOptions *o, const TrainParallel *par, Run *r)
     r->stage_ops = r->pipelined ? par->stage_ops : &pipe_plain_ops;
     CHECK(r->schedule->micro_batches == o->grad_accum, "a schedule of %d micro-batches for "
           "--grad-accum %d", r->schedule->micro_batches, o->grad_accum);
-    r->forward_only = pipe_schedule_forward_only(r->layout->pp, o->grad_accum, r->layout->chunks);
+    r->forward_only = pipe_schedule_forward_only(r->layout->pp, o->grad_accum,
+                                                 r->layout->chunks, r->layout->dual);
     /* the backward bars of the DDP timelines: the traced hooks' (a
      * pipeline's are its ops', pipe_exec.c) */
     r->traced = (TracedHooks){r->st->hooks, 0.0};

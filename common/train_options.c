@@ -14,6 +14,7 @@
 #include "kernels.h"
 #include "precision.h"
 #include "runlog.h"
+#include "schedule.h"
 
 /* --help's groups of the options every trainer shares, after the
  * program's own; each line fits 100 columns */
@@ -360,7 +361,8 @@ static void refuse_checkpoints_without_ops(const TrainOptions *o, const TrainPro
  * accumulation steps: both given and different is one clear error. */
 static void resolve_pipeline(TrainOptions *o) {
     ParallelFlags *f = &o->parallel;
-    if (f->chunks == 0) f->chunks = strcmp(f->schedule, "interleaved") == 0 ? 2 : 1;
+    if (f->chunks == 0)
+        f->chunks = strcmp(f->schedule, "interleaved") == 0 || pipe_schedule_dual(f->schedule) ? 2 : 1;
     if (f->micro_batches && o->grad_accum != 1 && o->grad_accum != f->micro_batches)
         USER_ERROR("--micro-batches %d and --grad-accum %d: a pipeline's micro-batches are its "
                    "accumulation steps; give one of them", f->micro_batches, o->grad_accum);

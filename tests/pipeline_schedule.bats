@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # Lab 06's schedule generators (schedules.c) through pipeline_schedule: each
 # schedule prints, validates and simulates to its formula's bubble, and
-# writes schedule.csv (one row per op) and gantt.png; bad input is one
+# writes schedule.csv (one row per op) and gantt.png; DualPipe (the second
+# extension) is valid for p = 2..8, holds p + 1 activations and idles the
+# report's formula where its costs hold; bad input is one
 # error line and exit status 2; a student's invalid schedule is the
 # validator's reason and exit status 1; the untouched skeleton says "not
 # implemented". (The lab's own test of every generator for p = 1..6,
@@ -73,11 +75,37 @@ png_size() {
     [[ "$output" == *"simulated 0.000000, formula (p-1)/(v m+p-1) = 0.000000"* ]]
 }
 
+@test "pipeline_schedule: dualpipe is valid for p 2..8, holds p + 1 activations on every rank, and idles (p/2-1)(F&B+B-3W) where the report's costs hold" {
+    require_solution 06
+    # costs with I = F, B = I + W, W <= F (the formula's setting): F B I W, then idle for p = 4
+    local -a costs=("1 2 1 1|2" "2 3 2 1|5" "1 1.5 1 0.5|2.5" "3 5 3 2|7")
+    for p in 2 4 6 8; do
+        for m in $((2 * p)) $((2 * p + 2)) $((4 * p)); do
+            for c in "${costs[@]}"; do
+                read -r f b i w <<<"${c%%|*}"
+                run t 30 "$SOL06" --schedule dualpipe -p "$p" -m "$m" --forward "$f" \
+                    --backward "$b" --backward-input "$i" --backward-weight "$w"
+                [ "$status" -eq 0 ] || { echo "p $p m $m ($c): $output"; return 1; }
+                want=$(awk -v p="$p" -v f="$f" -v b="$b" -v w="$w" 'BEGIN { print (p / 2 - 1) * (f + 2 * b - 3 * w) }')
+                # every rank: idle the formula's, p + 1 micro-batches' activations at most
+                got=$(awk '$1 ~ /^[0-9]+$/ && NF == 6 { print $3, $5 }' <<<"$output" | sort -u)
+                [ "$got" = "$want $((p + 1))" ] || { echo "p $p m $m ($c): idle and peak '$got', want '$want $((p + 1))'"; return 1; }
+                [ "$p" -ne 4 ] || [ "$want" = "${c#*|}" ]
+            done
+        done
+    done
+    # the placement: rank 0 runs micro-batch 0 on chunk 0 (stage 0) and the
+    # second half's on chunk 1 (stage p-1); the formula's fraction printed
+    run t 30 "$SOL06" --schedule dualpipe -p 4 -m 8 --comm
+    [[ "$output" == *"rank 0: F0.0 SA0.0 F1.0 SA1.0 F2.0 RA4.1 F4.1 "* ]]
+    [[ "$output" == *"simulated 0.076923, formula DualPipe's (p/2-1)(F&B+B-3W) idle per rank, F&B = F+B = 0.076923"* ]]
+}
+
 @test "pipeline_schedule: bad input is one clear error line and exit status 2" {
     require_solution 06
     touch "$BATS_TEST_TMPDIR/a_file"
     local -a cases=(
-        "--schedule pipedream -p 2 -m 4|unknown pipeline schedule 'pipedream' (known: gpipe, 1f1b, interleaved, zb-h1, 1f1b-unbatched)"
+        "--schedule pipedream -p 2 -m 4|unknown pipeline schedule 'pipedream' (known: gpipe, 1f1b, interleaved, zb-h1, 1f1b-unbatched, dualpipe)"
         "-p 2 -m 4|give --schedule NAME"
         "--schedule gpipe -m 4|give --schedule NAME, -p P and -m M"
         "--schedule gpipe -p 0 -m 4|-p expects"
@@ -87,6 +115,10 @@ png_size() {
         "--schedule interleaved -p 2 -m 4|v >= 2"
         "--schedule interleaved -p 4 -m 2 -v 2|at least p micro-batches"
         "--schedule interleaved -p 4 -m 6 -v 2|groups of p"
+        "--schedule dualpipe -p 3 -m 6|even number of ranks"
+        "--schedule dualpipe -p 4 -m 6|at least 2p"
+        "--schedule dualpipe -p 2 -m 5|even number of micro-batches"
+        "--schedule dualpipe -p 2 -m 4 -v 1|two chunks per rank"
         "--schedule gpipe -p 2 -m 4 --forward -1|--forward"
         "--schedule gpipe -p 2 -m 4 --weight-memory 2|--weight-memory"
         "--schedule gpipe -p 2 -m 4 --bogus|--bogus"

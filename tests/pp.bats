@@ -53,7 +53,8 @@ pp_cases() {
         "--pp 2 --schedule 1f1b --micro-batches 4" \
         "--pp 2 --schedule interleaved --chunks 2 --micro-batches 4" \
         "--pp 2 --schedule zb-h1 --micro-batches 4" \
-        "--pp 2 --schedule 1f1b-unbatched --micro-batches 4"
+        "--pp 2 --schedule 1f1b-unbatched --micro-batches 4" \
+        "--pp 2 --schedule dualpipe --micro-batches 4"
 }
 
 @test "pp: 4 stages (8 blocks), every schedule, follow the single-device run" {
@@ -62,7 +63,8 @@ pp_cases() {
     pp_cases "$BASE8" 4 "--pp 4 --n-layer 8 --schedule gpipe --micro-batches 8" \
         "--pp 4 --n-layer 8 --schedule 1f1b --micro-batches 8" \
         "--pp 4 --n-layer 8 --schedule interleaved --chunks 2 --micro-batches 8" \
-        "--pp 4 --n-layer 8 --schedule zb-h1 --micro-batches 8"
+        "--pp 4 --n-layer 8 --schedule zb-h1 --micro-batches 8" \
+        "--pp 4 --n-layer 8 --schedule dualpipe --micro-batches 8"
 }
 
 @test "pp: dp 2 x pp 2 and tp 2 x pp 2 follow the single-device run" {
@@ -70,6 +72,7 @@ pp_cases() {
     cd "$ROOT"
     # dp 2: each replica takes half the batch, in 2 micro-batches of 2 rows
     pp_cases "$BASE4" 4 "--pp 2 --schedule 1f1b --micro-batches 2" \
+        "--pp 2 --schedule dualpipe --micro-batches 4" \
         "--pp 2 --tp 2 --schedule interleaved --chunks 2 --micro-batches 4" \
         "--pp 2 --tp 2 --schedule zb-h1 --micro-batches 4"
 }
@@ -135,6 +138,19 @@ pp_cases() {
     run mpirun_t 60 2 "$PP" "${COMMON[@]}" --pp 2 --micro-batches 3
     assert_user_error
     [[ "$output" == *"--batch 8 must be a multiple"* ]]
+    # DualPipe: m >= 2p, even ranks, stages of whole blocks, no TP here
+    run mpirun_t 60 2 "$PP" "${COMMON[@]}" --pp 2 --schedule dualpipe --micro-batches 2
+    assert_user_error
+    [[ "$output" == *"at least 2p"* ]]
+    run mpirun_t 60 3 "$PP" "${COMMON[@]}" --pp 3 --n-layer 3 --schedule dualpipe --micro-batches 6 --batch 6
+    assert_user_error
+    [[ "$output" == *"even number of ranks"* ]]
+    run mpirun_t 60 2 "$PP" "${COMMON[@]}" --pp 2 --n-layer 3 --schedule dualpipe --micro-batches 4
+    assert_user_error
+    [[ "$output" == *"DualPipe cuts the blocks into 2 stages"* ]]
+    run mpirun_t 60 4 "$PP" "${COMMON[@]}" --pp 2 --tp 2 --schedule dualpipe --micro-batches 4
+    assert_user_error
+    [[ "$output" == *"not with --tp 2"* ]]
 }
 
 # The planted bug of a backward without its 1/m loss weight, on tiny at pp 2,

@@ -133,16 +133,17 @@ load helpers
     done
 }
 
-@test "lab 06 skeleton: the four generators and the extension become TODOs, the message helpers stay, the solution's shared 1F1B is left out" {
+@test "lab 06 skeleton: the four generators and the two extensions become TODOs, the message and DualPipe bookkeeping helpers stay, the solution's shared 1F1B and DualPipe steps are left out" {
     require_solution 06
     require_untouched 06
     local f=06_pipeline/schedules
-    [ "$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/$f.c")" -eq 5 ]
-    [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/$f.c")" -eq 5 ]
+    [ "$(grep -c "BEGIN SOLUTION" "$ROOT/solutions/$f.c")" -eq 6 ]
+    [ "$(grep -c 'NOT_IMPLEMENTED();' "$ROOT/labs/$f.c")" -eq 6 ]
     grep -q '^static int message(' "$ROOT/labs/$f.c"
     grep -q '^static void end_batch(' "$ROOT/labs/$f.c"
+    grep -q '^static void dual_compute(' "$ROOT/labs/$f.c"
     grep -q 'pipe_schedule_problem' "$ROOT/labs/$f.c"   # schedule_by_name is given
-    run grep -n 'SOLUTION ONLY\|one_forward_one_backward\|interleaved_micro' "$ROOT/labs/$f.c"
+    run grep -n 'SOLUTION ONLY\|one_forward_one_backward\|interleaved_micro\|dualpipe_rank' "$ROOT/labs/$f.c"
     [ "$status" -eq 1 ]
 }
 

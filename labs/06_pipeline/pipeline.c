@@ -41,6 +41,15 @@ void pipeline_backward_weight(PipeRank *x, int micro, int chunk) {
     NOT_IMPLEMENTED();
 }
 
+/* The second extension: under DualPipe ranks r and p - 1 - r hold the same
+ * two stages, and each copy's gradient has only its own direction's
+ * micro-batches: the stage's gradient is their sum. Both hold the same
+ * units in the same order, so the whole buffer is summed at once. */
+void pipeline_sum_dual_copies(const GPTLayout *l, void *grads) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
 void pipeline_sum_tied_embedding(const GPTLayout *l, void *grads) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();

@@ -27,6 +27,9 @@
  *   each stage's copy gets only its own part of the gradient, so the two
  *   are summed before the update (pipeline_sum_tied_embedding), or the
  *   copies drift apart.
+ * - DualPipe (the second extension) holds every stage twice, at ranks r
+ *   and p - 1 - r, each copy seeing one direction's micro-batches: the
+ *   same sum, over the whole buffer (pipeline_sum_dual_copies).
  */
 #ifndef PIPELINE_H
 #define PIPELINE_H
@@ -50,5 +53,12 @@ void pipeline_backward_weight(PipeRank *x, int micro, int chunk);
  * l's gradient format (comm_dtype_of(gpt_grad_precision(&l->cfg)): fp32,
  * or mixed precision's 2 bytes). */
 void pipeline_sum_tied_embedding(const GPTLayout *l, void *grads);
+
+/* The second extension, under DualPipe's placement (l->dual), in place of
+ * the above, once per step after the backward passes, on every rank: sum
+ * the gradients over l->dual_group, ranks r and p - 1 - r of the
+ * pipeline, which hold the same units in the same order (l->num_params
+ * elements of the same format). */
+void pipeline_sum_dual_copies(const GPTLayout *l, void *grads);
 
 #endif

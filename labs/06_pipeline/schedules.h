@@ -88,7 +88,17 @@ Schedule *schedule_zb_h1(int p, int m);
  * waiting in a send. The same compute order, bubble and memory as 1F1B. */
 Schedule *schedule_1f1b_unbatched(int p, int m);
 
-/* "gpipe", "1f1b", "interleaved", "zb-h1" or "1f1b-unbatched" for p ranks, m micro-batches
+/* The second extension (README.md): DualPipe (DeepSeek-V3). p ranks (even),
+ * m micro-batches (even, at least 2p), DualPipe's placement
+ * (schedule_create_dual): rank r holds stages r (chunk 0) and p - 1 - r
+ * (chunk 1); micro-batches 0 .. m/2 - 1 enter at rank 0, the rest at rank
+ * p - 1. Each rank's compute ops in the order of DeepSeek's eight steps
+ * (README, "DualPipe"); every message between two compute ops in one
+ * batch, posted before the second. Bubble (p/2 - 1)(F&B + B - 3W)
+ * (pipe_idle_dualpipe), for twice the parameters. */
+Schedule *schedule_dualpipe(int p, int m);
+
+/* "gpipe", "1f1b", "interleaved", "zb-h1", "1f1b-unbatched" or "dualpipe" for p ranks, m micro-batches
  * and v chunks per rank. Bad input (pipe_schedule_problem) is a user
  * error, one line naming the problem. */
 Schedule *schedule_by_name(const char *name, int p, int m, int v);

@@ -37,7 +37,7 @@
  *    grads; the slice of unit u is [r S_u, (r+1) S_u) of its padded range,
  *    r the rank in z.dp), lab 05 the layernorm sums (zero_sum_layernorm_grads
  *    runs l->sp_ops on ZeRO's gradients, 2-byte ones too), lab 06 the
- *    tied embedding's (l->sum_tied_embedding: wte is the first tensor of
+ *    tied embedding's (l->sum_pipeline_copies: wte is the first tensor of
  *    unit 0, which starts the padded buffer), train.h the counting
  *    (layout_counted_sum_squares over the real elements of a slice,
  *    zero_slice_start(x, r) .. zero_slice_start(x, r + 1) of the unit, then

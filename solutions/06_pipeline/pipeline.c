@@ -53,6 +53,17 @@ void pipeline_backward_weight(PipeRank *x, int micro, int chunk) {
     /* END SOLUTION */
 }
 
+/* The second extension: under DualPipe ranks r and p - 1 - r hold the same
+ * two stages, and each copy's gradient has only its own direction's
+ * micro-batches: the stage's gradient is their sum. Both hold the same
+ * units in the same order, so the whole buffer is summed at once. */
+void pipeline_sum_dual_copies(const GPTLayout *l, void *grads) {
+    /* BEGIN SOLUTION */
+    const CommDtype dtype = comm_dtype_of(gpt_grad_precision(&l->cfg));
+    comm_allreduce(l->dual_group, grads, grads, l->num_params, dtype, COMM_SUM);
+    /* END SOLUTION */
+}
+
 void pipeline_sum_tied_embedding(const GPTLayout *l, void *grads) {
     /* BEGIN SOLUTION */
     if (l->pp == 1 || (l->pp_rank != 0 && l->pp_rank != l->pp - 1)) return;

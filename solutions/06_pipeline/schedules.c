@@ -31,10 +31,11 @@ static void compute(Schedule *s, int r, PipeOpKind kind, int micro, int chunk) {
  *   end_batch(s, r, message(s, r, PIPE_SEND_ACT, ...) + message(s, r, PIPE_RECV_GRAD, ...));
  */
 static int message(Schedule *s, int r, PipeOpKind kind, int micro, int chunk) {
-    int stage = schedule_stage_of(s, r, chunk);
+    int stage = schedule_stage_of(s, r, chunk), peer, peer_chunk;
     int to = kind == PIPE_SEND_ACT || kind == PIPE_RECV_GRAD ? stage + 1 : stage - 1;
     if (s->ranks == 1 || to < 0 || to >= schedule_stages(s)) return 0;
-    schedule_add(s, r, kind, micro, chunk, to % s->ranks);
+    schedule_place(s, to, micro, &peer, &peer_chunk);
+    schedule_add(s, r, kind, micro, chunk, peer);
     return 1;
 }
 
@@ -44,6 +45,60 @@ static void end_batch(Schedule *s, int r, int n) {
 }
 
 static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* DualPipe's bookkeeping for one rank r (the second extension): which
+ * micro-batch each op takes, the messages since the last compute op, and
+ * the weight gradients put off. A phase is a direction as r sees it:
+ * phase 0 the micro-batches that enter at r's own end of the pipeline
+ * (rank 0's for the first half of the ranks, rank p - 1's for the second),
+ * phase 1 those from the far end; phase ^ (r >= p/2) is the local chunk. */
+typedef struct {
+    Schedule *s;
+    int r;
+    int next[PIPE_KINDS][2];  /* [kind][chunk]: ops of that kind taken so far */
+    int pending;              /* messages added since the last compute op */
+    int deferred[128][2];     /* (micro-batch, chunk) whose W is put off: a ring, */
+    int first_deferred, last_deferred;  /* oldest first */
+} DualRank;
+
+static int dual_chunk(const DualRank *d, int phase) {
+    return phase ^ (d->r >= d->s->ranks / 2);
+}
+/* The next micro-batch of `kind` on the phase's chunk: each direction
+ * takes its m / 2 micro-batches in order, chunk 1's numbered from m / 2. */
+static int dual_take(DualRank *d, PipeOpKind kind, int chunk) {
+    return chunk * (d->s->micro_batches / 2) + d->next[kind][chunk]++;
+}
+/* A message: queued into the batch the next compute op closes, as
+ * DeepSeek's DualPipe posts every message between two computations with
+ * one batch_isend_irecv and waits for all of it before computing. */
+static void dual_message(DualRank *d, PipeOpKind kind, int phase) {
+    int c = dual_chunk(d, phase);
+    d->pending += message(d->s, d->r, kind, dual_take(d, kind, c), c);
+}
+static void dual_compute(DualRank *d, PipeOpKind kind, int phase) {
+    end_batch(d->s, d->r, d->pending);
+    d->pending = 0;
+    /* B and I take the same turns: a split backward is still the backward */
+    int c = dual_chunk(d, phase);
+    int micro = dual_take(d, kind == PIPE_BACKWARD_INPUT ? PIPE_BACKWARD : kind, c);
+    compute(d->s, d->r, kind, micro, c);
+    if (kind == PIPE_BACKWARD_INPUT) {  /* its W later, in the order the I's ran */
+        CHECK(d->last_deferred - d->first_deferred < 128,
+              "DualPipe: more than 128 weight gradients put off");
+        int *w = d->deferred[d->last_deferred++ % 128];
+        w[0] = micro;
+        w[1] = c;
+    }
+}
+/* The oldest weight gradient put off (zero-bubble's W). */
+static void dual_weight(DualRank *d) {
+    end_batch(d->s, d->r, d->pending);
+    d->pending = 0;
+    CHECK(d->first_deferred < d->last_deferred, "DualPipe: a W with no I before it");
+    int *w = d->deferred[d->first_deferred++ % 128];
+    compute(d->s, d->r, PIPE_BACKWARD_WEIGHT, w[0], w[1]);
+}
 
 /* SOLUTION ONLY BEGIN */
 /* Forward and backward (B or I) with lone messages: receive the input just
@@ -129,6 +184,91 @@ static int interleaved_message(Schedule *s, int r, PipeOpKind kind, int k, int f
 }
 static void interleaved_compute(Schedule *s, int r, PipeOpKind kind, int k, int forward) {
     compute(s, r, kind, interleaved_micro(s, k), interleaved_chunk(s, k, forward));
+}
+
+/* DualPipe's compound steps, each receiving what its computation needs in
+ * the batch before it and queueing what it made for the batch after. */
+static void dual_forward(DualRank *d, int phase, int recv, int send) {
+    if (recv) dual_message(d, PIPE_RECV_ACT, phase);
+    dual_compute(d, PIPE_FORWARD, phase);
+    if (send) dual_message(d, PIPE_SEND_ACT, phase);
+}
+static void dual_backward(DualRank *d, int phase, int split, int send) {
+    dual_message(d, PIPE_RECV_GRAD, phase);
+    dual_compute(d, split ? PIPE_BACKWARD_INPUT : PIPE_BACKWARD, phase);
+    if (send) dual_message(d, PIPE_SEND_GRAD, phase);
+}
+/* A forward of one phase and a whole backward of the other, the pair
+ * DualPipe overlaps (F&B; here one after the other). */
+static void dual_forward_backward(DualRank *d, int forward, int backward, int recv) {
+    if (recv) dual_message(d, PIPE_RECV_ACT, forward);
+    dual_message(d, PIPE_RECV_GRAD, backward);
+    dual_compute(d, PIPE_FORWARD, forward);
+    dual_compute(d, PIPE_BACKWARD, backward);
+    dual_message(d, PIPE_SEND_ACT, forward);
+    dual_message(d, PIPE_SEND_GRAD, backward);
+}
+
+/* Rank r's list, DeepSeek-V3's eight steps with h = min(r, p - 1 - r) the
+ * rank's distance from its end and H = p / 2: phase 0 fills the pipeline
+ * from this end, phase 1 arrives from the other; in the middle each
+ * forward of one direction pairs with a backward of the other; the
+ * backwards drain, some split so their W's fill the last gaps. */
+static void dualpipe_rank(Schedule *s, int r) {
+    const int p = s->ranks, H = p / 2, h = min_int(r, p - 1 - r), half = s->micro_batches / 2;
+    const int middle = h == H - 1;
+    DualRank d = {.s = s, .r = r};
+    /* 1: 2 (H - h - 1) forwards of phase 0, before phase 1's first arrives */
+    for (int i = 0; i < 2 * (H - h - 1); i++) dual_forward(&d, 0, 1, 1);
+    /* 2: h + 1 pairs F0 F1; F0's send waits for the next batch but on the
+     * middle ranks, which pass it straight to each other */
+    dual_message(&d, PIPE_RECV_ACT, 0);
+    for (int i = 0; i <= h; i++) {
+        dual_forward(&d, 0, 0, middle);
+        dual_message(&d, PIPE_RECV_ACT, 0);
+        dual_forward(&d, 1, 1, !middle || i < h);
+        if (!middle) dual_message(&d, PIPE_SEND_ACT, 0);
+    }
+    /* 3: H - h - 1 rounds B1 (split) W1 F1 */
+    for (int i = 0; i < H - h - 1; i++) {
+        dual_backward(&d, 1, 1, 1);
+        dual_message(&d, PIPE_RECV_ACT, 1);
+        dual_weight(&d);
+        dual_forward(&d, 1, 0, 1);
+    }
+    /* 4, the steady state: m/2 - p + h + 1 rounds F0&B1, F1&B0 */
+    for (int i = 0; i < half - p + h + 1; i++) {
+        if (i == 0 && middle) {  /* not paired: the middle ranks wait for each other */
+            dual_forward(&d, 0, 0, 0);
+            dual_message(&d, PIPE_SEND_ACT, 1);
+            dual_backward(&d, 1, 0, 0);
+            dual_message(&d, PIPE_SEND_ACT, 0);
+            dual_message(&d, PIPE_SEND_GRAD, 1);
+        } else {
+            dual_forward_backward(&d, 0, 1, i > 0);
+        }
+        dual_forward_backward(&d, 1, 0, 1);
+    }
+    /* 5: H - h - 1 rounds B1, F1&B0 */
+    for (int i = 0; i < H - h - 1; i++) {
+        dual_backward(&d, 1, 0, 1);
+        dual_forward_backward(&d, 1, 0, 1);
+    }
+    /* 6: h + 1 rounds B1 B0, split from the middle round on */
+    for (int i = 0, split = 0; i <= h; i++) {
+        if (i == (h + 1) / 2 && h % 2 == 1) split = 1;
+        dual_backward(&d, 1, split, 1);
+        if (i == (h + 1) / 2 && h % 2 == 0) split = 1;
+        dual_backward(&d, 0, split, 1);
+    }
+    /* 7: H - h - 1 rounds W, B0 (split) */
+    for (int i = 0; i < H - h - 1; i++) {
+        dual_weight(&d);
+        dual_backward(&d, 0, 1, 1);
+    }
+    /* 8: the W's left */
+    while (d.first_deferred < d.last_deferred) dual_weight(&d);
+    end_batch(s, r, d.pending);
 }
 /* SOLUTION ONLY END */
 
@@ -231,10 +371,20 @@ Schedule *schedule_1f1b_unbatched(int p, int m) {
     /* END SOLUTION */
 }
 
+/* The second extension (README.md). */
+Schedule *schedule_dualpipe(int p, int m) {
+    /* BEGIN SOLUTION */
+    Schedule *s = schedule_create_dual(p, m);
+    for (int r = 0; r < p; r++) dualpipe_rank(s, r);
+    return s;
+    /* END SOLUTION */
+}
+
 Schedule *schedule_by_name(const char *name, int p, int m, int v) {
     char why[256];
     if (pipe_schedule_problem(name, p, m, v, why, sizeof why)) USER_ERROR("%s", why);
     if (strcmp(name, "1f1b-unbatched") == 0) return schedule_1f1b_unbatched(p, m);
+    if (strcmp(name, "dualpipe") == 0) return schedule_dualpipe(p, m);
     if (strcmp(name, "gpipe") == 0) return schedule_gpipe(p, m);
     if (strcmp(name, "1f1b") == 0) return schedule_1f1b(p, m);
     if (strcmp(name, "interleaved") == 0) return schedule_interleaved(p, m, v);

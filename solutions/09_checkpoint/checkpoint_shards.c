@@ -63,7 +63,7 @@ void ckpt_shard_rects(const GPTLayout *l, const CkptHeld *held, int dp_rank, int
         for (int i = 0; i < nt; i++) {
             /* CP ranks hold copies of what is replicated, their own
              * shards of what is sharded (over dp x cp) */
-            const int first = !t[i].tied_copy && (t[i].split || l->tp_rank == 0) &&
+            const int first = !t[i].pipeline_copy && (t[i].split || l->tp_rank == 0) &&
                               (l->cp_rank == 0 || !held->replicated[kind]);
             if (!first) share[i] = (CkptShare){0, 0};
             else if (!held->replicated[kind]) share[i] = (CkptShare){0, 1};

@@ -47,7 +47,7 @@ double composed_zero1_finish_grads(ComposedZero1 *c, int micro_batches) {
      * miss the other part (and the two ends' units 0 differ in size, so
      * their slices would not even line up) */
     if (l->sp) zero_sum_layernorm_grads(z);
-    if (l->pp > 1) l->sum_tied_embedding(l, z->grads_full);
+    if (l->pp > 1) l->sum_pipeline_copies(l, z->grads_full);
     double sumsq = 0.0;
     const size_t r = (size_t)z->dp->rank;
     const int format = comm_dtype_precision(z->grad_dtype);

@@ -30,9 +30,10 @@ static void parse_rank(Schedule *s, int r, const char *line) {
         int micro = (int)strtol(tok + strlen(letters[kind]), &end, 10), chunk = 0, peer = -1;
         if (*end == '.') chunk = (int)strtol(end + 1, &end, 10);
         if (pipe_op_is_comm(kind)) {
-            int stage = r + chunk * s->ranks;
+            int stage = schedule_stage_of(s, r, chunk), at;
             int to = kind == PIPE_SEND_ACT || kind == PIPE_RECV_GRAD ? stage + 1 : stage - 1;
             peer = (to + s->ranks) % s->ranks;
+            if (to >= 0 && to < schedule_stages(s)) schedule_place(s, to, micro, &peer, &at);
         }
         if (*end == '@') peer = (int)strtol(end + 1, &end, 10);
         schedule_add(s, r, kind, micro, chunk, peer);
@@ -583,6 +584,49 @@ static const struct {
     {2, 1, 1, {"F0 SA0.1 RG0 B0", "RA0 F0 B0 SG0"}, "rank 0, op 1 (SA0): chunk 1 is not in [0, 1)"},
 };
 
+/* DualPipe's placement, p = 2, m = 2: micro-batch 0 enters at rank 0 and
+ * runs on the chunks 0 (stage 0 on rank 0, stage 1 on rank 1), micro-batch
+ * 1 at rank 1 on the chunks 1 (stage 0 on rank 1, stage 1 on rank 0). Both
+ * ranks send first, so each pair of crossing messages is one batch. */
+#define DUAL_R0 "F0.0 [SA0.0 RA1.1] F1.1 B1.1 [SG1.1 RG0.0] B0.0"
+#define DUAL_R1 "F1.1 [SA1.1 RA0.0] F0.0 B0.0 [SG0.0 RG1.1] B1.1"
+static Schedule *parse_dual(int p, int m, const char *const *lines) {
+    Schedule *s = schedule_create_dual(p, m);
+    for (int r = 0; r < p; r++) parse_rank(s, r, lines[r]);
+    return s;
+}
+
+static void check_dual_placement(void) {
+    Schedule *s = parse_dual(2, 2, (const char *[]){DUAL_R0, DUAL_R1});
+    EXPECT(schedule_stages(s) == 2 && schedule_stage_of(s, 0, 1) == 1 &&
+               schedule_stage_of(s, 1, 1) == 0 && schedule_stage_of(s, 1, 0) == 1,
+           "DualPipe's placement: %d stages; rank 0 chunk 1 stage %d, rank 1 chunk 1 stage %d",
+           schedule_stages(s), schedule_stage_of(s, 0, 1), schedule_stage_of(s, 1, 1));
+    expect_valid(s, "DualPipe p 2, m 2");
+    PipeTimeline t;
+    schedule_simulate(s, &(PipeCosts){1, 2, 1, 1, 0, 0.5}, &t);
+    /* every rank F, F, B, B and never idle: each direction's first stage
+     * starts at once, at its own end */
+    EXPECT(t.makespan == 6 && t.rank[0].peak_activations == 2 && t.rank[1].idle == 0,
+           "DualPipe p 2, m 2: makespan %g (want 6), rank 0 peak %d (want 2), rank 1 idle %g",
+           t.makespan, t.rank[0].peak_activations, t.rank[1].idle);
+    pipe_timeline_free(&t);
+    schedule_free(s);
+    expect_invalid(parse_dual(2, 2, (const char *[]){"F0.1", DUAL_R1}),
+                   "rank 0, op 0 (F0.1): micro-batch 0 enters at rank 0, so it runs on chunk 0 "
+                   "of every rank (DualPipe's placement), not chunk 1");
+    expect_invalid(parse_dual(2, 2, (const char *[]){"F0.0 [SA0.0@0 RA1.1] F1.1 B1.1 "
+                                                     "[SG1.1 RG0.0] B0.0", DUAL_R1}),
+                   "rank 0, op 1 (SA0.0): peer rank 0, but stage 0's next stage 1 is on rank 1");
+    expect_invalid(parse_dual(2, 2, (const char *[]){"F0.0 SA0.0 RA1.1 F1.1 B1.1 [SG1.1 "
+                                                     "RG0.0] B0.0", "F1.1 SA1.1 RA0.0 F0.0 B0.0 "
+                                                     "[SG0.0 RG1.1] B1.1"}),
+                   "deadlock under blocking send and receive: rank 0 waits at op 1 (SA0.0 to "
+                   "rank 1), rank 1 waits at op 1 (SA1.1 to rank 0)");
+}
+#undef DUAL_R0
+#undef DUAL_R1
+
 static void check_rejects(void) {
     for (size_t k = 0; k < sizeof REJECTS / sizeof REJECTS[0]; k++)
         expect_invalid(parse(REJECTS[k].p, REJECTS[k].m, REJECTS[k].v, REJECTS[k].ranks),
@@ -610,5 +654,6 @@ int main(void) {
     check_batch_times();
     check_interleaved();
     check_rejects();
+    check_dual_placement();
     return unit_report("test_schedule");
 }
