@@ -619,13 +619,22 @@ static void search_options(Advice *a, const GPTConfig *cfg, const AdviseOptions 
             }
 }
 
+/* The schedules --advise ranks (two chunks for the interleaved one):
+ * lab 06's core; its extensions run in train_pp alone */
+static const char *const ADVISED_SCHEDULES[] = {"1f1b", "gpipe", "interleaved", "zb-h1"};
+static int advised_schedule(const char *name) {
+    for (int s = 0; s < 4; s++)
+        if (strcmp(name, ADVISED_SCHEDULES[s]) == 0) return 1;
+    return 0;
+}
+
 /* For degrees tp x cp x pp (dp the rest): m micro-batches per step
  * dividing each DP rank's sequences (powers of two from max(pp, 1) to
  * 8 max(pp, 1): fewer is mostly bubble, more only costs messages), each
- * schedule (two chunks for the interleaved one) */
+ * schedule */
 static void search_degrees(Advice *a, const GPTConfig *cfg, const AdviseOptions *o, int tp, int cp,
                            int pp) {
-    static const char *const schedules[] = {"1f1b", "gpipe", "interleaved", "zb-h1"};
+    const char *const *schedules = ADVISED_SCHEDULES;
     const int dp = o->cluster.gpus_per_node * o->cluster.nodes / (tp * cp * pp);
     const int low = o->micro_batches ? o->micro_batches : pp;
     const int high = o->micro_batches ? o->micro_batches : 8 * pp;
@@ -881,6 +890,11 @@ static void parse_advise_option(int c, const char *arg, Args *a) {
     case 14: ao->micro_batches = layout_flag(a, "micro-batches", arg)->micro_batches; a->pinned = 1; break;
     case 15:
         snprintf(ao->schedule, sizeof ao->schedule, "%s", layout_flag(a, "schedule", arg)->schedule);
+        if (!advised_schedule(ao->schedule))
+            USER_ERROR("--advise ranks the schedules %s, %s, %s and %s: not --schedule %s (lab "
+                       "06's extensions run in train_pp alone)", ADVISED_SCHEDULES[0],
+                       ADVISED_SCHEDULES[1], ADVISED_SCHEDULES[2], ADVISED_SCHEDULES[3],
+                       ao->schedule);
         a->pinned = 1;
         break;
     case 16: ao->chunks = layout_flag(a, "chunks", arg)->chunks; a->pinned = 1; break;

@@ -17,12 +17,12 @@ const ParallelFlag PARALLEL_FLAGS[PARALLEL_FLAG_COUNT] = {
                       "layers split over the TP group (--seq must divide by --tp)"},
     {"recompute", 1, PAR_RECOMPUTE, RECOMPUTE_OPTION_HELP},
     {"pp", 1, PAR_PP, "--pp P               pipeline stages (default 1)"},
-    {"schedule", 1, PAR_PP, "--schedule NAME      gpipe | 1f1b | interleaved | zb-h1 | "
-                            "1f1b-unbatched (the extension, train_pp's) (default 1f1b)"},
+    {"schedule", 1, PAR_PP, "--schedule NAME      gpipe | 1f1b | interleaved | zb-h1, or the "
+                            "extensions 1f1b-unbatched | dualpipe (train_pp's) (default 1f1b)"},
     {"micro-batches", 1, PAR_PP, "--micro-batches M    micro-batches per step and pipeline "
                                  "(takes --grad-accum's place; default --grad-accum's)"},
     {"chunks", 1, PAR_PP, "--chunks V           model chunks per rank, interleaved only "
-                          "(default 2 for interleaved, else 1)"},
+                          "(default 2 for interleaved and dualpipe, else 1)"},
     {"cp", 1, PAR_CP, "--cp N               context-parallel degree: ranks sharing each "
                       "sequence (default 1)"},
     {"cp-algo", 1, PAR_CP, "--cp-algo NAME       ring | zigzag | ulysses | striped (the "

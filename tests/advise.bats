@@ -72,6 +72,12 @@ MEMPLAN="$BUILD/bin/memplan"
     [[ "$output" == *"--headroom 80 GiB leaves nothing of --gpu-mem 80 GiB for the plan"* ]]
     run t 30 "$MEMPLAN" --advise --headroom 10x
     assert_user_error
+    # a schedule it does not rank (a typo, or lab 06's extensions): not an empty table
+    for s in pipedream dualpipe; do
+        run t 30 "$MEMPLAN" --advise --schedule "$s"
+        assert_user_error
+        [[ "$output" == *"--advise ranks the schedules 1f1b, gpipe, interleaved and zb-h1: not --schedule $s"* ]]
+    done
 }
 
 @test "advise: a 405B-sized model on 16K GPUs is planned within the time limit" {

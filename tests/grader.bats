@@ -239,12 +239,14 @@ for c, d, v in draws("06_pipeline"):
         assert m >= 2 and (pp < 4 or m >= pp), (c.name, d.label)
     if sched == "interleaved":
         assert chunks >= 2 and m % pp == 0, (c.name, d.label)
+    elif sched == "dualpipe":  # stages r and pp-1-r on each rank, m / 2 from each end
+        assert pp % 2 == 0 and m % 2 == 0 and m >= 2 * pp and layers % pp == 0, (c.name, d.label)
     else:
         assert chunks == 1, (c.name, d.label)
     pp_seen["schedules"].add((sched, c.extension))
     pp_seen["meshes"].add((pp, tp, dp))
     pp_seen["shapes"].add((layers, h, e))
-assert len(pp_seen["schedules"]) == 5 and len(pp_seen["meshes"]) >= 4, pp_seen
+assert len(pp_seen["schedules"]) == 6 and len(pp_seen["meshes"]) >= 4, pp_seen
 assert len(pp_seen["shapes"]) > 6, pp_seen
 # lab 07: every draw splits the sequence (cp >= 2) with room for its mesh
 # (ranks = tp cp dp), a sequence of whole chunks (a multiple of cp, of 2 cp

@@ -203,7 +203,7 @@ figures_05_attention() {
 figures_06_pipeline() {
     # lab 06: the simulator's timelines (no run: they are the same every time)
     sched=$(bench_program 06_pipeline pipeline_schedule)
-    for s in gpipe 1f1b "interleaved -v 2 --forward 0.5 --backward 1" zb-h1; do
+    for s in gpipe 1f1b "interleaved -v 2 --forward 0.5 --backward 1" zb-h1 dualpipe; do
         name=${s%% *}
         # shellcheck disable=SC2086  # the schedule's own options, split on purpose
         "$sched" --schedule $s -p 4 -m 8 --out "$out/runs/06-$name" > /dev/null
