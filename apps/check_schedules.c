@@ -193,8 +193,12 @@ static void check_problems(void) {
     expect_problem("interleaved", 2, 4, 1, "v >= 2");
     expect_problem("interleaved", 4, 2, 2, "at least p micro-batches");
     expect_problem("interleaved", 4, 6, 2, "groups of p");
-    for (int k = 0; PIPE_SCHEDULE_NAMES[k]; k++)
-        expect_problem(PIPE_SCHEDULE_NAMES[k], 4, 8, k == 2 ? 2 : 1, NULL);
+    expect_problem("dualpipe", 4, 8, 1, "two chunks per rank");
+    expect_problem("dualpipe", 3, 8, 2, "even number of ranks");
+    expect_problem("dualpipe", 4, 6, 2, "at least 2p");
+    for (int k = 0; PIPE_SCHEDULE_NAMES[k]; k++)  /* interleaved and dualpipe: two chunks */
+        expect_problem(PIPE_SCHEDULE_NAMES[k], 4, 8,
+                       k == 2 || pipe_schedule_dual(PIPE_SCHEDULE_NAMES[k]) ? 2 : 1, NULL);
     expect_problem("zb-h1", 4, 2, 1, NULL);  /* valid, with a bubble above the formula's */
     /* schedule_by_name builds what it names */
     Schedule *s = schedule_by_name("interleaved", 2, 4, 3);

@@ -30,6 +30,7 @@ typedef struct {
     int stage, prefetch, overlap_rs;
     int shard_ranks;  /* --dp-shard K; 0: every data-parallel rank (no replicas) */
     int offload;      /* --offload: the optimizer on the host (ZeRO-Offload) */
+    int qwz, hpz, qgz; /* ZeRO++: --qwz; --hpz K, --qgz K: K ranks per node (0: off) */
 } ZeroOptions;
 
 static const ExtraOption g_zero_options[] = {
@@ -40,6 +41,12 @@ static const ExtraOption g_zero_options[] = {
                     "replicate across the groups (the second extension; default: all ranks)"},
     {"offload", 0, "--offload            ZeRO-2/3: master weights and moments in host memory, AdamW on "
                    "the CPU (ZeRO-Offload, the third extension)"},
+    {"qwz", 0, "--qwz                ZeRO++ (ZeRO-3, fp32): the parameters' all-gathers in blockwise "
+               "int8 (the fourth extension)"},
+    {"hpz", 1, "--hpz K              ZeRO++: a secondary copy of each gathered unit over each node of K "
+               "consecutive ranks; the backward gathers inside the node"},
+    {"qgz", 1, "--qgz K              ZeRO++: the gradients through int8 all-to-alls, inside each node "
+               "of K consecutive ranks, then across the nodes"},
 };
 enum { N_ZERO_OPTIONS = sizeof g_zero_options / sizeof g_zero_options[0] };
 
@@ -56,9 +63,32 @@ static void on_zero_option(void *ctx, const char *name, const char *arg) {
         z->offload = 1;
     } else if (!strcmp(name, "dp-shard")) {
         z->shard_ranks = (int)cli_int("--dp-shard", arg, 1, 1 << 20);
+    } else if (!strcmp(name, "qwz")) {
+        z->qwz = 1;
+    } else if (!strcmp(name, "hpz")) {
+        z->hpz = (int)cli_int("--hpz", arg, 1, 1 << 20);
+    } else if (!strcmp(name, "qgz")) {
+        z->qgz = (int)cli_int("--qgz", arg, 1, 1 << 20);
     } else {
         z->overlap_rs = 1;
     }
+}
+
+/* ZeRO++'s: ZeRO-3 in fp32 on its own, one node size dividing N */
+static void check_zeropp_options(const ZeroOptions *zo, int N, int precision) {
+    if (!zo->qwz && !zo->hpz && !zo->qgz) return;
+    if (zo->stage != 3 || precision != PRECISION_FP32 || zo->overlap_rs || zo->offload ||
+        zo->shard_ranks)
+        USER_ERROR("--qwz, --hpz and --qgz (ZeRO++) need --zero 3 in fp32, without --overlap-rs, "
+                   "--offload or --dp-shard (they quantize fp32 parameters and gradients, and "
+                   "replace ZeRO-3's own collectives)");
+    if (zo->hpz && zo->qgz && zo->hpz != zo->qgz)
+        USER_ERROR("--hpz %d and --qgz %d: both name the ranks of one node; give the same K",
+                   zo->hpz, zo->qgz);
+    const int K = zo->hpz ? zo->hpz : zo->qgz;
+    if (K && N % K)
+        USER_ERROR("--%s %d does not divide the %d ranks into nodes", zo->hpz ? "hpz" : "qgz", K,
+                   N);
 }
 
 /* The combinations the lab's options do not allow: one error line. Returns
@@ -149,7 +179,7 @@ int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
-    ZeroOptions zo = {1, 1, 0, 0, 0};
+    ZeroOptions zo = {.stage = 1, .prefetch = 1};
     TrainOptions o;
 #ifdef WITH_LAB05
     const unsigned dims = PAR_RECOMPUTE;
@@ -173,6 +203,7 @@ int main(int argc, char **argv) {
         PROGRAM_PLUGINS};
     train_options_parse(argc, argv, &o, &program);
     const int hybrid = check_zero_options(&zo, world->size);
+    check_zeropp_options(&zo, world->size, o.model.precision);
     if (!zo.prefetch && zo.stage != 3 && world->rank == 0)
         printf("train_zero: --no-prefetch has no effect below ZeRO-3\n");
 
@@ -185,7 +216,8 @@ int main(int argc, char **argv) {
     MemLayout layout = {.zero_stage = zo.stage, .ranks = shard->size, .prefetch = zo.prefetch,
                         .offload = zo.offload,
                         .rows = train_micro_batch_rows(&o, dp->size), .seq = o.seq,
-                        .overlap_rs = zo.overlap_rs, .recompute = o.parallel.recompute};
+                        .overlap_rs = zo.overlap_rs, .recompute = o.parallel.recompute,
+                        .qwz = zo.qwz, .hpz = zo.hpz, .qgz = zo.qgz};
     preflight_run(&o, &layout, world);
     Comm *metrics = comm_split(dp, 0, dp->rank, "metrics");
     Comm *norm = hybrid ? comm_split(shard, 0, shard->rank, "norm") : metrics;
@@ -201,6 +233,16 @@ int main(int argc, char **argv) {
     zero_init(z, zo.stage, zo.stage == 3 && zo.prefetch, zo.offload, shard, norm, &model, o.seed);
     z->overlap_rs = zo.overlap_rs;
     z->replicate = replicate;
+    /* ZeRO++: nodes of K consecutive ranks (mesh.h: consecutive ranks
+     * share a node), and the ranks of one index across them */
+    const int node_ranks = zo.hpz ? zo.hpz : zo.qgz;
+    z->qwz = zo.qwz;
+    z->hpz = zo.hpz > 0;
+    z->qgz = zo.qgz > 0;
+    if (node_ranks) {
+        z->node = comm_split(dp, dp->rank / node_ranks, dp->rank % node_ranks, "node");
+        z->across = comm_split(dp, dp->rank % node_ranks, dp->rank / node_ranks, "across");
+    }
     ModelHooks hooks = {.ctx = z, .loss_scale = zero_scaled_scale(&run.scaled)};
     if (zo.stage >= 2 || z->grad_dtype != COMM_FLOAT) {
         hooks.grads_begin = grads_begin;
@@ -222,6 +264,11 @@ int main(int argc, char **argv) {
                : z->offload ? " (optimizer offloaded to the host)" : "", shard->size,
                shard->size == 1 ? "" : "s", z->nunits, phi, z->padded_total, z->padded_total - phi,
                z->shard_total);
+    if ((zo.qwz || node_ranks) && world->rank == 0)
+        printf("train_zero: ZeRO++: %s%s%s%s%s (nodes of %d ranks)\n", zo.qwz ? "qwZ int8 gathers" : "",
+               zo.qwz && zo.hpz ? ", " : "", zo.hpz ? "hpZ secondary copies" : "",
+               (zo.qwz || zo.hpz) && zo.qgz ? ", " : "", zo.qgz ? "qgZ int8 all-to-alls" : "",
+               node_ranks ? node_ranks : dp->size);
     if (hybrid && world->rank == 0)
         printf("train_zero: hybrid sharding: %d shard groups of %d consecutive ranks, each shard "
                "replicated %d times\n", dp->size / shard->size, shard->size, replicate->size);
@@ -232,6 +279,8 @@ int main(int argc, char **argv) {
         memplan_print_check("train_zero", &o.model, &layout, train_steps_run(&o));
     zero_free(z);
     zero_scaled_free(&run.scaled);
+    if (z->node) comm_free(z->node);
+    if (z->across) comm_free(z->across);
 
     mesh_free(mesh);
     comm_finalize();

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# help: lab 03 on a cluster of namespaces (root): bytes leaving each node per step, DDP vs ZeRO-3 vs hybrid sharding, on the links
+# help: lab 03 on a cluster of namespaces (root): bytes leaving each node per step, DDP vs ZeRO-3 vs hybrid sharding vs ZeRO++, on the links
 # bench/hsdp.sh: hybrid sharding (lab 03's second extension) on a cluster
 # made on this machine (scripts/cluster.sh: network namespaces, shaped
 # links; root only). `make bench-hsdp` builds, then runs this.
@@ -15,6 +15,13 @@
 #   DDP      2 (N-1)/N           the all-reduce ring crosses each node once
 #   ZeRO-3   3 (N-1)/N           two all-gathers and a reduce-scatter
 #   hybrid   2 (R-1)/R           K rings of Phi/K, one per shard position
+#   ZeRO++   5/4 (1+4/256) / 4   ZeRO-3 with qwZ, hpZ and qgZ (lab 03's fourth
+#                                extension) over nodes of K: the forward's
+#                                int8 gather, a ring crossing each node once,
+#                                (N-1)/N; the backward's gathers stay inside
+#                                the node; qgZ's int8 all-to-all across the
+#                                R nodes, (R-1)/R; int8 bytes with a 4-byte
+#                                scale per 256 values, per 4 Phi bytes
 # Open MPI picks its own algorithms (its non-blocking all-gather on 4
 # ranks is not a ring), so ZeRO-3's measured bytes can differ from the
 # ring's; hybrid's cross-node traffic is one all-reduce of 2 ranks, the
@@ -74,7 +81,8 @@ measure() {
 
 echo "layout,node,bytes_per_step,in_4phi,ring_formula_in_4phi" > "$OUT/nodes.csv"
 for entry in "DDP|1.5|$DDP --ddp overlapped" "ZeRO-3 over 4|2.25|$ZERO --zero 3" \
-             "hybrid K=2|1.0|$ZERO --zero 3 --dp-shard 2"; do
+             "hybrid K=2|1.0|$ZERO --zero 3 --dp-shard 2" \
+             "ZeRO++ K=2|0.3174|$ZERO --zero 3 --qwz --hpz 2 --qgz 2"; do
     IFS='|' read -r layout formula cmd <<< "$entry"
     slug=${layout// /-}
     # shellcheck disable=SC2086  # cmd is a program and its flags

@@ -56,7 +56,7 @@ static const char *const g_op_names[OP_NUM] = {
 const char *comm_op_name(CommOp op) { return g_op_names[op]; }
 
 size_t comm_dtype_size(CommDtype dtype) {
-    static const size_t sizes[COMM_NUM_DTYPES] = {4, 8, 4, 2, 2, 4, 4};
+    static const size_t sizes[COMM_NUM_DTYPES] = {4, 8, 4, 2, 2, 4, 4, 1};
     return sizes[dtype];
 }
 
@@ -72,6 +72,7 @@ static MPI_Datatype mpi_type(CommDtype dtype) {
     case COMM_FLOAT: case COMM_FLOAT_AS_BF16: case COMM_FLOAT_AS_FP16: return MPI_FLOAT;
     case COMM_DOUBLE: return MPI_DOUBLE;
     case COMM_INT32: return MPI_INT32_T;
+    case COMM_BYTE: return MPI_BYTE;
     default: return MPI_UINT16_T; /* bf16, fp16: MPI has no such types, */
     }
 }

@@ -73,13 +73,16 @@ void mpi_die_at(const char *file, int line, const char *call, int rc);
  * comm.csv counts the 2-byte wire. The wire buffers are MEM_COMM, held
  * from the call to its completion (one buffer for the in-place layouts).
  * A group of one has no wire: there the floats stay floats, 4 bytes each.
+ *
+ * COMM_BYTE moves bytes as they are (ZeRO++'s packed int8, kernels.h's
+ * quantize_int8): all-gathers, all-to-alls, sends; no reduction.
  * Where the sizes vary from call to call (lab 08's all-to-all-v's, whose
  * rows depend on the routing), comm_wire_reserve gives the group one wire
  * buffer of their bound instead, so that memory.csv's peak is the bound.
  * comm_act_dtype picks the activations' dtype for a run's precision. */
 typedef enum {
     COMM_FLOAT, COMM_DOUBLE, COMM_INT32, COMM_BF16, COMM_FP16,
-    COMM_FLOAT_AS_BF16, COMM_FLOAT_AS_FP16, COMM_NUM_DTYPES
+    COMM_FLOAT_AS_BF16, COMM_FLOAT_AS_FP16, COMM_BYTE, COMM_NUM_DTYPES
 } CommDtype;
 typedef enum { COMM_SUM, COMM_MAX, COMM_MIN, COMM_NUM_REDOPS } CommRedop;
 

@@ -37,7 +37,7 @@ static ncclDataType_t nccl_dtype(CommDtype dtype) {
      * type; here they are floats of a group of one */
     static const ncclDataType_t map[COMM_NUM_DTYPES] = {ncclFloat32, ncclFloat64, ncclInt32,
                                                         ncclBfloat16, ncclFloat16, ncclFloat32,
-                                                        ncclFloat32};
+                                                        ncclFloat32, ncclUint8};
     CHECK(dtype >= 0 && dtype < COMM_NUM_DTYPES, "bad dtype %d", (int)dtype);
     return map[dtype];
 }

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "device.h"
 #include "kernels_backend.h"
+#include "math_shared.h"
 #include "precision.h"
 #include "profile.h"
 #include "trace.h"
@@ -333,6 +334,16 @@ void narrow_to_half(uint16_t *dst, const float *src, size_t n, int precision) {
 }
 void widen_from_half(float *dst, const uint16_t *src, size_t n, int precision) {
     KERNEL(widen_from_half, 0.0, F(1.5 * n), dst, src, n, precision);
+}
+
+/* a scale and a rounding per value; each value read and written once */
+void quantize_int8(void *packed, const float *x, size_t n) {
+    KERNEL(quantize_int8, 3.0 * n, F(n) + (double)quant_packed_bytes(n), packed, x, n);
+}
+void dequantize_int8(float *x, const void *packed, size_t n, int accumulate) {
+    KERNEL(dequantize_int8, (accumulate ? 2.0 : 1.0) * n,
+           (double)quant_packed_bytes(n) + F((accumulate ? 2.0 : 1.0) * n), x, packed, n,
+           accumulate);
 }
 
 void scale_inplace_as(void *x, float s, size_t n, int precision) {

@@ -255,6 +255,12 @@ void adamw_update_as(float *params, void *grads, float grad_scale, float *m, flo
                      int precision, float lr, float beta1, float beta2, float eps,
                      float weight_decay, int t);
 
+/* ZeRO++'s blockwise int8 (math_shared.h): n floats of x into `packed`
+ * (quant_packed_bytes(n) bytes: the blocks' scales, then the int8), and
+ * back: x = the values, or with accumulate x += them (qgZ's local sums). */
+void quantize_int8(void *packed, const float *x, size_t n);
+void dequantize_int8(float *x, const void *packed, size_t n, int accumulate);
+
 /* C = alpha op(A) op(B) + beta C, row-major, op = transpose when trans != 0.
  * A thin wrapper over cblas_sgemm so lab code needs no BLAS header. */
 void sgemm_rowmajor(int trans_a, int trans_b, int M, int N, int K, float alpha,

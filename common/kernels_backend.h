@@ -93,6 +93,8 @@ extern "C" {
     void round_inplace##SUFFIX(float *x, size_t n, int precision);                           \
     void narrow_to_half##SUFFIX(uint16_t *dst, const float *src, size_t n, int precision);   \
     void widen_from_half##SUFFIX(float *dst, const uint16_t *src, size_t n, int precision);  \
+    void quantize_int8##SUFFIX(void *packed, const float *x, size_t n);                      \
+    void dequantize_int8##SUFFIX(float *x, const void *packed, size_t n, int accumulate);    \
     void scale_half_inplace##SUFFIX(uint16_t *x, float s, size_t n, int precision);          \
     void add_half_inplace##SUFFIX(uint16_t *x, const uint16_t *y, size_t n, int precision);  \
     double sum_squares_half##SUFFIX(const uint16_t *x, size_t n, int precision);             \

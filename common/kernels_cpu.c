@@ -537,6 +537,27 @@ void narrow_to_half_cpu(uint16_t *dst, const float *src, size_t n, int precision
     }
 }
 
+void quantize_int8_cpu(void *packed, const float *x, size_t n) {
+    float *scales = packed;
+    signed char *q = (signed char *)packed + 4 * quant_blocks(n);
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < quant_blocks(n); b++) {
+        const size_t lo = b * QUANT_BLOCK, hi = lo + QUANT_BLOCK < n ? lo + QUANT_BLOCK : n;
+        const float scale = scales[b] = quant_scale(x + lo, hi - lo);
+        for (size_t i = lo; i < hi; i++) q[i] = quant_value(x[i], scale);
+    }
+}
+
+void dequantize_int8_cpu(float *x, const void *packed, size_t n, int accumulate) {
+    const float *scales = packed;
+    const signed char *q = (const signed char *)packed + 4 * quant_blocks(n);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const float v = q[i] * scales[i / QUANT_BLOCK];
+        x[i] = accumulate ? x[i] + v : v;
+    }
+}
+
 void widen_from_half_cpu(float *dst, const uint16_t *src, size_t n, int precision) {
     if (precision == PRECISION_BF16) {
 #pragma omp parallel for simd schedule(static)

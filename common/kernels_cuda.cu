@@ -978,6 +978,36 @@ void scale_inplace_cuda(float *x, float s, size_t n) {
     LAUNCH_CHECK();
 }
 
+/* one thread per block of QUANT_BLOCK values: its scale, then its int8 */
+static __global__ void quantize_kernel(float *scales, signed char *q, const float *x, size_t n) {
+    GRID_STRIDE_LOOP(b, quant_blocks(n)) {
+        const size_t lo = b * QUANT_BLOCK, hi = lo + QUANT_BLOCK < n ? lo + QUANT_BLOCK : n;
+        const float scale = scales[b] = quant_scale(x + lo, hi - lo);
+        for (size_t i = lo; i < hi; i++) q[i] = quant_value(x[i], scale);
+    }
+}
+static __global__ void dequantize_kernel(float *x, const float *scales, const signed char *q,
+                                         size_t n, int accumulate) {
+    GRID_STRIDE_LOOP(i, n) {
+        const float v = q[i] * scales[i / QUANT_BLOCK];
+        x[i] = accumulate ? x[i] + v : v;
+    }
+}
+
+void quantize_int8_cuda(void *packed, const float *x, size_t n) {
+    if (n == 0) return;
+    quantize_kernel<<<elem_blocks(quant_blocks(n)), ELEM_THREADS>>>(
+        (float *)packed, (signed char *)packed + 4 * quant_blocks(n), x, n);
+    LAUNCH_CHECK();
+}
+
+void dequantize_int8_cuda(float *x, const void *packed, size_t n, int accumulate) {
+    if (n == 0) return;
+    dequantize_kernel<<<elem_blocks(n), ELEM_THREADS>>>(
+        x, (const float *)packed, (const signed char *)packed + 4 * quant_blocks(n), n, accumulate);
+    LAUNCH_CHECK();
+}
+
 static __global__ void round_kernel(float *x, size_t n, int precision) {
     GRID_STRIDE_LOOP(i, n) x[i] = round_to_precision(x[i], precision);
 }

@@ -271,4 +271,29 @@ static inline HD void softmax_row_backward(float *d, const float *p, int n) {
     for (int i = 0; i < n; i++) d[i] = p[i] * (d[i] - dot);
 }
 
+/* Blockwise int8 (ZeRO++, Wang et al. 2023): a block of up to
+ * QUANT_BLOCK floats travels as one fp32 scale, absmax / 127, and one int8
+ * per value, round(x / scale), in [-127, 127]; back, q scale. The error
+ * of a value is at most scale / 2 = absmax / 254 of its block's largest
+ * magnitude; an all-zero block has scale 0 and comes back zero. Packed, n
+ * values are the ceil(n / QUANT_BLOCK) scales, then the n int8
+ * (quant_packed_bytes). */
+#define QUANT_BLOCK 256
+static inline HD size_t quant_blocks(size_t n) { return (n + QUANT_BLOCK - 1) / QUANT_BLOCK; }
+static inline HD size_t quant_packed_bytes(size_t n) { return quant_blocks(n) * 4 + n; }
+static inline HD float quant_scale(const float *x, size_t n) {
+    float most = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        const float a = x[i] < 0 ? -x[i] : x[i];
+        most = a > most ? a : most;
+    }
+    return most / 127.0f;
+}
+static inline HD signed char quant_value(float x, float scale) {
+    if (scale == 0.0f) return 0;
+    float q = x / scale;
+    q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+    return (signed char)(q < 0 ? q - 0.5f : q + 0.5f);  /* to nearest, half away from 0 */
+}
+
 #endif

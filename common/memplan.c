@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "layout.h"
+#include "math_shared.h"
 #include "model.h"
 #include "pipe_exec.h"
 #include "precision.h"
@@ -67,6 +68,90 @@ static size_t tp_wire_bytes(const GPTLayout *m, int B, int T) {
 
 static size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
 
+/* ZeRO++ (zero.h's fourth extension) replayed over one forward and one
+ * backward pass in the order the model calls its hooks (model.h), to the
+ * most bytes held at once beside the states: the parameters' (gathered
+ * units, 4 N S_u each; hpZ's secondary copies, 4 N S_u / K, kept from a
+ * unit's forward to its backward, all dropped when a forward starts) and
+ * the communication's (qwZ's packed gather, N Q_u with Q_u =
+ * quant_packed_bytes(S_u), in flight until its wait; qgZ's two
+ * all-to-alls' buffers inside grads_ready). */
+typedef struct {
+    const size_t *padded;  /* N S_u */
+    int U, N, K, prefetch, qwz, hpz, qgz;
+    char gathered[1024], packed[1024], secondary[1024];
+    size_t params, comm, params_peak, comm_peak;
+} ZeroppReplay;
+
+static void replay_hold(ZeroppReplay *r, size_t *held, long delta) {
+    *held += delta;
+    r->params_peak = max_of(r->params_peak, r->params);
+    r->comm_peak = max_of(r->comm_peak, r->comm);
+}
+static size_t replay_packed(const ZeroppReplay *r, int u) {
+    return (size_t)r->N * quant_packed_bytes(r->padded[u] / r->N);
+}
+static void replay_start(ZeroppReplay *r, int u, int backward) {
+    r->gathered[u] = 1;
+    replay_hold(r, &r->params, (long)(4 * r->padded[u]));
+    if ((backward && r->hpz && r->secondary[u]) || !r->qwz) return;
+    r->packed[u] = 1;
+    replay_hold(r, &r->comm, (long)replay_packed(r, u));
+}
+static void replay_secondary(ZeroppReplay *r, int u, int keep) {
+    const long bytes = (long)(4 * r->padded[u] / r->K);
+    if (r->secondary[u]) replay_hold(r, &r->params, -bytes);
+    r->secondary[u] = (char)keep;
+    if (keep) replay_hold(r, &r->params, bytes);
+}
+static void replay_needed(ZeroppReplay *r, int u, int backward, int next) {
+    if (!r->gathered[u]) replay_start(r, u, backward);
+    if (r->packed[u]) replay_hold(r, &r->comm, -(long)replay_packed(r, u));
+    r->packed[u] = 0;
+    if (!backward && r->hpz && u == GPT_UNIT_EMBED)
+        for (int v = 0; v < r->U; v++) replay_secondary(r, v, 0);
+    if (r->hpz) replay_secondary(r, u, !backward);
+    if (r->prefetch && next >= 0 && !r->gathered[next]) replay_start(r, next, backward);
+}
+static void replay_done(ZeroppReplay *r, int u) {
+    r->gathered[u] = 0;
+    replay_hold(r, &r->params, -(long)(4 * r->padded[u]));
+}
+/* qgZ's buffers in zero_qgz_reduce's order: send and receive of N Q, the
+ * receive and the fp32 partial sums of M S, the partial sums and the
+ * second send of M Q, that send and its receive */
+static void replay_grads_ready(ZeroppReplay *r, int u) {
+    if (!r->qgz) return;
+    const size_t S = r->padded[u] / r->N, Q = quant_packed_bytes(S), M = (size_t)r->N / r->K;
+    const size_t phases[] = {2 * r->N * Q, r->N * Q + 4 * M * S, 4 * M * S + M * Q, 2 * M * Q};
+    for (int k = 0; k < 4; k++) r->comm_peak = max_of(r->comm_peak, r->comm + phases[k]);
+}
+
+static void zeropp_peaks(const size_t *padded, int U, const MemLayout *l, size_t *params,
+                         size_t *comm) {
+    CHECK(U <= 1024, "ZeRO++'s replay holds at most 1024 units (%d)", U);
+    ZeroppReplay r = {.padded = padded, .U = U, .N = l->ranks, .prefetch = l->prefetch,
+                      .qwz = l->qwz, .hpz = l->hpz > 0, .qgz = l->qgz > 0};
+    r.K = l->hpz ? l->hpz : l->qgz ? l->qgz : l->ranks;
+    const int last = U - 1;  /* the final layernorm; the blocks 1 .. U - 2 */
+    replay_needed(&r, GPT_UNIT_EMBED, 0, 1);
+    for (int u = 1; u <= last; u++) {
+        replay_needed(&r, u, 0, u < last ? u + 1 : -1);
+        replay_done(&r, u);
+    }
+    replay_done(&r, GPT_UNIT_EMBED);  /* after the tied head */
+    replay_needed(&r, GPT_UNIT_EMBED, 1, last);
+    replay_done(&r, GPT_UNIT_EMBED);
+    for (int u = last; u >= 1; u--) {
+        replay_needed(&r, u, 1, u > 1 ? u - 1 : -1);
+        replay_done(&r, u);
+        replay_grads_ready(&r, u);
+    }
+    replay_grads_ready(&r, GPT_UNIT_EMBED);
+    *params = r.params_peak;
+    *comm = r.comm_peak;
+}
+
 void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     CHECK(l->zero_stage >= 0 && l->zero_stage <= 3 && l->ranks >= 1, "bad layout: stage %d, %d ranks",
           l->zero_stage, l->ranks);
@@ -94,6 +179,7 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     /* bytes of a parameter the passes read and of a gradient (fp32, or
      * mixed precision's 2), and whether an fp32 master joins the moments */
     const int mixed = cfg->precision != PRECISION_FP32, stage = l->zero_stage;
+    const int zeropp = stage == 3 && (l->qwz || l->hpz || l->qgz);
     const size_t P = precision_bytes((Precision)cfg->precision);
     const size_t G = precision_bytes((Precision)gpt_grad_precision(cfg));
     const size_t owned = stage == 0 ? phi : shard, full = plan->padded_params;
@@ -122,9 +208,16 @@ void memplan_predict(const GPTConfig *cfg, const MemLayout *l, MemPlan *plan) {
     }
     /* overlapped: the unit in flight beside the one computed (memplan.h) */
     if (stage >= 2) pk[MEM_GRADS] += zero_grads_working_set(padded, U, F, G, l->overlap_rs);
-    if (stage == 3)
+    if (stage == 3 && !zeropp)
         pk[MEM_PARAMS] += P * (padded[GPT_UNIT_EMBED] + (l->prefetch ? two_units : one_unit));
-    if (stage >= 1) pk[MEM_COMM] = G * max_shard;  /* the in-place reduce-scatter's scratch */
+    /* the in-place reduce-scatter's scratch (none where qgZ replaces it) */
+    if (stage >= 1 && !l->qgz) pk[MEM_COMM] = G * max_shard;
+    if (zeropp) {
+        size_t params, comm;
+        zeropp_peaks(padded, U, l, &params, &comm);
+        pk[MEM_PARAMS] += params;
+        pk[MEM_COMM] += comm;
+    }
 
     /* context parallelism's transfers, inside each forward and backward */
     size_t cp_forward = 0, cp_backward = 0, cp_work = 0;

@@ -90,6 +90,11 @@ typedef struct {
     int prefetch;    /* ZeRO-3: the next unit is gathered while one computes */
     int rows, seq;   /* one micro-batch on one rank: rows sequences of seq tokens */
     int overlap_rs;  /* ZeRO-2/3: the reduce-scatter behind the backward pass (above) */
+    int qwz, hpz, qgz; /* ZeRO++ on ZeRO-3 in fp32 (zero.h's fourth extension):
+                        qwz the gathers in int8, hpz K / qgz K (0: off) the
+                        secondary copies and the quantized all-to-alls over
+                        nodes of K ranks; their buffers as memplan.c replays
+                        a forward and a backward pass */
     int offload;     /* ZeRO-2/3 with the optimizer in host memory (ZeRO-Offload):
                         the device holds no optimizer bytes; the host holds
                         the fp32 master and moments of the rank's shard

@@ -166,16 +166,19 @@ across() {
     [ "$(ip netns list | grep -c '^dtbench-')" -eq 0 ]
 }
 
-@test "bench-hsdp: on 2 nodes of 2, hybrid sharding's nodes each send one shard's all-reduce per step (1.0 x 4 Phi bytes, on the links' counters), less than DDP (1.5 on average) and ZeRO-3, with a chart" {
+@test "bench-hsdp: on 2 nodes of 2, hybrid sharding's nodes each send one shard's all-reduce per step (1.0 x 4 Phi bytes, on the links' counters), less than DDP (1.5 on average) and ZeRO-3; ZeRO++ under half of hybrid's; with a chart" {
     require_solution 02 03
     local out="$BATS_TEST_TMPDIR/hsdp"
     run t 300 env BENCH_CONFIG=tiny BENCH_OUT="$out" bash "$ROOT/bench/hsdp.sh"
     echo "$output"
     [ "$status" -eq 0 ]
-    # units of 4 Phi bytes per node and step; headers and MPI's own messages
-    # add about 1 % (3 % allowed)
-    awk -F, 'NR > 1 { s[$1] += $4; n[$1]++; if ($1 == "hybrid K=2" && ($4 < 1 || $4 > 1.03)) bad = 1 }
-             END { if (bad || n["hybrid K=2"] != 2) exit 1
+    # units of 4 Phi bytes per node and step; headers, TCP's acknowledgements
+    # and MPI's own messages add 1 to 3 % (5 % allowed). ZeRO++ (qwZ, hpZ,
+    # qgZ): its ring formula is 0.32; Open MPI's all-gather on 4 ranks is no
+    # ring (ZeRO-3's 2.25 measures about 2.8), about 0.39 here
+    awk -F, 'NR > 1 { s[$1] += $4; n[$1]++; if ($1 == "hybrid K=2" && ($4 < 1 || $4 > 1.05)) bad = 1
+                      if ($1 == "ZeRO++ K=2" && ($4 < 0.25 || $4 > 0.5)) bad = 1 }
+             END { if (bad || n["hybrid K=2"] != 2 || n["ZeRO++ K=2"] != 2) exit 1
                    d = s["DDP"] / 2; z = s["ZeRO-3 over 4"] / 2
                    exit !(d > 1.5 && d < 1.545 && z > d) }' "$out/nodes.csv"
     [ "$(head -c 4 "$out/nodes.png" | tail -c 3)" = PNG ]

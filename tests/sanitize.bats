@@ -214,9 +214,10 @@ san_flags() {
 
 @test "sanitize: lab 06, every pipeline schedule generated, validated, simulated and drawn; the schedule library's and lab 06's unit tests" {
     require_solution 06
-    for args in "gpipe" "1f1b" "interleaved -v 2" "zb-h1"; do
+    for args in "gpipe -p 3 -m 6" "1f1b -p 3 -m 6" "interleaved -v 2 -p 3 -m 6" "zb-h1 -p 3 -m 6" \
+        "dualpipe -p 4 -m 8"; do
         # shellcheck disable=SC2086  # args is a list
-        run t 60 "$SAN/solutions/06_pipeline/pipeline_schedule" --schedule $args -p 3 -m 6 --comm \
+        run t 60 "$SAN/solutions/06_pipeline/pipeline_schedule" --schedule $args --comm \
             --send 0.25 --out "$BATS_TEST_TMPDIR/${args%% *}"
         no_reports
     done

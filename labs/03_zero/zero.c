@@ -9,6 +9,7 @@
 #include "check.h"
 #include "device.h"
 #include "kernels.h"
+#include "math_shared.h"
 #include "memplan.h"
 
 /* The formats (precision.h) of the parameters and of the gradients */
@@ -47,8 +48,10 @@ void zero_init(Zero *z, int stage, int prefetch, int offload, Comm *dp, Comm *me
     z->reduced = calloc((size_t)z->nunits, sizeof *z->reduced);
     z->shard_runs = calloc((size_t)z->nunits, sizeof *z->shard_runs);
     z->whole_runs = calloc((size_t)z->nunits, sizeof *z->whole_runs);
+    z->packed = calloc((size_t)z->nunits, sizeof *z->packed);
+    z->secondary = calloc((size_t)z->nunits, sizeof *z->secondary);
     CHECK(z->units && z->grad_work && z->gathered && z->gathering && z->reducing && z->reduced &&
-              z->shard_runs && z->whole_runs,
+              z->shard_runs && z->whole_runs && z->packed && z->secondary,
           "out of memory");
     const int N = dp->size, r = dp->rank;
     for (int u = 0; u < z->nunits; u++) {
@@ -118,9 +121,12 @@ void zero_init(Zero *z, int stage, int prefetch, int offload, Comm *dp, Comm *me
 void zero_free(Zero *z) {
     for (int u = 0; u < z->nunits; u++) {
         CHECK(!z->grad_work[u] && !z->gathered[u] && !z->gathering[u].active && !z->reduced[u] &&
-                  !z->reducing[u].active,
+                  !z->reducing[u].active && !z->packed[u],
               "unit %d still holds a working buffer at the end", u);
+        mem_free(z->secondary[u]);  /* hpZ: the last evaluation's forward kept it */
     }
+    free(z->packed);
+    free(z->secondary);
     mem_free(z->params_full);
     mem_free(z->grads_full);
     mem_free(z->params_shard);
@@ -159,6 +165,12 @@ void zero_grads_begin(Zero *z, int u) {
 void zero_grads_ready(Zero *z, int u) {
     if (z->overlap_rs) {  /* the extension: start it, complete it later */
         zero_rs_start(z, u);
+        return;
+    }
+    if (z->qgz) {  /* the fourth: through two quantized all-to-alls */
+        float *unit = zero_take_unit_grads(z, u);
+        zero_qgz_reduce(z, u, unit);
+        mem_free(unit);
         return;
     }
     /* TODO: your code here (see the lab README). */
@@ -255,10 +267,36 @@ int zero3_next_unit(const Zero *z, int u, int backward) {
     return u > 1 ? u - 1 : -1;
 }
 
-/* Start gathering unit u into a fresh padded buffer. */
-static void start_gather(Zero *z, int u) {
+/* Start gathering unit u into a fresh padded buffer: ZeRO++'s gathers
+ * where the fourth extension is on (a backward's from hpZ's secondary
+ * copy, else quantized) */
+static void start_gather(Zero *z, int u, int backward) {
+    if (backward && z->hpz && z->secondary[u]) {
+        zero_hpz_gather_start(z, u);
+        return;
+    }
+    if (z->qwz) {
+        zero_qwz_gather_start(z, u);
+        return;
+    }
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
+}
+
+/* Given (zero.h) */
+void zero3_wait_gather(Zero *z, int u, int backward) {
+    comm_wait(&z->gathering[u]);
+    if (z->packed[u]) zero_qwz_gather_finish(z, u);
+    if (backward && z->secondary[u]) {
+        mem_free(z->secondary[u]);
+        z->secondary[u] = NULL;
+    }
+    if (!backward && z->hpz && u == GPT_UNIT_EMBED)  /* a forward starts: an evaluation's */
+        for (int v = 0; v < z->nunits; v++) {       /* copies (it had no backward) go */
+            mem_free(z->secondary[v]);
+            z->secondary[v] = NULL;
+        }
+    if (!backward && z->hpz) zero_hpz_keep(z, u);
 }
 
 void zero3_params_needed(Zero *z, int u, int backward) {
@@ -267,6 +305,33 @@ void zero3_params_needed(Zero *z, int u, int backward) {
 }
 
 void zero3_params_done(Zero *z, int u) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+/* ---- the fourth extension: ZeRO++ ----------------------------------------- */
+
+void zero_qwz_gather_start(Zero *z, int u) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void zero_qwz_gather_finish(Zero *z, int u) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void zero_hpz_keep(Zero *z, int u) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void zero_hpz_gather_start(Zero *z, int u) {
+    /* TODO: your code here (see the lab README). */
+    NOT_IMPLEMENTED();
+}
+
+void zero_qgz_reduce(Zero *z, int u, float *grads) {
     /* TODO: your code here (see the lab README). */
     NOT_IMPLEMENTED();
 }

@@ -84,6 +84,16 @@ typedef struct {
      * running (set by the trainer's begin_backward). */
     int offload, last_micro;
     void *host_grads;
+    /* ZeRO++ (the fourth extension, ZeRO-3 in fp32; set by the trainer
+     * after zero_init, see below): qwz, hpz, qgz switch its three parts
+     * on; node is this rank's K consecutive ranks of dp (one node), across
+     * the ranks of its index in every node. Per unit: packed, a quantized
+     * gather's bytes in flight; secondary, hpZ's copy of this rank's 1/K of
+     * the unit, kept from its forward to its backward. */
+    int qwz, hpz, qgz;
+    Comm *node, *across;
+    void **packed;
+    float **secondary;
     const GPTLayout *layout; /* the model on this rank (layout.h): its units */
     int nunits;
     ZeroUnit *units;
@@ -224,6 +234,59 @@ void zero_offload_grads(Zero *z, int u);
 void zero_offload_wait(Zero *z);
 void zero_offload_params(Zero *z);
 
+/* ---- the fourth extension: ZeRO++ (Wang et al. 2023; ZeRO-3, fp32) ----
+ * ZeRO-3 moves 3 Phi per step, all of it across the nodes when dp spans
+ * them: the forward's all-gather, the backward's, the gradients'
+ * reduce-scatter. ZeRO++ cuts what crosses:
+ *   qwZ (--qwz)    the all-gathers over dp move blockwise int8 (kernels.h's
+ *                  quantize_int8: a scale per QUANT_BLOCK values) instead of
+ *                  fp32, about a quarter of the bytes; every rank then runs
+ *                  on the dequantized weights, its own slice's too, so the
+ *                  ranks compute with the same model;
+ *   hpZ (--hpz K)  the forward keeps this rank's 1/K of each gathered unit
+ *                  (secondary[u], N S_u / K floats, MEM_PARAMS) and the
+ *                  backward all-gathers those over node, K ranks of one
+ *                  node: nothing crosses the nodes there, for Phi / K more
+ *                  floats held from the forward to the backward;
+ *   qgZ (--qgz K)  a unit's gradient reaches its owners through two int8
+ *                  all-to-alls, not a reduce-scatter: over node, each rank
+ *                  receives its node's K quantized contributions to the M =
+ *                  N / K shards it stands for (those of its index in every
+ *                  node), dequantizes and sums them in fp32; over across,
+ *                  those M partial sums, quantized again, go to their
+ *                  owners, which dequantize and add them to the shard. Each
+ *                  value is quantized twice whatever N is; a ring reduce-
+ *                  scatter on int8 would round again at each of its N - 1
+ *                  hops.
+ * Quantization makes the run no longer bit for bit ZeRO-3's: the losses
+ * follow it within the tolerance README.md states, measured.
+ *
+ *   zero_qwz_gather_start(u)  quantize the owned shard into its slice of
+ *                             packed[u] (N slices of quant_packed_bytes(S_u)
+ *                             bytes, MEM_COMM) and start the all-gather of
+ *                             those bytes (COMM_BYTE) over dp into it;
+ *                             gathered[u] (N S_u floats, MEM_PARAMS) is
+ *                             allocated too;
+ *   zero_qwz_gather_finish(u) after the gather's wait: every slice
+ *                             dequantized into gathered[u]; packed[u] freed;
+ *   zero_hpz_keep(u)          after a forward's gather: copy this rank's
+ *                             (node->rank's) 1/K of gathered[u] into a new
+ *                             secondary[u] (freeing an older one: an
+ *                             evaluation's forward has no backward);
+ *   zero_hpz_gather_start(u)  a backward's gather: gathered[u] allocated and
+ *                             the all-gather of secondary[u] over node
+ *                             started; secondary[u] is freed after the wait;
+ *   zero_qgz_reduce(u, grads) unit u's gradient (N S_u floats) added into
+ *                             this rank's shard through the two all-to-alls
+ *                             (COMM_BYTE), their buffers MEM_COMM.
+ * zero3_params_needed's gathers (zero.c's start_gather) and
+ * zero3_wait_gather, and zero_grads_ready, call them. */
+void zero_qwz_gather_start(Zero *z, int u);
+void zero_qwz_gather_finish(Zero *z, int u);
+void zero_hpz_keep(Zero *z, int u);
+void zero_hpz_gather_start(Zero *z, int u);
+void zero_qgz_reduce(Zero *z, int u, float *grads);
+
 /* Given: the gradient shard of unit u the step reads: the owned shard on
  * the device, or with offload its host copy */
 void *zero_step_grads(const Zero *z, int u);
@@ -256,11 +319,18 @@ void zero_copy_down(Zero *z);
 
 /* ---- ZeRO-3 parameters ----
  * needed: make unit u's parameters whole (wait for its prefetch, or gather
- * now) in a buffer of N S_u elements of dtype, MEM_PARAMS; point the views
- * at them (zero_view_params), and with prefetch start gathering the unit
- * the pass reads next. done: free them. */
+ * now) in a buffer of N S_u elements of dtype, MEM_PARAMS, waiting with
+ * zero3_wait_gather (below); point the views at them (zero_view_params),
+ * and with prefetch start gathering the unit the pass reads next. done:
+ * free them. */
 void zero3_params_needed(Zero *z, int u, int backward);
 void zero3_params_done(Zero *z, int u);
+
+/* Given: wait for unit u's gather (started by the pass reading it now,
+ * backward or not) and complete it: with ZeRO++ on (the fourth extension)
+ * dequantize a quantized gather, free the secondary copy a backward
+ * gathered from, keep one from a forward's; else the wait alone. */
+void zero3_wait_gather(Zero *z, int u, int backward);
 
 /* Given: point unit u's parameter views at `unit` (its N S_u elements of
  * dtype): the buffer itself in fp32, a widened copy in mixed precision

@@ -9,6 +9,7 @@
 #include "check.h"
 #include "device.h"
 #include "kernels.h"
+#include "math_shared.h"
 #include "memplan.h"
 
 /* The formats (precision.h) of the parameters and of the gradients */
@@ -47,8 +48,10 @@ void zero_init(Zero *z, int stage, int prefetch, int offload, Comm *dp, Comm *me
     z->reduced = calloc((size_t)z->nunits, sizeof *z->reduced);
     z->shard_runs = calloc((size_t)z->nunits, sizeof *z->shard_runs);
     z->whole_runs = calloc((size_t)z->nunits, sizeof *z->whole_runs);
+    z->packed = calloc((size_t)z->nunits, sizeof *z->packed);
+    z->secondary = calloc((size_t)z->nunits, sizeof *z->secondary);
     CHECK(z->units && z->grad_work && z->gathered && z->gathering && z->reducing && z->reduced &&
-              z->shard_runs && z->whole_runs,
+              z->shard_runs && z->whole_runs && z->packed && z->secondary,
           "out of memory");
     const int N = dp->size, r = dp->rank;
     for (int u = 0; u < z->nunits; u++) {
@@ -118,9 +121,12 @@ void zero_init(Zero *z, int stage, int prefetch, int offload, Comm *dp, Comm *me
 void zero_free(Zero *z) {
     for (int u = 0; u < z->nunits; u++) {
         CHECK(!z->grad_work[u] && !z->gathered[u] && !z->gathering[u].active && !z->reduced[u] &&
-                  !z->reducing[u].active,
+                  !z->reducing[u].active && !z->packed[u],
               "unit %d still holds a working buffer at the end", u);
+        mem_free(z->secondary[u]);  /* hpZ: the last evaluation's forward kept it */
     }
+    free(z->packed);
+    free(z->secondary);
     mem_free(z->params_full);
     mem_free(z->grads_full);
     mem_free(z->params_shard);
@@ -169,6 +175,12 @@ void zero_grads_begin(Zero *z, int u) {
 void zero_grads_ready(Zero *z, int u) {
     if (z->overlap_rs) {  /* the extension: start it, complete it later */
         zero_rs_start(z, u);
+        return;
+    }
+    if (z->qgz) {  /* the fourth: through two quantized all-to-alls */
+        float *unit = zero_take_unit_grads(z, u);
+        zero_qgz_reduce(z, u, unit);
+        mem_free(unit);
         return;
     }
     /* BEGIN SOLUTION */
@@ -378,8 +390,18 @@ int zero3_next_unit(const Zero *z, int u, int backward) {
     return u > 1 ? u - 1 : -1;
 }
 
-/* Start gathering unit u into a fresh padded buffer. */
-static void start_gather(Zero *z, int u) {
+/* Start gathering unit u into a fresh padded buffer: ZeRO++'s gathers
+ * where the fourth extension is on (a backward's from hpZ's secondary
+ * copy, else quantized) */
+static void start_gather(Zero *z, int u, int backward) {
+    if (backward && z->hpz && z->secondary[u]) {
+        zero_hpz_gather_start(z, u);
+        return;
+    }
+    if (z->qwz) {
+        zero_qwz_gather_start(z, u);
+        return;
+    }
     /* BEGIN SOLUTION */
     const ZeroUnit *x = &z->units[u];
     const size_t n = (size_t)z->dp->size * x->shard;
@@ -388,13 +410,29 @@ static void start_gather(Zero *z, int u) {
     /* END SOLUTION */
 }
 
+/* Given (zero.h) */
+void zero3_wait_gather(Zero *z, int u, int backward) {
+    comm_wait(&z->gathering[u]);
+    if (z->packed[u]) zero_qwz_gather_finish(z, u);
+    if (backward && z->secondary[u]) {
+        mem_free(z->secondary[u]);
+        z->secondary[u] = NULL;
+    }
+    if (!backward && z->hpz && u == GPT_UNIT_EMBED)  /* a forward starts: an evaluation's */
+        for (int v = 0; v < z->nunits; v++) {       /* copies (it had no backward) go */
+            mem_free(z->secondary[v]);
+            z->secondary[v] = NULL;
+        }
+    if (!backward && z->hpz) zero_hpz_keep(z, u);
+}
+
 void zero3_params_needed(Zero *z, int u, int backward) {
     /* BEGIN SOLUTION */
-    if (!z->gathered[u]) start_gather(z, u);  /* not prefetched: gather now */
-    comm_wait(&z->gathering[u]);
+    if (!z->gathered[u]) start_gather(z, u, backward);  /* not prefetched: gather now */
+    zero3_wait_gather(z, u, backward);
     zero_view_params(z, u, z->gathered[u]);
     int next = z->prefetch ? zero3_next_unit(z, u, backward) : -1;
-    if (next >= 0 && !z->gathered[next]) start_gather(z, next);
+    if (next >= 0 && !z->gathered[next]) start_gather(z, next, backward);
     /* END SOLUTION */
 }
 
@@ -405,6 +443,83 @@ void zero3_params_done(Zero *z, int u) {
     /* MPI moves the prefetch in flight forward only inside MPI calls */
     for (int v = 0; v < z->nunits; v++)
         if (z->gathering[v].active) comm_test(&z->gathering[v]);
+    /* END SOLUTION */
+}
+
+/* ---- the fourth extension: ZeRO++ ----------------------------------------- */
+
+void zero_qwz_gather_start(Zero *z, int u) {
+    /* BEGIN SOLUTION */
+    const ZeroUnit *x = &z->units[u];
+    const size_t N = (size_t)z->dp->size, Q = quant_packed_bytes(x->shard);
+    z->gathered[u] = mem_alloc(MEM_PARAMS, N * x->shard * sizeof(float));
+    z->packed[u] = mem_alloc(MEM_COMM, N * Q);
+    /* in place: this rank's bytes are its slice of the buffer */
+    char *mine = (char *)z->packed[u] + (size_t)z->dp->rank * Q;
+    quantize_int8(mine, owned_params(z, u), x->shard);
+    comm_iallgather(z->dp, mine, z->packed[u], N * Q, COMM_BYTE, &z->gathering[u]);
+    /* END SOLUTION */
+}
+
+void zero_qwz_gather_finish(Zero *z, int u) {
+    /* BEGIN SOLUTION */
+    const ZeroUnit *x = &z->units[u];
+    const size_t Q = quant_packed_bytes(x->shard);
+    float *unit = z->gathered[u];
+    for (int r = 0; r < z->dp->size; r++)  /* each slice has its own blocks */
+        dequantize_int8(unit + (size_t)r * x->shard, (char *)z->packed[u] + (size_t)r * Q,
+                        x->shard, 0);
+    mem_free(z->packed[u]);
+    z->packed[u] = NULL;
+    /* END SOLUTION */
+}
+
+void zero_hpz_keep(Zero *z, int u) {
+    /* BEGIN SOLUTION */
+    const size_t part = (size_t)z->dp->size * z->units[u].shard / (size_t)z->node->size;
+    mem_free(z->secondary[u]);
+    z->secondary[u] = mem_alloc(MEM_PARAMS, part * sizeof(float));
+    device_copy(z->secondary[u], (float *)z->gathered[u] + (size_t)z->node->rank * part,
+                part * sizeof(float));
+    /* END SOLUTION */
+}
+
+void zero_hpz_gather_start(Zero *z, int u) {
+    /* BEGIN SOLUTION */
+    const size_t n = (size_t)z->dp->size * z->units[u].shard;
+    z->gathered[u] = mem_alloc(MEM_PARAMS, n * sizeof(float));
+    comm_iallgather(z->node, z->secondary[u], z->gathered[u], n, COMM_FLOAT, &z->gathering[u]);
+    /* END SOLUTION */
+}
+
+void zero_qgz_reduce(Zero *z, int u, float *grads) {
+    /* BEGIN SOLUTION */
+    const size_t S = z->units[u].shard, Q = quant_packed_bytes(S);
+    const int K = z->node->size, M = z->across->size;
+    /* 1: shard s = n K + i belongs to rank s, which is local rank i of node
+     * n; what goes to local rank i is the M shards n K + i, node order */
+    char *send = mem_alloc(MEM_COMM, (size_t)K * M * Q), *recv = mem_alloc(MEM_COMM, (size_t)K * M * Q);
+    for (int i = 0; i < K; i++)
+        for (int n = 0; n < M; n++)
+            quantize_int8(send + ((size_t)i * M + n) * Q, grads + ((size_t)n * K + i) * S, S);
+    comm_alltoall(z->node, send, recv, (size_t)M * Q, COMM_BYTE);
+    mem_free(send);
+    /* the node's K contributions to my M shards, summed in fp32 */
+    float *partial = mem_alloc(MEM_COMM, (size_t)M * S * sizeof(float));  /* zeroed */
+    for (int from = 0; from < K; from++)
+        for (int n = 0; n < M; n++)
+            dequantize_int8(partial + (size_t)n * S, recv + ((size_t)from * M + n) * Q, S, 1);
+    mem_free(recv);
+    /* 2: partial sum n goes to node n's rank of my index: across's rank n */
+    char *send2 = mem_alloc(MEM_COMM, (size_t)M * Q);
+    for (int n = 0; n < M; n++) quantize_int8(send2 + (size_t)n * Q, partial + (size_t)n * S, S);
+    mem_free(partial);
+    char *recv2 = mem_alloc(MEM_COMM, (size_t)M * Q);
+    comm_alltoall(z->across, send2, recv2, Q, COMM_BYTE);
+    mem_free(send2);
+    for (int n = 0; n < M; n++)  /* into the shard, which accumulates micro-batches */
+        dequantize_int8(owned_grads(z, u), recv2 + (size_t)n * Q, S, 1);
+    mem_free(recv2);
     /* END SOLUTION */
 }
 

@@ -43,6 +43,31 @@ int main(void) {
            "tanh_fast/exp_nonpositive at extreme arguments");
     EXPECT(tanh_fast(0.0f) == 0.0f && exp_nonpositive(0.0f) == 1.0f, "tanh(0) = 0, e^0 = 1");
 
+    /* ZeRO++'s blockwise int8: 600 values in 3 blocks (the last short), the
+     * second all zero; each value back within half its block's scale, the
+     * block's largest magnitude exactly, the zero block exactly zero, and
+     * accumulate adds */
+    {
+        enum { Q = 600 };
+        static float x[Q], y[Q];
+        static char packed[4 * 3 + Q];
+        fill(x, Q, 9);
+        for (int i = 256; i < 512; i++) x[i] = 0.0f;
+        x[3] = -7.5f;  /* block 0's largest magnitude */
+        EXPECT(quant_blocks(Q) == 3 && quant_packed_bytes(Q) == 12 + Q, "packed size %zu",
+               quant_packed_bytes(Q));
+        quantize_int8(packed, x, Q);
+        dequantize_int8(y, packed, Q, 0);
+        const float *scales = (const float *)packed;
+        double worst = 0;
+        for (int i = 0; i < Q; i++) worst = fmax(worst, fabs(y[i] - x[i]) / scales[i / 256]);
+        EXPECT(worst <= 0.5 + 1e-6 && y[3] == -7.5f && scales[1] == 0.0f && y[300] == 0.0f,
+               "int8 round trip: worst error %g scales, y[3] %g, zero block scale %g", worst,
+               y[3], scales[1]);
+        dequantize_int8(y, packed, Q, 1);
+        EXPECT(fabs(y[3] + 15.0f) < 1e-6, "dequantize_int8 accumulates (got %g)", y[3]);
+    }
+
     /* attention: rows of P sum to 1, P is zero above the diagonal, and the
      * output at time t does not change when a later token's q/k/v changes */
     enum { B = 2, T = 6, C = 8, NH = 2 };

@@ -129,12 +129,12 @@ const char *ncclGetLastError(ncclComm_t comm) {
 }
 
 static size_t dtype_size(ncclDataType_t t) {
-    return t == ncclFloat64 ? 8 : t == ncclBfloat16 || t == ncclFloat16 ? 2 : 4;
+    return t == ncclFloat64 ? 8 : t == ncclBfloat16 || t == ncclFloat16 ? 2 : t == ncclUint8 ? 1 : 4;
 }
 
 static int valid_dtype(ncclDataType_t t) {
     return t == ncclInt32 || t == ncclFloat32 || t == ncclFloat64 || t == ncclBfloat16 ||
-           t == ncclFloat16;
+           t == ncclFloat16 || t == ncclUint8;
 }
 
 /* ---- the launches: start in order, complete in order ---- */
