@@ -31,7 +31,7 @@ grade_planted() {
         --out "$out" 2>&1) || rc=$?
     lost_points "$rc" || { echo "$name: $output"; return 1; }
     # an extension's case is named "extension: CASE" in the table
-    line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$case_name +[0-9]")
+    line=$(printf '%s\n' "$output" | grep -E "^$labdir +(extension: )?$(literal_name "$case_name") +[0-9]")
     echo "$name: $line"
     [ -n "$line" ] || { echo "$name: no line for case '$case_name': $output"; return 1; }
     [[ "$line" != *" ok" ]] || { echo "$name: the case kept its points"; return 1; }

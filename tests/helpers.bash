@@ -247,6 +247,9 @@ in_pairs() {
 # totals under them: "02_ddp: 12/12", "02_ddp extension: 3/3")
 case_rows() { grep -E '^[0-9]{2}_[a-z0-9_]+ +.*[0-9.]+/[0-9.]+ +[^ ]' "$1"; }
 
+# literal_name NAME: an extended regex matching NAME as it is ("ZeRO++ (qwZ, ...)")
+literal_name() { sed -E 's/[][().*+?^$|\\{}]/\\&/g' <<<"$1"; }
+
 # drawn_name NAME: an extended regex for a case's row in hidden mode, where
 # the counts its name states are the drawn ones ("4 ranks" may read "2 ranks")
-drawn_name() { sed -E 's/[][().*+?^$|\\]/\\&/g; s/[0-9]+/[0-9]+/g' <<<"$1"; }
+drawn_name() { literal_name "$1" | sed -E 's/[0-9]+/[0-9]+/g'; }

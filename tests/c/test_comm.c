@@ -51,7 +51,8 @@ static double get(const void *buf, CommDtype dt, size_t i) {
 }
 
 static const char *const DT_NAMES[COMM_NUM_DTYPES] = {"float", "double", "int32", "bf16",
-                                                     "fp16", "float as bf16", "float as fp16"};
+                                                     "fp16", "float as bf16", "float as fp16",
+                                                     "byte"};
 static const char *const OP_NAMES[] = {"sum", "max", "min"};
 
 static void test_allreduce(size_t n, CommDtype dt, CommRedop op, int in_place, int nonblocking) {
@@ -152,6 +153,30 @@ static void test_rooted(size_t n) {
 /* alltoall: block j of rank r's send holds input(r, j*n + i); rank j
  * receives block r from every r. alltoallv: rank r sends (r + j) % 3
  * elements to rank j. */
+/* COMM_BYTE (ZeRO++'s packed int8): all-gathers in and out of place and an
+ * all-to-all move every byte as it is; it has no reductions */
+static unsigned char byte_of(int r, size_t i) { return (unsigned char)(r * 37 + i * 11 + 5); }
+static void test_bytes(size_t n) {
+    const int p = W->size, r = W->rank;
+    const size_t all = n * (size_t)p;
+    unsigned char *send = malloc(all + 1), *recv = malloc(all + 1);
+    for (size_t i = 0; i < all; i++) send[i] = byte_of(r, i);
+    comm_allgather(W, send, recv, all, COMM_BYTE);  /* rank s's slice: its first n */
+    size_t bad = 0;
+    for (int s = 0; s < p; s++)
+        for (size_t i = 0; i < n; i++) bad += recv[s * n + i] != byte_of(s, i);
+    memcpy(recv + r * n, send, n);
+    comm_allgather(W, recv + r * n, recv, all, COMM_BYTE);
+    for (int s = 0; s < p; s++)
+        for (size_t i = 0; i < n; i++) bad += recv[s * n + i] != byte_of(s, i);
+    comm_alltoall(W, send, recv, n, COMM_BYTE);
+    for (int s = 0; s < p; s++)
+        for (size_t i = 0; i < n; i++) bad += recv[s * n + i] != byte_of(s, r * n + i);
+    EXPECT(bad == 0, "bytes n=%zu: %zu wrong", n, bad);
+    free(send);
+    free(recv);
+}
+
 static void test_alltoall(size_t n) {
     int p = W->size, r = W->rank;
     float *send = malloc(n * p * 4 + 4), *recv = malloc(n * p * 4 + 4);
@@ -386,6 +411,7 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
         size_t n = counts[k];
         for (int dt = 0; dt < COMM_NUM_DTYPES; dt++) {
+            if (dt == COMM_BYTE) continue;  /* no reductions: test_bytes */
             for (int op = 0; op < COMM_NUM_REDOPS; op++)
                 for (int ip = 0; ip < 2; ip++) test_allreduce(n, dt, op, ip, 0);
             for (int ip = 0; ip < 2; ip++)
@@ -394,6 +420,7 @@ int main(int argc, char **argv) {
         test_allreduce(n, COMM_FLOAT, COMM_SUM, 0, 1);
         test_rooted(n);
         test_alltoall(n < 1000 ? n : 1000);
+        test_bytes(n < 1000 ? n : 1000);
     }
     test_p2p();
     test_counters();
