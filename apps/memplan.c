@@ -41,7 +41,11 @@ static const char *const g_usage =
     "  --dp-shard K      hybrid sharding (train_zero --dp-shard K): ZeRO's states sharded over\n"
     "                    groups of K of the --ranks, replicated across the groups\n"
     "  --offload         ZeRO-2/3 with the optimizer in host memory (train_zero --offload):\n"
-    "                    the device's categories, and the host's held beside them\n"
+    "                    the device's categories, and the host's held beside them; and\n"
+    "                    the host link's time per step (costmodel.h's cost_offload):\n"
+    "    --host-bw GB/s  the host link's bandwidth each way                 (default 25)\n"
+    "    --host-lat US   a copy's start-up                                  (default 10)\n"
+    "    --cpu-adam G    AdamW on the CPU, billions of elements a second     (default 1)\n"
     "  --params PHI      only the model states of a PHI-parameter model (e.g. 7e9)\n"
     "  --tp N            lab 04's layout instead (train_tp --tp N): each rank holds 1/N of\n"
     "                    the heads, MLP columns and vocabulary; --ranks is then all the\n"
@@ -113,9 +117,12 @@ static void print_states_only(double phi, int ranks, int shard, Precision precis
 
 static const char *const g_layouts[] = {"replicated", "zero1", "zero2", "zero3", "zero3-noprefetch"};
 
-/* train_zero's variants of ZeRO-2/3 the flags ask for: --overlap-rs, --offload */
+/* train_zero's variants of ZeRO-2/3 the flags ask for: --overlap-rs,
+ * --offload (with the host link and the CPU's AdamW rate its time takes) */
 typedef struct {
     int overlap_rs, offload;
+    CostLink host;
+    double adam_rate;
 } ZeroVariant;
 
 /* layout i of g_layouts; 0 when the variant has no such layout (offload
@@ -147,6 +154,28 @@ static void print_csv(const GPTConfig *cfg, int ranks, int rows, int seq, const 
     }
 }
 
+/* --offload: the host link's time per step and rank (costmodel.h's
+ * cost_offload), the same for ZeRO-2 and 3: each owns S elements */
+static void print_offload_times(const GPTConfig *cfg, int ranks, const ZeroVariant *v) {
+    const GPTLayout whole = gpt_layout_whole(cfg);
+    const int U = gpt_num_units(&whole);
+    size_t owned = 0, last = 0, offset, count;
+    for (int u = 0; u < U; u++) {
+        gpt_unit_range(&whole, u, &offset, &count);
+        owned += unit_shard_size(count, ranks);
+        if (u == GPT_UNIT_EMBED) last = unit_shard_size(count, ranks);  /* its gradient: last */
+    }
+    const size_t G = precision_bytes((Precision)gpt_grad_precision(cfg));
+    const size_t P = precision_bytes((Precision)cfg->precision);
+    OffloadCost c;
+    cost_offload(U, owned, last, G, P, v->host, v->adam_rate, &c);
+    printf("host link per step and rank (%.4g GB/s, %.4g us a copy; AdamW on the CPU at %.4g "
+           "elements/s; costmodel.h):\n", 1e-9 / v->host.beta, 1e6 * v->host.alpha, v->adam_rate);
+    printf("  down %zu bytes in %d copies %.4f ms, CPU %.4f ms, up %zu bytes %.4f ms; exposed "
+           "%.4f ms (the last unit's copy, the CPU, the copies up)\n", G * owned, U,
+           1e3 * c.down, 1e3 * c.cpu, P * owned, 1e3 * c.up, 1e3 * c.exposed);
+}
+
 /* shard: the ranks ZeRO shards over (ranks, or --dp-shard's group) */
 static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int shard, int rows,
                         int seq, const ZeroVariant *v) {
@@ -175,6 +204,7 @@ static void print_plans(const char *name, const GPTConfig *cfg, int ranks, int s
         if (v->offload) printf(" %11.3f", host / 1048576.0);
         printf("\n");
     }
+    if (v->offload) print_offload_times(cfg, shard, v);
 }
 
 /* Labs 04-05: train_tp's layout, tp x dp (DDP over dp: replicated states),
@@ -828,7 +858,9 @@ static const struct option g_options[] = {
     {"zero", required_argument, 0, 17},     {"no-sp", no_argument, 0, 18},
     {"precision", required_argument, 0, 19}, {"fp32-grads", no_argument, 0, 20},
     {"attention", required_argument, 0, 21}, {"headroom", required_argument, 0, 22},
-    {"dp-shard", required_argument, 0, 23}, {"offload", no_argument, 0, 24}, {0, 0, 0, 0}};
+    {"dp-shard", required_argument, 0, 23}, {"offload", no_argument, 0, 24},
+    {"host-bw", required_argument, 0, 25},  {"host-lat", required_argument, 0, 26},
+    {"cpu-adam", required_argument, 0, 27}, {0, 0, 0, 0}};
 
 /* The command line: 0 (or "") where a flag was not given. The layout's
  * flags are read by the trainers' parser (parallel_flags.h, into flags:
@@ -840,6 +872,8 @@ typedef struct {
     int ranks, ranks_given, batch, accum, seq, csv, overlap_rs, activations, ctx;
     int dp_shard;  /* --dp-shard K: ZeRO's group (0: every rank) */
     int offload;   /* --offload: ZeRO-2/3's optimizer in host memory */
+    double host_bw, host_lat, cpu_adam;  /* --host-bw GB/s, --host-lat us, --cpu-adam G/s */
+    int host_given;                      /* one of those given */
     double phi, fit_mib;
     ParallelFlags flags;
     int tp, sp, sp_regather, no_sp, cp;
@@ -916,6 +950,9 @@ static int parse_option(int c, const char *arg, Args *a) {
     case 'o': a->overlap_rs = 1; break;
     case 23: a->dp_shard = (int)cli_int("--dp-shard", arg, 1, 1 << 20); break;
     case 24: a->offload = 1; break;
+    case 25: a->host_bw = cli_double("--host-bw", arg, 1e-6, 1e6); a->host_given = 1; break;
+    case 26: a->host_lat = cli_double("--host-lat", arg, 0, 1e6); a->host_given = 1; break;
+    case 27: a->cpu_adam = cli_double("--cpu-adam", arg, 1e-9, 1e6); a->host_given = 1; break;
     case 'T': a->tp = layout_flag(a, "tp", arg)->tp; break;
     case 'S': a->sp = 1; break;
     case 'G': a->sp = a->sp_regather = 1; break;
@@ -975,6 +1012,9 @@ static void check_combinations(Args *a) {
     const int tp = a->tp, phi = a->phi > 0;
     if (tp && phi) USER_ERROR("--tp plans a GPT config; it does not combine with --params");
     if (tp && a->overlap_rs) USER_ERROR("--overlap-rs is ZeRO's; train_tp (--tp) averages gradients by DDP");
+    if (a->host_given && !a->offload)
+        USER_ERROR("--host-bw, --host-lat and --cpu-adam time ZeRO-Offload's host link: give "
+                   "--offload");
     if (a->offload && (tp || a->cp || phi || a->overlap_rs || a->dp_shard))
         USER_ERROR("--offload plans train_zero --offload (ZeRO-2/3): not with --tp, --cp, "
                    "--params, --overlap-rs or --dp-shard");
@@ -1095,7 +1135,8 @@ static void run_tp_or_zero(Args *a, const GPTConfig *cfg) {
     else if (tp) print_tp_plan(a->config, cfg, &tl, a->activations);
     if (tp) return;
     const int shard = a->dp_shard ? a->dp_shard : ranks;  /* ZeRO's group */
-    const ZeroVariant v = {a->overlap_rs, a->offload};
+    const ZeroVariant v = {a->overlap_rs, a->offload, {1e-6 * a->host_lat, 1e-9 / a->host_bw},
+                           1e9 * a->cpu_adam};
     if (a->csv) print_csv(cfg, shard, rows, seq, &v);
     else print_plans(a->config, cfg, ranks, shard, rows, seq, &v);
 }
@@ -1103,7 +1144,11 @@ static void run_tp_or_zero(Args *a, const GPTConfig *cfg) {
 int main(int argc, char **argv) {
     program_set_name(argv[0]);
     /* --advise: the cluster's defaults, an 8-GPU H100 node */
+    /* the host link's defaults: PCIe 4.0 x16's 32 GB/s raw per direction
+     * (the PCI Express specification) less its encoding and protocol, 25;
+     * a copy's start 10 us; AdamW at 1e9 elements a second on the CPU */
     Args a = {.config = "tiny", .ranks = 1, .accum = 1, .flags = parallel_flags_default(),
+              .host_bw = 25, .host_lat = 10, .cpu_adam = 1,
               .recompute = RECOMPUTE_NONE, .algo = CP_RING,
               .ao = {.cluster = {.gpus_per_node = 8, .nodes = 1, .flops = 989e12,
                                  .mem_bytes = 80 * 1073741824.0,

@@ -22,6 +22,14 @@ double cost_sends(CostLink link, double calls, double bytes) {
     return calls * link.alpha + bytes * link.beta;
 }
 
+void cost_offload(int units, size_t owned, size_t owned_last, size_t grad_bytes,
+                  size_t param_bytes, CostLink host, double adam_rate, OffloadCost *out) {
+    out->down = cost_sends(host, units, (double)grad_bytes * owned);
+    out->cpu = owned / adam_rate;
+    out->up = cost_sends(host, units, (double)param_bytes * owned);
+    out->exposed = cost_sends(host, 1, (double)grad_bytes * owned_last) + out->cpu + out->up;
+}
+
 static int degree(int d) { return d > 1 ? d : 1; }
 
 void cost_forward_flops(const GPTConfig *cfg, const MemLayout *l, int pp_rank, double *blocks,

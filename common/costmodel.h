@@ -122,6 +122,25 @@ double cost_sends(CostLink link, double calls, double bytes);
 void cost_forward_flops(const GPTConfig *cfg, const MemLayout *l, int pp_rank, double *blocks,
                         double *attention, double *head);
 
+/* ZeRO-Offload (lab 03's third extension) on the host link, per step and
+ * rank: S = owned elements (the sum of S_u over U units), S_last those of
+ * the unit the backward pass finishes last (the embeddings'). Each unit's
+ * gradient shard goes down as the backward pass finishes it (G bytes an
+ * element, a copy per unit), the CPU runs AdamW over S elements at
+ * adam_rate a second, and the parameters come back up (P bytes an element,
+ * a copy per unit) before the next forward:
+ *   down = U alpha + G S beta        cpu = S / adam_rate
+ *   up   = U alpha + P S beta        exposed = alpha + G S_last beta + cpu + up
+ * The copies down but the last unit's hide behind the backward pass (this
+ * assumes it is the longer); nothing hides the CPU's step and the copies
+ * up, which DeepSpeed's one-step delayed update would. host: the link's
+ * alpha-beta, one direction at a time. */
+typedef struct {
+    double down, cpu, up, exposed;  /* seconds */
+} OffloadCost;
+void cost_offload(int units, size_t owned, size_t owned_last, size_t grad_bytes,
+                  size_t param_bytes, CostLink host, double adam_rate, OffloadCost *out);
+
 /* Fill out with the step's prediction (the model above). */
 void cost_step(const GPTConfig *cfg, const CostLayout *layout, const CostCluster *cluster,
                StepCost *out);

@@ -433,7 +433,7 @@ PY
     cmp "$BATS_TEST_TMPDIR/s/params.bin" "$BATS_TEST_TMPDIR/r2/params.bin"
 }
 
-@test "zero --offload: below ZeRO-2, with --overlap-rs or --dp-shard, and in the planner's other modes it is one clear error; the skeleton stops at the extension's TODO" {
+@test "zero --offload: below ZeRO-2, with --overlap-rs or --dp-shard, and in the planner's other modes it is one clear error; memplan --offload times the host link by the formula; the skeleton stops at the extension's TODO" {
     require_solution 03
     local bad
     for bad in "--zero 1 --offload" "--zero 2 --offload --overlap-rs" "--zero 3 --offload --dp-shard 1"; do
@@ -443,7 +443,15 @@ PY
         assert_user_error
         [[ "$output" == *"--offload needs --zero 2 or 3"* ]]
     done
-    memplan_refuses "--offload --tp 2" "--offload --params 7e9" "--offload --dp-shard 1"
+    memplan_refuses "--offload --tp 2" "--offload --params 7e9" "--offload --dp-shard 1" \
+        "--host-bw 25" "--offload --host-bw 0" "--offload --cpu-adam x"
+    # the host link's time (costmodel.h): tiny on 2 ranks owns S = 110272
+    # elements, the embeddings' 10240: down and up 6 x 10 us + 4 S / 25e9 s,
+    # AdamW S / 1e9 s, exposed 10 us + 4 x 10240 / 25e9 s + AdamW + up
+    run t 10 "$BUILD/bin/memplan" --config tiny --ranks 2 --offload
+    [[ "$output" == *"down 441088 bytes in 6 copies 0.0776 ms, CPU 0.1103 ms, up 441088 bytes 0.0776 ms; exposed 0.1996 ms"* ]]
+    run t 10 "$BUILD/bin/memplan" --config tiny --ranks 2 --offload --precision bf16 --host-bw 12.5 --host-lat 0 --cpu-adam 0.5
+    [[ "$output" == *"down 220544 bytes in 6 copies 0.0176 ms, CPU 0.2205 ms, up 220544 bytes 0.0176 ms"* ]]
     require_solution 00
     require_untouched 03
     # ZeRO-3's first parameters go up from the host's master at the start
