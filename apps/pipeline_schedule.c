@@ -54,7 +54,7 @@ static const char *const g_usage =
  * written; a negative value when there is no formula (ZB-H1 with m < p). */
 static double formula(const char *name, int p, int m, int v, const PipeCosts *c,
                       const char **text) {
-    if (strcmp(name, "dualpipe") == 0) {
+    if (pipe_schedule_dual(name)) {
         *text = "DualPipe's (p/2-1)(F&B+B-3W) idle per rank, F&B = F+B";
         return pipe_bubble_fraction_dualpipe(p, m, c);
     }
@@ -162,7 +162,7 @@ static int parse_options(int argc, char **argv, Options *o) {
         }
     }
     if (optind < argc) USER_ERROR("unexpected argument '%s'; see --help", argv[optind]);
-    if (!o->v) o->v = strcmp(o->name, "dualpipe") == 0 ? 2 : 1;  /* its placement's two */
+    if (!o->v) o->v = pipe_schedule_dual(o->name) ? 2 : 1;  /* its placement's two */
     return 0;
 }
 

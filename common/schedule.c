@@ -704,7 +704,7 @@ int pipe_schedule_problem(const char *name, int p, int m, int v, char *why, size
                     "a pipeline needs at least 1 rank, 1 micro-batch and 1 chunk per rank (got p "
                     "%d, m %d, v %d)", p, m, v);
     int interleaved = strcmp(name, "interleaved") == 0;
-    if (strcmp(name, "dualpipe") == 0) {
+    if (pipe_schedule_dual(name)) {
         if (v != 2)
             return fail(why, n, "dualpipe holds two chunks per rank, stages r and p-1-r (got v "
                         "%d)", v);
@@ -757,7 +757,7 @@ int pipe_generated_problem(const Schedule *s, const char *name, int p, int m, in
     if (s->ranks != p || s->micro_batches != m || s->chunks != v)
         return fail(why, n, "the %s generator made a schedule for p %d, m %d, v %d, asked for p "
                     "%d, m %d, v %d", name, s->ranks, s->micro_batches, s->chunks, p, m, v);
-    if (s->dual != (strcmp(name, "dualpipe") == 0))
+    if (s->dual != pipe_schedule_dual(name))
         return fail(why, n, "the %s generator made a schedule %s DualPipe's placement (%s)", name,
                     s->dual ? "of" : "without",
                     s->dual ? "schedule_create_dual is for dualpipe alone" : "build it with "
