@@ -137,9 +137,6 @@ static size_t block_local_params(const GPTLayout *l, int i) {
            (moe ? (size_t)l->cfg.n_experts * C : 0);
 }
 
-/* Floats of unit u in this rank's buffer: 0 when none of its stages uses
- * it; the embedding unit on the last stage (not also the first) is wte
- * alone, the tied copy. Units of blocks go to the rank of their stage. */
 /* Whether this rank runs the first stage (the embedding) or the last (the
  * head): under DualPipe's placement ranks 0 and pp - 1 run both. */
 static int runs_first_stage(const GPTLayout *l) {
@@ -149,6 +146,9 @@ static int runs_last_stage(const GPTLayout *l) {
     return l->pp_rank == l->pp - 1 || (l->dual && l->pp_rank == 0);
 }
 
+/* Floats of unit u in this rank's buffer: 0 when none of its stages uses
+ * it; the embedding unit on the last stage (not also the first) is wte
+ * alone, the tied copy. Units of blocks go to the rank of their stage. */
 static size_t unit_count(const GPTLayout *l, int u) {
     const size_t C = l->cfg.n_embd, L = l->cfg.n_layer;
     const int first = runs_first_stage(l), last = runs_last_stage(l);

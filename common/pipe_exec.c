@@ -438,13 +438,12 @@ Schedule *pipe_schedule_forward_only(int p, int m, int v, int dual) {
     const int stages = schedule_stages(s);
     for (int i = 0; i < m; i++)
         for (int st = 0; st < stages; st++) {
-            int r, c, prev = -1, next = -1, other;
-            schedule_place(s, st, i, &r, &c);
-            if (st > 0) schedule_place(s, st - 1, i, &prev, &other);
-            if (st < stages - 1) schedule_place(s, st + 1, i, &next, &other);
-            if (st > 0 && p > 1) schedule_add(s, r, PIPE_RECV_ACT, i, c, prev);
+            const int r = schedule_rank_of(s, st, i), c = schedule_chunk_of(s, st, i);
+            if (st > 0 && p > 1)
+                schedule_add(s, r, PIPE_RECV_ACT, i, c, schedule_rank_of(s, st - 1, i));
             schedule_add(s, r, PIPE_FORWARD, i, c, -1);
-            if (st < stages - 1 && p > 1) schedule_add(s, r, PIPE_SEND_ACT, i, c, next);
+            if (st < stages - 1 && p > 1)
+                schedule_add(s, r, PIPE_SEND_ACT, i, c, schedule_rank_of(s, st + 1, i));
         }
     return s;
 }

@@ -152,9 +152,8 @@ static PipeOp partner(const Schedule *s, int rank, PipeOp op) {
         [PIPE_SEND_ACT] = PIPE_RECV_ACT, [PIPE_RECV_ACT] = PIPE_SEND_ACT,
         [PIPE_SEND_GRAD] = PIPE_RECV_GRAD, [PIPE_RECV_GRAD] = PIPE_SEND_GRAD,
     };
-    int to = neighbour_stage(op.kind, schedule_stage_of(s, rank, op.chunk)), peer, chunk;
-    schedule_place(s, to, op.micro, &peer, &chunk);
-    return (PipeOp){other[op.kind], op.micro, chunk, rank, 0};
+    int to = neighbour_stage(op.kind, schedule_stage_of(s, rank, op.chunk));
+    return (PipeOp){other[op.kind], op.micro, schedule_chunk_of(s, to, op.micro), rank, 0};
 }
 
 static int fail(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -190,8 +189,8 @@ static int check_ops(const Schedule *s, int *pos, char *why, size_t n) {
             if (op.chunk < 0 || op.chunk >= s->chunks)
                 return fail(why, n, "rank %d, op %d (%s): chunk %d is not in [0, %d)", r, i, label,
                             op.chunk, s->chunks);
-            int stage = schedule_stage_of(s, r, op.chunk), home, chunk;
-            schedule_place(s, stage, op.micro, &home, &chunk);
+            int stage = schedule_stage_of(s, r, op.chunk);
+            int chunk = schedule_chunk_of(s, stage, op.micro);
             if (s->dual && chunk != op.chunk)
                 return fail(why, n,
                             "rank %d, op %d (%s): micro-batch %d enters at rank %d, so it runs "
@@ -211,8 +210,7 @@ static int check_ops(const Schedule *s, int *pos, char *why, size_t n) {
                 if (to < 0 || to >= S)
                     return fail(why, n, "rank %d, op %d (%s): stage %d has no %s stage to %s", r, i,
                                 label, stage, to < 0 ? "previous" : "next", COMM_WHAT[op.kind]);
-                int peer, peer_chunk;
-                schedule_place(s, to, op.micro, &peer, &peer_chunk);
+                int peer = schedule_rank_of(s, to, op.micro);
                 if (op.peer != peer)
                     return fail(why, n,
                                 "rank %d, op %d (%s): peer rank %d, but stage %d's %s stage %d "
@@ -269,8 +267,7 @@ static int check_matches(const Schedule *s, const int *pos, char *why, size_t n)
 static int check_coverage(const Schedule *s, const int *pos, char *why, size_t n) {
     for (int stage = 0; stage < schedule_stages(s); stage++) {
         for (int i = 0; i < s->micro_batches; i++) {
-            int r, c;
-            schedule_place(s, stage, i, &r, &c);
+            int r = schedule_rank_of(s, stage, i), c = schedule_chunk_of(s, stage, i);
             int f = where(s, pos, r, PIPE_FORWARD, c, i), b = where(s, pos, r, PIPE_BACKWARD, c, i);
             int bi = where(s, pos, r, PIPE_BACKWARD_INPUT, c, i);
             int bw = where(s, pos, r, PIPE_BACKWARD_WEIGHT, c, i);
@@ -341,8 +338,7 @@ static int check_order(const Schedule *s, const int *pos, char *why, size_t n) {
     char what[64];
     for (int stage = 0; stage < S; stage++) {
         for (int i = 0; i < s->micro_batches; i++) {
-            int r, c, prev, next, other_chunk;
-            schedule_place(s, stage, i, &r, &c);
+            int r = schedule_rank_of(s, stage, i), c = schedule_chunk_of(s, stage, i);
             PipeOp F = {PIPE_FORWARD, i, c, -1, 0};
             int f = where(s, pos, r, PIPE_FORWARD, c, i);
             PipeOp B = {backward_kind(s, pos, r, c, i), i, c, -1, 0};
@@ -369,8 +365,8 @@ static int check_order(const Schedule *s, const int *pos, char *why, size_t n) {
                 }
                 continue;
             }
-            schedule_place(s, stage > 0 ? stage - 1 : stage, i, &prev, &other_chunk);
-            schedule_place(s, stage < S - 1 ? stage + 1 : stage, i, &next, &other_chunk);
+            int prev = schedule_rank_of(s, stage > 0 ? stage - 1 : stage, i);
+            int next = schedule_rank_of(s, stage < S - 1 ? stage + 1 : stage, i);
             if (stage > 0) {
                 snprintf(what, sizeof what, "its input from rank %d", prev);
                 if (need_before(s, r, f, F, where(s, pos, r, PIPE_RECV_ACT, c, i),

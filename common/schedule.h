@@ -32,7 +32,7 @@
  * chunk 1 = stage p - 1 - r. Micro-batches enter from both ends: the first
  * m / 2 at rank 0, flowing r -> r + 1 through the chunks 0, the other m / 2
  * at rank p - 1, flowing r -> r - 1 through the chunks 1. So micro-batch i
- * runs only on chunk d(i) = (i >= m / 2) of every rank (schedule_place),
+ * runs only on chunk d(i) = (i >= m / 2) of every rank (schedule_chunk_of),
  * ranks 0 and p - 1 both read tokens and both end in the loss, and rank r
  * and rank p - 1 - r hold the same two stages, whose gradients the program
  * sums before the update (both copies then take the same step).
@@ -226,18 +226,15 @@ static inline int schedule_stages(const Schedule *s) {
 static inline int schedule_stage_of(const Schedule *s, int rank, int chunk) {
     return pipe_stage_of(s->ranks, s->dual, rank, chunk);
 }
-/* Where micro-batch `micro` runs stage `stage`: the rank and its local
- * chunk. Stage s is on rank s mod p as chunk s / p, or under DualPipe's
+/* Where micro-batch `micro` runs stage `stage`: the local chunk and the
+ * rank. Stage s is on rank s mod p as chunk s / p, or under DualPipe's
  * placement on chunk d = (micro >= m / 2) of rank s (d = 0) or p - 1 - s. */
-static inline void schedule_place(const Schedule *s, int stage, int micro, int *rank,
-                                  int *chunk) {
-    if (s->dual) {
-        *chunk = micro >= s->micro_batches / 2;
-        *rank = *chunk ? s->ranks - 1 - stage : stage;
-    } else {
-        *rank = stage % s->ranks;
-        *chunk = stage / s->ranks;
-    }
+static inline int schedule_chunk_of(const Schedule *s, int stage, int micro) {
+    return s->dual ? micro >= s->micro_batches / 2 : stage / s->ranks;
+}
+static inline int schedule_rank_of(const Schedule *s, int stage, int micro) {
+    if (!s->dual) return stage % s->ranks;
+    return schedule_chunk_of(s, stage, micro) ? s->ranks - 1 - stage : stage;
 }
 
 /* "forward", "backward", "backward-input", "backward-weight", "send-act",

@@ -31,11 +31,10 @@ static void compute(Schedule *s, int r, PipeOpKind kind, int micro, int chunk) {
  *   end_batch(s, r, message(s, r, PIPE_SEND_ACT, ...) + message(s, r, PIPE_RECV_GRAD, ...));
  */
 static int message(Schedule *s, int r, PipeOpKind kind, int micro, int chunk) {
-    int stage = schedule_stage_of(s, r, chunk), peer, peer_chunk;
+    int stage = schedule_stage_of(s, r, chunk);
     int to = kind == PIPE_SEND_ACT || kind == PIPE_RECV_GRAD ? stage + 1 : stage - 1;
     if (s->ranks == 1 || to < 0 || to >= schedule_stages(s)) return 0;
-    schedule_place(s, to, micro, &peer, &peer_chunk);
-    schedule_add(s, r, kind, micro, chunk, peer);
+    schedule_add(s, r, kind, micro, chunk, schedule_rank_of(s, to, micro));
     return 1;
 }
 

@@ -30,10 +30,10 @@ static void parse_rank(Schedule *s, int r, const char *line) {
         int micro = (int)strtol(tok + strlen(letters[kind]), &end, 10), chunk = 0, peer = -1;
         if (*end == '.') chunk = (int)strtol(end + 1, &end, 10);
         if (pipe_op_is_comm(kind)) {
-            int stage = schedule_stage_of(s, r, chunk), at;
+            int stage = schedule_stage_of(s, r, chunk);
             int to = kind == PIPE_SEND_ACT || kind == PIPE_RECV_GRAD ? stage + 1 : stage - 1;
-            peer = (to + s->ranks) % s->ranks;
-            if (to >= 0 && to < schedule_stages(s)) schedule_place(s, to, micro, &peer, &at);
+            peer = to >= 0 && to < schedule_stages(s) ? schedule_rank_of(s, to, micro)
+                                                      : (to + s->ranks) % s->ranks;
         }
         if (*end == '@') peer = (int)strtol(end + 1, &end, 10);
         schedule_add(s, r, kind, micro, chunk, peer);
