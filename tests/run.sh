@@ -43,18 +43,26 @@ printf '%s\n' "${first[@]}" "${queue[@]}" | sed '/^$/d' > "$work/queue"
 
 elapsed() { awk -v s="$start" -v now="$(date +%s.%N)" 'BEGIN { printf "%.0f", now - s }'; }
 
-# run_file F: F's TAP into $work, printed whole, its wall time noted
+# run_file F: F's TAP into $work, printed whole, its wall time and CPU
+# time noted. The CPU time (user + system of every process the file ran
+# and waited for, from the subshell's `times`) is what a file costs the
+# others: the lanes share two cores, so a file's wall time is mostly the
+# other lanes' load.
 run_file() {
-    local f=$1 log="$work/$(basename "$1").tap" t0 left
+    local f=$1 log="$work/$(basename "$1").tap" t0 left cpu
     left=$((budget - $(elapsed)))
     t0=$(date +%s.%N)
     if [ "$left" -le 0 ]; then
         echo "# out of time ($budget s) before $f" > "$log"
+        cpu=0
     else
-        # --timing: each test's own time ("in N ms"), setup_file's not
-        timeout --kill-after=10 "$left" bats --timing --tap "$f" > "$log" 2>&1
+        # --timing: each test's own time ("in N ms"), setup_file's not;
+        # times' second line: the children's user and system time
+        cpu=$( (timeout --kill-after=10 "$left" bats --timing --tap "$f" > "$log" 2>&1; times) |
+            awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); n += a[1] * 60 + a[2] } print n }')
     fi
-    awk -v a="$t0" -v b="$(date +%s.%N)" -v f="$f" 'BEGIN { printf "%.1f %s\n", b - a, f }' >> "$work/files"
+    awk -v a="$t0" -v b="$(date +%s.%N)" -v f="$f" -v c="$cpu" \
+        'BEGIN { printf "%.1f %.1f %s\n", b - a, c, f }' >> "$work/files"
     flock "$work/print" cat "$log"
 }
 
@@ -92,8 +100,9 @@ for f in "${files[@]}"; do
     sed -nE "s|^(not )?ok [0-9]+ (.*) in ([0-9]+)ms( # skip.*)?$|\3 $(basename "$f"): \2|p" \
         "$log" >> "$work/tests"
 done
-echo "# wall time per file (s), $(elapsed) s in all, $jobs lanes:"
-sort -rn "$work/files" | awk '{ printf "#   %7.1f  %s\n", $1, $2 }'
+echo "# wall and CPU time per file (s), $(elapsed) s in all, $jobs lanes:"
+sort -rn "$work/files" | awk '{ printf "#   %7.1f %7.1f  %s\n", $1, $2, $3; cpu += $2 }
+    END { printf "#   CPU time of all files: %.0f s\n", cpu }'
 echo "# the 15 slowest tests (s):"
 sort -rn "$work/tests" 2> /dev/null | head -n 15 |
     awk '{ t = $1; $1 = ""; printf "#   %7.1f %s\n", t / 1000, substr($0, 1, 110) }'
