@@ -8,6 +8,7 @@
  *   mpirun -np 8 train_4d --tp 2 --cp 2 --pp 2 --cp-algo zigzag --config tiny
  *   mpirun -np 8 train_4d --dp 2 --tp 2 --pp 2 --schedule interleaved --chunks 2 --zero 1 --config tiny
  *   mpirun -np 8 train_4d --dp 4 --tp 2 --ep 2 --config tiny-moe
+ *   mpirun -np 8 train_4d --dp 4 --tp 2 --zero 1 --dp-shard 2 --config tiny
  * Mesh (mesh.h): TP innermost, then CP, DP, PP; EP splits DP. Which group
  * repairs which split:
  *   tp    the split layers' all-reduces (or, with --sp, reduce-scatters
@@ -16,8 +17,10 @@
  *   dcp   (dp x cp: the ranks holding the same parameters) the gradients'
  *         mean, lab 02's DDP, or with --zero 1 lab 03's reduce-scatter
  *         and all-gather, the moments sharded over it (composed_zero1.h);
- *         with experts, dp for the dense tensors and edp for the experts
- *         (lab 08);
+ *         with --dp-shard K, over groups of K consecutive dcp ranks
+ *         ("shard"), each slice averaged across them ("replicate": lab
+ *         03's hybrid sharding, lab 10's second extension); with experts,
+ *         dp for the dense tensors and edp for the experts (lab 08);
  *   pp    the activations and their gradients between stages;
  *   embed the first and last stage of one pipeline (same tp, cp and dp
  *         ranks): the tied embedding's two gradients summed;
@@ -53,12 +56,15 @@
 /* train_4d's own options; the layout's are TrainOptions.parallel */
 typedef struct {
     int zero, ranks_per_node;
+    int dp_shard;  /* --dp-shard K: ZeRO-1 over groups of K dcp ranks (0: all of them) */
     char mesh_order[32];
 } Options4d;
 
 static const ExtraOption g_options[] = {
     {"zero", 1, "--zero 1             ZeRO-1: the AdamW moments sharded over the dp x cp ranks "
                 "that hold the same parameters (lab 03; default: replicated, lab 02's DDP)"},
+    {"dp-shard", 1, "--dp-shard K         hybrid: ZeRO-1 over groups of K consecutive dp x cp ranks, "
+                    "each slice averaged across the groups (lab 10's second extension)"},
     {"ranks-per-node", 1, "--ranks-per-node K   placement as if every K consecutive ranks were "
                           "one node (default: the machine's); printed, and in mesh.csv"},
     {"mesh-order", 1, "--mesh-order ORDER   the dimensions innermost first, e.g. tp-cp-dp-pp, or "
@@ -85,6 +91,7 @@ static int zero_stage(const char *arg) {
 static void on_option(void *ctx, const char *name, const char *arg) {
     Options4d *p = ctx;
     if (!strcmp(name, "zero")) p->zero = zero_stage(arg);
+    else if (!strcmp(name, "dp-shard")) p->dp_shard = cli_int("--dp-shard", arg, 1, 1 << 16);
     else if (!strcmp(name, "ranks-per-node"))
         p->ranks_per_node = cli_int("--ranks-per-node", arg, 1, 1 << 16);
     else cli_string(p->mesh_order, sizeof p->mesh_order, "--mesh-order", arg);
@@ -113,6 +120,9 @@ static void check_options(const TrainOptions *o, const Options4d *x) {
         problem = gpt_activation_problem(&o->model, p->tp, p->sp, p->recompute, o->seq / p->cp);
     if (!problem) problem = gpt_expert_problem(&o->model, p->ep);
     if (problem) USER_ERROR("%s", problem);
+    if (x->dp_shard && !x->zero)
+        USER_ERROR("--dp-shard %d splits the group ZeRO-1 shards its moments over: it needs "
+                   "--zero 1", x->dp_shard);
     if (x->zero && o->model.n_experts > 0)
         USER_ERROR("--zero 1 with experts: lab 08 averages the dense gradients over dp and the "
                    "experts' over edp, and ZeRO-1 here shards over one group (dp x cp)");
@@ -141,6 +151,38 @@ static void print_placement(const Mesh *m, const int *node, int simulated) {
            nodes, nodes > 1 ? "s" : "", simulated ? " (simulated)" : "");
     for (int k = 0; k < MESH_DIMS; k++) printf("%s %s %d", k ? "," : "", MESH_DIM_NAMES[k], spans[k]);
     printf("\n");
+}
+
+/* the nodes group's ranks sit on (node: every world rank's) */
+static int nodes_spanned(Comm *group, const int *node, Comm *world) {
+    int *ranks = malloc((size_t)group->size * sizeof(int)), n = 0;
+    CHECK(ranks, "out of memory");
+    comm_allgather_untraced(group, &world->rank, ranks, (size_t)group->size, COMM_INT32);
+    for (int i = 0; i < group->size; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= node[ranks[j]] == node[ranks[i]];
+        n += !seen;
+    }
+    free(ranks);
+    return n;
+}
+
+/* Hybrid sharding's groups and the most nodes one spans: the shard
+ * groups' reduce-scatters and all-gathers belong inside a node, the
+ * replicate groups' all-reduce crosses them */
+static void print_hybrid(Comm *shard, Comm *replicate, const int *node, Comm *world) {
+    const int mine[2] = {nodes_spanned(shard, node, world), nodes_spanned(replicate, node, world)};
+    int *all = malloc(2 * (size_t)world->size * sizeof(int)), most[2] = {0, 0};
+    CHECK(all, "out of memory");
+    comm_allgather_untraced(world, mine, all, 2 * (size_t)world->size, COMM_INT32);
+    for (int r = 0; r < world->size; r++)
+        for (int k = 0; k < 2; k++)
+            if (all[2 * r + k] > most[k]) most[k] = all[2 * r + k];
+    free(all);
+    if (world->rank == 0)
+        printf("train_4d: hybrid ZeRO-1: shard groups of %d rank%s, each slice averaged over %d "
+               "replicas; the most nodes a shard group spans: %d, a replicate group: %d\n",
+               shard->size, shard->size == 1 ? "" : "s", replicate->size, most[0], most[1]);
 }
 
 /* mesh.csv: every rank's node and coordinates (the grader's placement check) */
@@ -205,7 +247,7 @@ int main(int argc, char **argv) {
     program_set_name(argv[0]);
     kernels_set_cpu_backward(program_backward_kernels());
     Comm *world = comm_init(&argc, &argv);
-    Options4d x = {0, 0, ""};
+    Options4d x = {0, 0, 0, ""};
     TrainOptions o;
     const TrainProgram program = {
         .lab = "10_composed",
@@ -224,8 +266,16 @@ int main(int argc, char **argv) {
     int *node = malloc((size_t)world->size * sizeof(int));
     CHECK(node, "out of memory");
     Mesh *mesh = create_mesh(world, p, &x, node);
+    const int dcp = mesh->deg.dp * mesh->deg.cp;
+    if (x.dp_shard && dcp % x.dp_shard)
+        USER_ERROR("--dp-shard %d does not divide the %d dp x cp ranks into shard groups",
+                   x.dp_shard, dcp);
     ComposedGroups groups;
     composed_groups(mesh, &groups);
+    /* hybrid: ZeRO-1's group split as lab 03's second extension splits dp */
+    Comm *shard = groups.zero, *replicate = NULL;
+    if (x.dp_shard && x.dp_shard < dcp)
+        zero_hsdp_groups(groups.zero, x.dp_shard, &shard, &replicate);
     Comm *dp = mesh->dp_group;
     GPTLayout layout;
     composed_layout(&layout, &o.model, p, mesh);
@@ -240,7 +290,7 @@ int main(int argc, char **argv) {
     const int rows = train_micro_batch_rows(&o, dp->size);
     MemLayout ml = parallel_mem_layout(p, layout.split_layers);
     ml.zero_stage = x.zero;
-    ml.ranks = groups.zero->size;
+    ml.ranks = shard->size;
     ml.rows = rows;
     ml.seq = o.seq / cp;
     ml.pp_rank = mesh->pp_rank;
@@ -256,7 +306,8 @@ int main(int argc, char **argv) {
     EpSync es;
     ComposedZero1Run z1;
     const int moe = o.model.n_experts > 0, averaged = groups.grads->size > 1;
-    if (x.zero) composed_zero1_init(&z1, &layout, groups.zero, &o, world);
+    if (x.zero) composed_zero1_init(&z1, &layout, shard, &o, world);
+    if (x.zero) z1.c.z.replicate = replicate;
     else if (moe) ep_sync_init(&es, &layout, dp, mesh->edp_group);
     else ddp_sync_init(&ds, groups.grads, &layout, DDP_BUCKETED, 1 << 18, 0);
     const GradSync *sync = x.zero || !averaged ? NULL : moe ? &es.sync : &ds.sync;
@@ -265,10 +316,11 @@ int main(int argc, char **argv) {
                "cp-algo %s, %s, %s%s; %zu of %zu parameters on rank 0\n",
                dp->size, tp, cp, pp, p->ep, world->size, p->sp ? "on" : "off",
                gpt_recompute_name(p->recompute), gpt_cp_algo_name(p->cp_algo),
-               x.zero ? "ZeRO-1 over dp x cp" : "replicated states",
+               !x.zero ? "replicated states" : replicate ? "hybrid ZeRO-1" : "ZeRO-1 over dp x cp",
                pp > 1 ? "schedule " : "no pipeline", pp > 1 ? p->schedule : "",
                layout.num_params, gpt_num_params(&o.model));
     print_placement(mesh, node, x.ranks_per_node > 0);
+    if (replicate) print_hybrid(shard, replicate, node, world);
     TrainParallel par = {.world = world, .dp = dp, .metrics = groups.loss, .sync = sync,
                          .states = x.zero ? &z1.c.states : NULL,
                          .layout = &layout, .schedule = schedule,
@@ -277,6 +329,10 @@ int main(int argc, char **argv) {
 
     print_stage_checks(&o, &ml, mesh);
     if (x.zero) composed_zero1_free(&z1);
+    if (replicate) {
+        comm_free(shard);
+        comm_free(replicate);
+    }
     else if (moe) ep_sync_free(&es);
     else ddp_sync_free(&ds);
     write_mesh_csv(&o, mesh, node);

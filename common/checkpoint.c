@@ -384,10 +384,11 @@ static void save_begin(const CkptSaveTo *to, int steps, const GPTLayout *l, cons
         make_dirs(tmp);
     }
     if (who->world) comm_barrier(who->world);
-    const int hybrid = held->hybrid.replicas > 0;
-    if (held->hybrid.replica == 0)  /* else another replica writes the same states */
-        to->ops->shard_rects(l, held, hybrid ? held->hybrid.share_rank : who->dp_rank,
-                             hybrid ? held->hybrid.share_size : who->dp, rects);
+    CkptHeld mine = *held;
+    if (held->hybrid.replica > 0)  /* replica 0 writes the same shards */
+        for (int kind = 0; kind < CKPT_KINDS; kind++)
+            if (!held->replicated[kind]) mine.nruns[kind] = 0;
+    to->ops->shard_rects(l, &mine, who->dp_rank, who->dp, rects);
     snprintf(path, n, "%s/rank-%05d.ckpt", tmp, rank);
 }
 

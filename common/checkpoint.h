@@ -90,13 +90,14 @@ typedef struct {
     size_t flat, count, local;
 } CkptRun;
 
-/* hybrid sharding (lab 03's --dp-shard): `replicas` ranks, one per shard
- * group, hold the same states; replica 0's group writes them, each rank as
- * share_rank of share_size (its shard group) in place of its place in the
- * dp group, and the other replicas write none. All 0: every rank writes, as
- * its place in the dp group says */
+/* hybrid sharding (--dp-shard, labs 03 and 10): `replicas` ranks, one per
+ * shard group, hold the same shards; replica 0's group writes the sharded
+ * kinds, the other replicas none. A replicated kind is written as without
+ * hybrid sharding, every rank its part of the dp group's copy (the shard
+ * groups need not line up with the ranks that write it: lab 10's CP ranks
+ * write no replicated state). All 0: no hybrid sharding */
 typedef struct {
-    int replica, replicas, share_rank, share_size;
+    int replica, replicas;
 } CkptHybrid;
 
 /* A rank's model states for checkpoints (see above) */

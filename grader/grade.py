@@ -267,7 +267,7 @@ def draw_case(case, rng):
 
 
 # the degrees a case's name may state ("pp 2", "m 4"), by the flag that sets them
-NAMED_DEGREES = {"--pp": "pp", "--tp": "tp", "--cp": "cp", "--ep": "ep", "--micro-batches": "m",
+NAMED_DEGREES = {"--dp": "dp", "--pp": "pp", "--tp": "tp", "--cp": "cp", "--ep": "ep", "--micro-batches": "m",
                  "--dp-shard": "shard", "--zero": "stage"}
 
 

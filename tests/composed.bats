@@ -67,6 +67,28 @@ follows_base_tail() {
     [ "$status" -eq 0 ]
 }
 
+# zero1_checkpoint_round FLAGS...: a run of FLAGS on 8 ranks saves at step
+# 2 of 4, with every parameter and moment (every CP rank's shard, each
+# replica's) in the checkpoint once; resumed in FLAGS it ends bit for bit
+# as the run did, and resumed in dp 4 with ZeRO-1 it follows one device
+zero1_checkpoint_round() {
+    local d="$BATS_TEST_TMPDIR"
+    run mpirun_t 300 8 "$T4D" "${COMMON[@]}" "$@" --save "$d/ck" --save-every 2 \
+        --out "$d/a" --dump-params "$d/a/params.bin"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    run t 60 "$BUILD/bin/ckpt" verify "$d/ck/step-000002"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    [[ "$output" == *"every parameter and moment present once"* ]]
+    run mpirun_t 300 8 "$T4D" "${COMMON[@]}" "$@" --resume "$d/ck/step-000002" \
+        --out "$d/b" --dump-params "$d/b/params.bin"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    cmp "$d/a/params.bin" "$d/b/params.bin"
+    run mpirun_t 300 4 "$T4D" "${COMMON[@]}" --dp 4 --zero 1 --resume "$d/ck/step-000002" \
+        --out "$d/c" --dump-params "$d/c/params.bin"
+    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
+    follows_base_tail "$d/c"
+}
+
 @test "composed: dp 2 x tp 2 x pp 2 and tp 2 x cp 2 x pp 2 (8 ranks) follow the single-device run" {
     require_solution 00 02 03 04 05 06 07 08 09 10
     composed 8 "$BASE" "--dp 2 --tp 2 --pp 2" "--tp 2 --cp 2 --pp 2 --cp-algo zigzag"
@@ -102,6 +124,30 @@ follows_base_tail() {
     [[ "$output" != *DIFFERENT* ]] || { echo "$output"; return 1; }
 }
 
+# ---- the second extension: --dp-shard (hybrid ZeRO-1)
+
+@test "composed --dp-shard: hybrid ZeRO-1 (dp 4 x tp 2, dp 2 x cp 2 x pp 2; shard 2) follows the single-device run, memory as planned, the replicas' all-reduce a shard per step; its checkpoint resumes bit for bit, and without it; a K that does not divide dp x cp, or no --zero 1, is one clear error" {
+    require_solution 00 02 03 04 05 06 07 08 09 10
+    local d="$BATS_TEST_TMPDIR" h=(--dp 2 --cp 2 --pp 2 --zero 1 --dp-shard 2)
+    composed 8 "$BASE" "--dp 4 --tp 2 --zero 1 --dp-shard 2" "${h[*]}"
+    [[ "$output" == *"hybrid ZeRO-1: shard groups of 2 ranks, each slice averaged over 2 replicas"* ]]
+    # per step each rank all-reduces its slice of every unit over the
+    # replicas: S floats, where its moments are 8 S bytes
+    local out="$d/4d-8---dp_4_--tp_2_--zero_1_--dp-shard_2"
+    awk -F, -v steps=4 'FNR == 1 { f++; next }
+        f == 1 && $2 == "optimizer" { o[$1] = $3 }
+        f == 2 && $2 == "replicate" && $3 == "allreduce" { b[$1] = $5 }
+        END { for (r in o) if (b[r] != steps * o[r] / 2) { print "rank " r ": " b[r] " bytes, moments " o[r]; bad = 1 }
+              exit bad || length(b) != 8 }' "$out/memory.csv" "$out/comm.csv"
+    zero1_checkpoint_round "${h[@]}"
+    run mpirun_t 60 4 "$T4D" --config tiny --dp 4 --zero 1 --dp-shard 3 --out "$d/x"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--dp-shard 3 does not divide the 4 dp x cp ranks into shard groups"* ]]
+    run t 30 "$T4D" --config tiny --dp-shard 2 --out "$d/x"
+    assert_user_error
+    [[ "$output" == *"--dp-shard 2 splits the group ZeRO-1 shards its moments over: it needs --zero 1"* ]]
+}
+
 @test "composed: a mixture of experts, ep 2 within dp 4 x tp 2 (8 ranks), follows the single-device MoE run" {
     require_solution 00 02 03 04 05 06 07 08 09 10
     COMMON=(--config tiny-moe --steps 4 --eval-every 100 --threads 1 --batch 8 --grad-accum 2)
@@ -123,22 +169,7 @@ follows_base_tail() {
 
 @test "composed: ZeRO-1 shards saved by tp 2 x cp 2 x pp 2 resume bit for bit, and in dp 4 with ZeRO-1 follow the single-device run" {
     require_solution 00 02 03 04 05 06 07 08 09 10
-    local d="$BATS_TEST_TMPDIR" z=(--tp 2 --cp 2 --pp 2 --cp-algo zigzag --zero 1)
-    run mpirun_t 300 8 "$T4D" "${COMMON[@]}" "${z[@]}" --save "$d/ck" --save-every 2 \
-        --out "$d/a" --dump-params "$d/a/params.bin"
-    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-    # every CP rank's shard of the moments is in the checkpoint, once
-    run t 60 "$BUILD/bin/ckpt" verify "$d/ck/step-000002"
-    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-    [[ "$output" == *"every parameter and moment present once"* ]]
-    run mpirun_t 300 8 "$T4D" "${COMMON[@]}" "${z[@]}" --resume "$d/ck/step-000002" \
-        --out "$d/b" --dump-params "$d/b/params.bin"
-    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-    cmp "$d/a/params.bin" "$d/b/params.bin"
-    run mpirun_t 300 4 "$T4D" "${COMMON[@]}" --dp 4 --zero 1 --resume "$d/ck/step-000002" \
-        --out "$d/c" --dump-params "$d/c/params.bin"
-    [ "$status" -eq 0 ] || { echo "$output"; return 1; }
-    follows_base_tail "$d/c"
+    zero1_checkpoint_round --tp 2 --cp 2 --pp 2 --cp-algo zigzag --zero 1
 }
 
 @test "composed: combinations no lab meets, and degrees that do not multiply to the ranks, are one clear error" {

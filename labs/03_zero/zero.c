@@ -429,6 +429,6 @@ void zero_held(Zero *z, CkptHeld *h) {
                     {!sharded, 0, 0},
                     z->stage == 3 ? "ZeRO-3 shards" : z->stage == 2 ? "ZeRO-2 shards" : "ZeRO-1 shards",
                     {0}};
-    if (z->replicate)  /* hybrid sharding: replica 0's shard group writes */
-        h->hybrid = (CkptHybrid){z->replicate->rank, z->replicate->size, z->dp->rank, z->dp->size};
+    if (z->replicate)  /* hybrid sharding: replica 0's shard group writes the shards */
+        h->hybrid = (CkptHybrid){z->replicate->rank, z->replicate->size};
 }

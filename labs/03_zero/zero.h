@@ -203,7 +203,9 @@ void zero_rs_finish(Zero *z);
  * node, mesh.h). K = N leaves one shard group, and a replicate group of one.
  * zero_hsdp_average: all-reduce each owned gradient slice over
  * z->replicate and divide it by R: every replica then holds the same
- * mean, and AdamW makes the same update on each. */
+ * mean, and AdamW makes the same update on each. Lab 10 calls it too, on
+ * a pipeline stage's layout, where the other stages' units hold nothing
+ * (count 0): it skips them. */
 void zero_hsdp_groups(Comm *dp, int shard_ranks, Comm **shard, Comm **replicate);
 void zero_hsdp_average(Zero *z);
 

@@ -43,6 +43,14 @@
  *    zero_slice_start(x, r) .. zero_slice_start(x, r + 1) of the unit, then
  *    layout_model_sum). Which must come before the shards are cut, and
  *    which after?
+ *
+ * The second extension, hybrid sharding (train_4d --zero 1 --dp-shard K):
+ * z.dp is then a shard group of K consecutive ranks of groups.zero (lab
+ * 03's zero_hsdp_groups) and z.replicate the ranks holding the same slice
+ * in the other shard groups. A reduce-scatter sums over the shard group
+ * only; lab 03's zero_hsdp_average sums the slices over z.replicate and
+ * divides by its size. Where in composed_zero1_finish_grads does it go, so
+ * that the mean, the norm and the update are what they were without it?
  */
 #ifndef COMPOSED_H
 #define COMPOSED_H

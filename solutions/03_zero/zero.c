@@ -312,6 +312,7 @@ void zero_hsdp_average(Zero *z) {
      * params_checksum.csv shows it held) */
     const int R = z->replicate->size;
     for (int u = 0; u < z->nunits; u++) {
+        if (z->units[u].count == 0) continue;  /* lab 10: another stage's unit */
         void *g = owned_grads(z, u);
         comm_allreduce(z->replicate, g, g, z->units[u].shard, z->grad_dtype, COMM_SUM);
         scale_inplace_as(g, 1.0f / (float)R, z->units[u].shard, grad_format(z));
@@ -616,6 +617,6 @@ void zero_held(Zero *z, CkptHeld *h) {
                     {!sharded, 0, 0},
                     z->stage == 3 ? "ZeRO-3 shards" : z->stage == 2 ? "ZeRO-2 shards" : "ZeRO-1 shards",
                     {0}};
-    if (z->replicate)  /* hybrid sharding: replica 0's shard group writes */
-        h->hybrid = (CkptHybrid){z->replicate->rank, z->replicate->size, z->dp->rank, z->dp->size};
+    if (z->replicate)  /* hybrid sharding: replica 0's shard group writes the shards */
+        h->hybrid = (CkptHybrid){z->replicate->rank, z->replicate->size};
 }

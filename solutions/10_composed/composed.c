@@ -48,14 +48,19 @@ double composed_zero1_finish_grads(ComposedZero1 *c, int micro_batches) {
      * their slices would not even line up) */
     if (l->sp) zero_sum_layernorm_grads(z);
     if (l->pp > 1) l->sum_pipeline_copies(l, z->grads_full);
+    /* 2. this rank's slice, summed over the ranks that hold the unit */
+    for (int u = 0; u < z->nunits; u++)
+        if (z->units[u].count)  /* else another stage's unit */
+            zero_reduce_scatter_grads(z, u, comm_at(z->grads_full, z->grad_dtype,
+                                                    z->units[u].padded_offset));
+    /* the second extension: a shard group's sums, averaged over its replicas */
+    if (z->replicate) zero_hsdp_average(z);
     double sumsq = 0.0;
     const size_t r = (size_t)z->dp->rank;
     const int format = comm_dtype_precision(z->grad_dtype);
     for (int u = 0; u < z->nunits; u++) {
         const ZeroUnit *x = &z->units[u];
-        if (x->count == 0) continue;  /* another stage's unit */
-        /* 2. this rank's slice, summed over the ranks that hold the unit */
-        zero_reduce_scatter_grads(z, u, comm_at(z->grads_full, z->grad_dtype, x->padded_offset));
+        if (x->count == 0) continue;
         /* 3. the mean: the same two divisions as DDP and the loop */
         void *mine = comm_at(z->grads_full, z->grad_dtype, x->padded_offset + r * x->shard);
         scale_inplace_as(mine, 1.0f / (float)z->dp->size, x->shard, format);
