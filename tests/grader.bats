@@ -378,11 +378,12 @@ PY
     [[ "$output" == "fatal: apps/train_ddp.c:"*": the parameters differ across ranks after step 0" ]]
 }
 
-# The references of the cases that keep a summary (lab 03's overlap counts,
-# lab 06's compute orders, lab 07's ring overlap) and of lab 10's placement,
-# regenerated: the same files as the committed ones. Every other case's
-# references are compared with a fresh run of its solution by the
-# full-marks test above, with the same checks.
+# The references that keep a summary of the trace (lab 03's overlap counts,
+# lab 06's compute order, lab 07's ring overlap) and lab 10's placement,
+# regenerated for one case of each kind: the same files as the committed
+# ones, written by --make-references' own path. That every case's
+# references still hold is the full-marks test's: a fresh run of each
+# solution meets them, through the same checks and summaries.
 # make_references LAB[:CASE]: lab LAB's references (only CASE's, given),
 # made again into $BATS_TEST_TMPDIR/ref
 make_references() {
@@ -394,7 +395,8 @@ make_references() {
 
 @test "grader: regenerating the references reproduces the committed ones" {
     require_solution 00 02 03 04 05 06 07 09 10
-    in_pairs "$BATS_TEST_TMPDIR/make" make_references "03:overlapped reduce-scatter" 06 07 10
+    in_pairs "$BATS_TEST_TMPDIR/make" make_references "03:overlapped reduce-scatter" \
+        "06:zb-h1, pp 4, m 2, 4 ranks" "07:zigzag, cp 4, 4 ranks" "10:dp 2 x tp 2 x pp 2"
     # memory is exact byte for byte; calls and bytes of comm.csv exactly (its
     # seconds column is a timing); losses within the grader's tolerance; every
     # rank's parameters alike, on as many ranks
