@@ -306,9 +306,10 @@ int main(int argc, char **argv) {
     EpSync es;
     ComposedZero1Run z1;
     const int moe = o.model.n_experts > 0, averaged = groups.grads->size > 1;
-    if (x.zero) composed_zero1_init(&z1, &layout, shard, &o, world);
-    if (x.zero) z1.c.z.replicate = replicate;
-    else if (moe) ep_sync_init(&es, &layout, dp, mesh->edp_group);
+    if (x.zero) {
+        composed_zero1_init(&z1, &layout, shard, &o, world);
+        z1.c.z.replicate = replicate;
+    } else if (moe) ep_sync_init(&es, &layout, dp, mesh->edp_group);
     else ddp_sync_init(&ds, groups.grads, &layout, DDP_BUCKETED, 1 << 18, 0);
     const GradSync *sync = x.zero || !averaged ? NULL : moe ? &es.sync : &ds.sync;
     if (world->rank == 0)
@@ -329,12 +330,12 @@ int main(int argc, char **argv) {
 
     print_stage_checks(&o, &ml, mesh);
     if (x.zero) composed_zero1_free(&z1);
+    else if (moe) ep_sync_free(&es);
+    else ddp_sync_free(&ds);
     if (replicate) {
         comm_free(shard);
         comm_free(replicate);
     }
-    else if (moe) ep_sync_free(&es);
-    else ddp_sync_free(&ds);
     write_mesh_csv(&o, mesh, node);
     free(node);
     schedule_free(schedule);

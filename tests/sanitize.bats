@@ -171,10 +171,10 @@ san_flags() {
     done
 }
 
-@test "sanitize: lab 10, train_4d with ZeRO-1 over dp x cp (tp 2 x cp 2 x pp 2, zigzag), interleaved dp 2 x tp 2 x pp 2 with SP, simulated nodes; the order search" {
+@test "sanitize: lab 10, train_4d with ZeRO-1 over dp x cp (tp 2 x cp 2 x pp 2, zigzag), interleaved dp 2 x tp 2 x pp 2 with SP and hybrid ZeRO-1, simulated nodes; the order search" {
     require_solution 10
     for case in "8 --tp 2 --cp 2 --pp 2 --cp-algo zigzag --zero 1 --micro-batches 2" \
-        "8 --dp 2 --tp 2 --pp 2 --sp --schedule interleaved --chunks 2 --micro-batches 2 --ranks-per-node 4"; do
+        "8 --dp 2 --tp 2 --pp 2 --sp --schedule interleaved --chunks 2 --micro-batches 2 --ranks-per-node 4 --zero 1 --dp-shard 1"; do
         read -r np flags <<<"$case"
         # shellcheck disable=SC2086  # flags is a list
         run mpirun_t 300 "$np" "$SAN/solutions/10_composed/train_4d" "${SHORT[@]}" $flags \
